@@ -1,0 +1,108 @@
+//! Streaming moment accumulation beside the machine's f64 GEMM rate.
+//!
+//! Throughput is declared as `Elements(flops)`, so criterion's "elem/s" reads as FLOP/s. The
+//! accumulation counts the useful flops of a symmetric rank-k update, n · D · (D + 1) (the lower
+//! triangle of Σ x xᵀ); the GEMM peer is faer's f64 `matmul` on square matrices (2 n³ flops) and
+//! on the same D × k × D shape computed in full (2 k D² flops).
+//!
+//! `cargo bench -p lmsplit --bench moments` (LMD_BENCH_D overrides D = 2304, i.e. 3 × 768)
+
+use candle_core::{Device, Tensor};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use faer::{Accum, Mat};
+use lmsplit::lmd::moments::Moments;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn d_total() -> usize {
+    std::env::var("LMD_BENCH_D")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2304)
+}
+
+fn gemm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("f64_gemm");
+    g.sample_size(10);
+    let par = faer::get_global_parallelism();
+    for n in [1024usize, 2048] {
+        let a = Mat::<f64>::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 101) as f64 / 101.0);
+        let b = a.transpose().to_owned();
+        let mut out = Mat::<f64>::zeros(n, n);
+        g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+        g.bench_with_input(BenchmarkId::new("square", n), &n, |bch, _| {
+            bch.iter(|| {
+                faer::linalg::matmul::matmul(
+                    out.as_mut(),
+                    Accum::Replace,
+                    a.as_ref(),
+                    b.as_ref(),
+                    1.0,
+                    par,
+                )
+            })
+        });
+    }
+    let (d, k) = (d_total(), 1024);
+    let x = Mat::<f64>::from_fn(d, k, |i, j| ((i * 7 + j * 13) % 97) as f64 / 97.0);
+    let mut out = Mat::<f64>::zeros(d, d);
+    g.throughput(Throughput::Elements(2 * (k * d * d) as u64));
+    g.bench_function(BenchmarkId::new("xxt_full", format!("{d}x{k}")), |bch| {
+        bch.iter(|| {
+            faer::linalg::matmul::matmul(
+                out.as_mut(),
+                Accum::Add,
+                x.as_ref(),
+                x.transpose(),
+                1.0,
+                par,
+            )
+        })
+    });
+    g.finish();
+}
+
+fn accumulate(c: &mut Criterion) {
+    let d = d_total();
+    let models = d / 768;
+    let (names, widths): (Vec<String>, Vec<usize>) = if models >= 1 && d % 768 == 0 {
+        (
+            (0..models).map(|i| format!("m{i}")).collect(),
+            vec![768; models],
+        )
+    } else {
+        (vec!["m0".into()], vec![d])
+    };
+    let n = 2048;
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let rows: Vec<f32> = (0..n * d).map(|_| 5.0 + rng.random::<f32>()).collect();
+    let mut g = c.benchmark_group("moments");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((n * d * (d + 1)) as u64));
+    g.bench_function(
+        BenchmarkId::new("update_stacked_f64", format!("{n}x{d}")),
+        |bch| {
+            let mut m = Moments::new(names.clone(), widths.clone()).unwrap();
+            m.update_stacked(&rows[..d]).unwrap(); // the shift is set once, outside the timing
+            bch.iter(|| m.update_stacked(&rows).unwrap())
+        },
+    );
+    let t = Tensor::from_slice(&rows, (n, d), &Device::Cpu).unwrap();
+    g.bench_function(
+        BenchmarkId::new("update_tensor_cpu", format!("{n}x{d}")),
+        |bch| {
+            let mut m = Moments::new(names.clone(), widths.clone()).unwrap();
+            m.update_stacked(&rows[..d]).unwrap();
+            bch.iter(|| m.update_tensor(&t).unwrap())
+        },
+    );
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    // criterion's plots need a system font; the numbers are what matter here.
+    config = Criterion::default().without_plots();
+    targets = gemm, accumulate
+}
+criterion_main!(benches);

@@ -1,0 +1,89 @@
+//! One training step (forward, backward, clipping, AdamW) of a two-tower model, per style, in
+//! token positions per second (criterion's "elem/s").
+//!
+//! Shapes: `tiny` presets (B 16, T 64); `peer_small` = the PyTorch two-tower GPT peer's
+//! 2 layers, H 128, 4 heads, V 8192, T 128, B 16 (6,820 tokens/s on 2 threads); `peer_medium`
+//! = 4 layers, H 256, V 30528, T 128, B 8 (927 tokens/s); `base_2tower` = the released preset
+//! at B 4, T 128 (set LMSPLIT_BENCH_BASE=0 to skip it). ELMo uses H 128 / cell 512 at the peer
+//! shapes.
+//!
+//! `cargo bench -p lmsplit --bench train_step`
+
+use candle_core::Device;
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lmsplit::towers::data::BatchSource;
+use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
+
+fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
+    let tiny = ModelConfig::preset(style, "tiny").unwrap();
+    let mut small = tiny.clone();
+    small.vocab_size = 8192;
+    small.max_positions = 128;
+    let mut medium = small.clone();
+    match style {
+        Style::Elmo => {
+            small.hidden_size = 128;
+            small.lstm_size = 512;
+        }
+        _ => {
+            (
+                small.n_layers,
+                small.hidden_size,
+                small.n_heads,
+                small.ffn_size,
+            ) = (2, 128, 4, 512);
+            (
+                medium.n_layers,
+                medium.hidden_size,
+                medium.n_heads,
+                medium.ffn_size,
+            ) = (4, 256, 4, 1024);
+            medium.vocab_size = 30528;
+        }
+    }
+    let mut v = vec![("tiny", tiny, 16, 64), ("peer_small", small, 16, 128)];
+    if style != Style::Elmo {
+        v.push(("peer_medium", medium, 8, 128));
+    }
+    if std::env::var("LMSPLIT_BENCH_BASE")
+        .map(|s| s != "0")
+        .unwrap_or(true)
+    {
+        v.push((
+            "base_2tower",
+            ModelConfig::preset(style, "base_2tower").unwrap(),
+            4,
+            128,
+        ));
+    }
+    v
+}
+
+fn train_step(c: &mut Criterion) {
+    for style in [Style::Gpt, Style::Bert, Style::Elmo] {
+        let mut g = c.benchmark_group(format!("train_step_{style:?}").to_lowercase());
+        g.sample_size(10);
+        for (name, cfg, b, t) in shapes(style) {
+            let model = TwoTowerLm::new(&cfg, &Device::Cpu, 0).unwrap();
+            let mut src = MarkovSource::new(style, cfg.vocab_size, 4, b, t, 1, 2).unwrap();
+            let batch = src.next_batch().unwrap();
+            let tc = TrainConfig {
+                budget: Budget::Steps(1_000_000),
+                ..TrainConfig::default()
+            };
+            let mut tr = Trainer::new(&model, tc, None).unwrap();
+            g.throughput(Throughput::Elements((b * t) as u64));
+            g.bench_function(BenchmarkId::new(name, format!("B{b}xT{t}")), |bench| {
+                bench.iter(|| tr.step(std::slice::from_ref(&batch)).unwrap())
+            });
+        }
+        g.finish();
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().without_plots();
+    targets = train_step
+}
+criterion_main!(benches);

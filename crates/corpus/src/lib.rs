@@ -1,0 +1,43 @@
+//! `corpus`: text in, token ids out.
+//!
+//! Streaming readers (plain text, WikiText, folders of `.txt`, JSONL), sentence splitting, a
+//! tokenizer wrapper over `tokenizers`, token frequencies, training data for the three model
+//! styles (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches
+//! with a resumable cursor, document-level splits, the LMD `SequenceSampler`, a seeded synthetic
+//! corpus with gold UPOS tags, and a UPOS tagger with the per-token `PosLexicon`.
+//!
+//! This crate has no candle dependency: everything is plain Rust data.
+
+pub mod batch;
+pub mod error;
+pub mod freq;
+pub mod mlm;
+pub mod pos;
+pub mod read;
+pub mod sampler;
+pub mod sentence;
+pub mod split;
+pub mod synthetic;
+pub mod tokenizer;
+pub mod windows;
+
+pub use batch::{
+    BatchCursor, BatchIter, Batcher, BatcherConfig, Objective, TokenBatch, IGNORE_LABEL,
+};
+pub use error::{CorpusError, Result};
+pub use freq::{CountSummary, TokenCounts};
+pub use mlm::{mask_sequence, MaskingConfig};
+pub use pos::{
+    read_conllu, Accuracy, ConlluReader, PerceptronTagger, PosLexicon, TaggedSentence,
+    TaggerConfig, TokenTag, Upos,
+};
+pub use read::{read_documents, DocSource, Document, Documents, Format};
+pub use sampler::{Sample, SampleText, SampledSplits, SamplerConfig, SequenceSampler};
+pub use sentence::{split_sentences, SentenceSplitter};
+pub use split::{DocumentSplitter, Split, SplitFractions, SplitKey};
+pub use synthetic::{SyntheticConfig, SyntheticCorpus, TaggedDocument};
+pub use tokenizer::{ChunkMemo, Encoded, SpecialTokens, Tokenizer, BERT_SPECIAL_TOKENS};
+pub use windows::{
+    bert_windows, causal_blocks, pack_bert_windows, pack_causal_blocks, pad_sequence, TrainingData,
+    DEFAULT_MAX_LEN,
+};

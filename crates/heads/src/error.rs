@@ -1,0 +1,29 @@
+//! Typed errors of the `heads` crate.
+
+/// Everything that can go wrong while retraining or evaluating per-tower heads.
+#[derive(Debug, thiserror::Error)]
+pub enum HeadsError {
+    /// An error from the towers crate (model, training loop, checkpoint).
+    #[error(transparent)]
+    Towers(#[from] towers::TowersError),
+    /// A tensor operation failed.
+    #[error("candle: {0}")]
+    Candle(#[from] candle_core::Error),
+    /// JSON (de)serialisation failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// File-system failure, with the path involved.
+    #[error("io error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// Heads and model (or inputs) do not fit together.
+    #[error("mismatch: {0}")]
+    Mismatch(String),
+}
+
+/// Result alias of the `heads` crate.
+pub type Result<T> = std::result::Result<T, HeadsError>;

@@ -1,0 +1,109 @@
+//! Evaluation of every head on the same positions: per position the target and each tower's
+//! log p(target) (optionally the full log-distribution).
+
+use std::path::Path;
+
+use corpus::{TokenBatch, IGNORE_LABEL};
+use serde::{Deserialize, Serialize};
+use towers::norm::log_softmax_last;
+use towers::TwoTowerLm;
+
+use crate::head::TowerHeads;
+use crate::{HeadsError, Result};
+
+/// Per-position results of all heads on identical positions (plain data for `prefscore`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PositionLogProbs {
+    /// Vocabulary size V.
+    pub vocab_size: usize,
+    /// Target token id per evaluated position.
+    pub targets: Vec<u32>,
+    /// Index of the batch each position came from.
+    pub batch_index: Vec<u32>,
+    /// Flat index (row · seq_len + t) of the position inside its batch.
+    pub position: Vec<u32>,
+    /// `logp[k][i]` = log p_k(targets[i]) under tower k's head (natural log).
+    pub logp: Vec<Vec<f32>>,
+    /// On request, `full[k]` = row-major [n_positions, V] log-probabilities of head k.
+    pub full: Option<Vec<Vec<f32>>>,
+}
+
+impl PositionLogProbs {
+    /// Number of evaluated positions.
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Whether no position was evaluated.
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// Mean negative log-likelihood per tower.
+    pub fn mean_nll(&self) -> Vec<f64> {
+        self.logp
+            .iter()
+            .map(|l| -l.iter().map(|&x| x as f64).sum::<f64>() / l.len().max(1) as f64)
+            .collect()
+    }
+
+    /// Writes the results as JSON.
+    pub fn save_json(&self, path: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec(self)?;
+        std::fs::write(path, bytes).map_err(|source| HeadsError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+/// Evaluates every head of `heads` on the labelled positions of `batches` (the same positions
+/// and masks for all towers); `full` also keeps each head's whole log-distribution.
+pub fn evaluate(
+    model: &TwoTowerLm,
+    heads: &TowerHeads,
+    batches: &[TokenBatch],
+    full: bool,
+) -> Result<PositionLogProbs> {
+    let k_n = heads.config().n_towers;
+    let mut out = PositionLogProbs {
+        vocab_size: heads.config().vocab_size,
+        targets: Vec::new(),
+        batch_index: Vec::new(),
+        position: Vec::new(),
+        logp: vec![Vec::new(); k_n],
+        full: full.then(|| vec![Vec::new(); k_n]),
+    };
+    for (bi, b) in batches.iter().enumerate() {
+        if b.n_targets() == 0 {
+            continue;
+        }
+        let f = heads.features(model, b)?;
+        for (k, x) in f.per_tower.iter().enumerate() {
+            let head = heads
+                .head(k)
+                .ok_or_else(|| HeadsError::Mismatch(format!("no head {k}")))?;
+            let lp = log_softmax_last(&head.forward(x)?)?.detach();
+            let lab =
+                candle_core::Tensor::from_vec(f.labels.clone(), (f.labels.len(), 1), lp.device())?;
+            let picked: Vec<f32> = lp.gather(&lab, 1)?.squeeze(1)?.to_vec1()?;
+            if picked.iter().any(|v| !v.is_finite()) {
+                return Err(
+                    towers::TowersError::NonFinite(format!("log-probability of head {k}")).into(),
+                );
+            }
+            out.logp[k].extend(picked);
+            if let Some(fl) = out.full.as_mut() {
+                fl[k].extend(lp.flatten_all()?.to_vec1::<f32>()?);
+            }
+        }
+        out.targets.extend(&f.labels);
+        for (i, &l) in b.labels.iter().enumerate() {
+            if l != IGNORE_LABEL {
+                out.batch_index.push(bi as u32);
+                out.position.push(i as u32);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,20 @@
+//! `heads`: phases 2 and 3 of the two-tower experiment.
+//!
+//! The towers of a trained [`towers::TwoTowerLm`] are frozen (their outputs are detached, so no
+//! gradient is ever computed into them) and one fresh head per tower — Linear(D, D) → GELU →
+//! LayerNorm → Linear(D, V) with bias, untied — is trained on identical batches and masks (all
+//! heads in one pass: their parameters are disjoint). Every head is then evaluated on the same
+//! positions, giving per position the target id and each tower's log p(target)
+//! ([`PositionLogProbs`], plain data for `prefscore`).
+
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod eval;
+pub mod head;
+pub mod retrain;
+
+pub use error::{HeadsError, Result};
+pub use eval::{evaluate, PositionLogProbs};
+pub use head::{Head, HeadConfig, HeadInput, TowerHeads};
+pub use retrain::{retrain, FrozenTowers, RetrainSummary};

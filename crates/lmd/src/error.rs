@@ -1,0 +1,157 @@
+//! The crate's one error type.
+
+use std::path::PathBuf;
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, LmdError>;
+
+/// Everything that can go wrong in LMD: bad shapes and inputs, singular systems, model loading.
+#[derive(Debug, thiserror::Error)]
+pub enum LmdError {
+    /// An I/O error on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An error from candle.
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    /// An argument outside its valid range (the message says which and why).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A batch or block whose width does not match the declared model widths.
+    #[error("width mismatch in {what}: expected {expected}, got {got}")]
+    WidthMismatch {
+        /// What was being checked (a model name, "stacked row", "merge" ...).
+        what: String,
+        /// The width the moments were declared with.
+        expected: usize,
+        /// The width that was given.
+        got: usize,
+    },
+    /// Fewer samples than dimensions: a covariance of this rank cannot support the fit.
+    #[error("too few samples for {what}: n = {n} but {dim} dimensions are needed")]
+    TooFewSamples {
+        /// What needed the samples (e.g. "fit basis roberta-base").
+        what: String,
+        /// Samples seen.
+        n: u64,
+        /// Dimensions required.
+        dim: usize,
+    },
+    /// A NaN or infinite value in an input batch.
+    #[error("non-finite value {value} in model {model}, row {row}, column {col}")]
+    NonFinite {
+        /// The model whose block holds the value.
+        model: String,
+        /// Row within the batch.
+        row: usize,
+        /// Column within the model's block.
+        col: usize,
+        /// The offending value.
+        value: f32,
+    },
+    /// A model name that the moments do not know.
+    #[error("unknown model {name:?} (known: {known:?})")]
+    UnknownModel {
+        /// The name asked for.
+        name: String,
+        /// The names the moments hold.
+        known: Vec<String>,
+    },
+    /// A linear system that cannot be solved as asked (rank reported).
+    #[error("singular system in {what}: rank {rank} of {dim}")]
+    Singular {
+        /// Which system (e.g. "basis covariance of [bert]").
+        what: String,
+        /// Numerical rank found.
+        rank: usize,
+        /// Dimension of the system.
+        dim: usize,
+    },
+    /// Writing a table or a plot failed.
+    #[error(transparent)]
+    Report(#[from] report::Error),
+    /// A saved file that is malformed (bad header, shapes or metadata).
+    #[error("malformed file {path}: {reason}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A model folder's `config.json` (or llama2.c header) is malformed or inconsistent.
+    #[error("{path}: bad model config: {message}")]
+    ModelConfig {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// `model_type` names an architecture this crate does not implement.
+    #[error("{path}: unknown model_type {model_type:?} (known: {known})")]
+    UnknownModelType {
+        /// The config file.
+        path: PathBuf,
+        /// The value found.
+        model_type: String,
+        /// The supported values, comma separated.
+        known: String,
+    },
+    /// Weights are missing, truncated, or do not fit the config.
+    #[error("{path}: bad weights: {message}")]
+    Weights {
+        /// The weights file (or the folder when none was found).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tokenizer is missing, unreadable, or does not match the model.
+    #[error("{path}: tokenizer: {message}")]
+    Tokenizer {
+        /// The tokenizer file (or the folder when none was found).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The tokenizer's vocabulary is larger than the model's embedding table.
+    #[error("{path}: tokenizer has {tokenizer} ids but the model's vocabulary has {model}")]
+    VocabMismatch {
+        /// The tokenizer file.
+        path: PathBuf,
+        /// Ids the tokenizer can emit.
+        tokenizer: usize,
+        /// Rows of the model's token embedding.
+        model: usize,
+    },
+    /// A sequence length T beyond the model's position table.
+    #[error("{path}: T = {t} tokens exceeds the model's {max} positions")]
+    SequenceTooLong {
+        /// The model folder.
+        path: PathBuf,
+        /// The requested T.
+        t: usize,
+        /// The most tokens the model accepts.
+        max: usize,
+    },
+    /// A model could not be found locally or fetched from the Hugging Face hub.
+    #[error("model {spec:?}: {message}")]
+    ModelSource {
+        /// The folder or hub id given.
+        spec: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// A model produced NaN or infinite embeddings.
+    #[error("{model}: non-finite embeddings ({context})")]
+    NonFiniteEmbedding {
+        /// The model's name.
+        model: String,
+        /// Where it happened.
+        context: String,
+    },
+}

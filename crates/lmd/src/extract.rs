@@ -1,0 +1,341 @@
+//! Embedding extraction at speed: sequences are tokenized once, sorted by length into batches
+//! of at most `token_budget` padded tokens (little padding, steady memory), embedded, and put
+//! back in input order. Results stream into [`Moments`] or into one safetensors file per model
+//! and split ([`EmbeddingStore`]) so an interrupted run resumes without recomputing finished
+//! models.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{Device, Tensor};
+use indicatif::{ProgressBar, ProgressStyle};
+use safetensors::tensor::TensorView;
+use safetensors::Dtype;
+
+use crate::encoder::{Encoder, Pooling};
+use crate::error::{LmdError, Result};
+use crate::moments::Moments;
+
+/// How to extract embeddings.
+#[derive(Debug, Clone)]
+pub struct ExtractOptions {
+    /// T: tokens per sequence (special tokens included), each model truncating to it.
+    pub t: usize,
+    /// Pooling of the last hidden layer.
+    pub pooling: Pooling,
+    /// Most padded tokens (batch size × longest sequence) per forward pass.
+    pub token_budget: usize,
+    /// Most sequences per forward pass.
+    pub max_batch: usize,
+    /// Show a progress bar with sequences/s on stderr.
+    pub progress: bool,
+}
+
+impl ExtractOptions {
+    /// Masked-mean pooling at T with CPU-friendly batches (4096 tokens, ≤ 256 sequences), progress bar on.
+    pub fn new(t: usize) -> Self {
+        Self {
+            t,
+            pooling: Pooling::MaskedMean,
+            token_budget: 4096,
+            max_batch: 256,
+            progress: true,
+        }
+    }
+}
+
+/// Groups sequence indices into batches by length: longest first, each batch holding at most
+/// `max_batch` sequences and at most `token_budget` padded tokens (a single sequence longer than
+/// the budget gets a batch of its own).
+pub fn plan_batches(lengths: &[usize], token_budget: usize, max_batch: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(lengths[i]));
+    let mut batches = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    let mut longest = 0;
+    for i in order {
+        let l = lengths[i].max(1);
+        let width = longest.max(l);
+        if !cur.is_empty()
+            && ((cur.len() + 1) * width > token_budget || cur.len() >= max_batch.max(1))
+        {
+            batches.push(std::mem::take(&mut cur));
+            longest = 0;
+        }
+        longest = longest.max(l);
+        cur.push(i);
+    }
+    if !cur.is_empty() {
+        batches.push(cur);
+    }
+    batches
+}
+
+fn progress_bar(len: usize, label: &str, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len as u64);
+    let style =
+        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} seq {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+    pb.set_style(style);
+    pb.set_prefix(label.to_string());
+    pb
+}
+
+/// Embeddings of `texts` by one model: a row-major [n, d] f32 host buffer in input order,
+/// with the measured throughput.
+pub fn embed_texts(enc: &dyn Encoder, texts: &[String], opts: &ExtractOptions) -> Result<Embedded> {
+    if texts.is_empty() {
+        return Err(LmdError::InvalidArgument("no texts to embed".into()));
+    }
+    let start = Instant::now();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let ids = enc.tokenize(&refs, opts.t)?;
+    let lengths: Vec<usize> = ids.iter().map(Vec::len).collect();
+    let d = enc.width();
+    let mut out = vec![0f32; texts.len() * d];
+    let pb = progress_bar(texts.len(), enc.name(), opts.progress);
+    for batch in plan_batches(&lengths, opts.token_budget, opts.max_batch) {
+        let seqs: Vec<Vec<u32>> = batch.iter().map(|&i| ids[i].clone()).collect();
+        let e = enc
+            .embed_ids(&seqs, opts.t, opts.pooling)?
+            .to_device(&Device::Cpu)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        for (r, &i) in batch.iter().enumerate() {
+            out[i * d..(i + 1) * d].copy_from_slice(&e[r * d..(r + 1) * d]);
+        }
+        pb.inc(batch.len() as u64);
+    }
+    pb.finish_and_clear();
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(Embedded {
+        rows: texts.len(),
+        width: d,
+        data: out,
+        seconds,
+        tokens: lengths.iter().sum(),
+    })
+}
+
+/// One model's embeddings of one list of texts.
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    /// Number of sequences n.
+    pub rows: usize,
+    /// Embedding width d.
+    pub width: usize,
+    /// Row-major [n, d] f32.
+    pub data: Vec<f32>,
+    /// Wall-clock seconds spent (0 when loaded from a store).
+    pub seconds: f64,
+    /// Real (unpadded) tokens processed.
+    pub tokens: usize,
+}
+
+impl Embedded {
+    /// Sequences per second of the extraction (NaN when loaded from a store).
+    pub fn sequences_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.rows as f64 / self.seconds
+        } else {
+            f64::NAN
+        }
+    }
+
+    /// As a [n, d] tensor on the CPU.
+    pub fn to_tensor(&self) -> Result<Tensor> {
+        Ok(Tensor::from_slice(
+            &self.data,
+            (self.rows, self.width),
+            &Device::Cpu,
+        )?)
+    }
+}
+
+/// Streams the embeddings of every model into one joint [`Moments`] (models in the order of
+/// `moments.names()`), `chunk` sequences at a time, so no model's full embedding matrix is kept.
+pub fn embed_into_moments(
+    encoders: &[&dyn Encoder],
+    texts: &[String],
+    opts: &ExtractOptions,
+    chunk: usize,
+    moments: &mut Moments,
+) -> Result<()> {
+    if encoders.len() != moments.names().len() {
+        return Err(LmdError::InvalidArgument(format!(
+            "{} encoders for moments over {} models",
+            encoders.len(),
+            moments.names().len()
+        )));
+    }
+    let inner = ExtractOptions {
+        progress: false,
+        ..opts.clone()
+    };
+    let pb = progress_bar(texts.len(), "joint moments", opts.progress);
+    for part in texts.chunks(chunk.max(1)) {
+        let blocks = encoders
+            .iter()
+            .map(|e| embed_texts(*e, part, &inner))
+            .collect::<Result<Vec<_>>>()?;
+        let views: Vec<&[f32]> = blocks.iter().map(|b| b.data.as_slice()).collect();
+        moments.update(&views)?;
+        pb.inc(part.len() as u64);
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// A 64-bit FNV-1a fingerprint of a list of texts (order and boundaries included): a stored
+/// embedding file is reused only for exactly the texts it was computed from.
+pub fn fingerprint(texts: &[String]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for t in texts {
+        for &b in t.as_bytes().iter().chain(&[0xff]) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Per-model, per-split embedding files under one folder:
+/// `{dir}/{model}/{split}-T{t}-{pooling}.safetensors`, written atomically (temp file + rename)
+/// with the texts' fingerprint, so a rerun reuses exactly the finished (model, split) pairs.
+#[derive(Debug, Clone)]
+pub struct EmbeddingStore {
+    dir: PathBuf,
+}
+
+const META_FINGERPRINT: &str = "lmd.texts_fnv1a64";
+const META_MODEL: &str = "lmd.model";
+
+impl EmbeddingStore {
+    /// A store rooted at `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The file of one model and split.
+    pub fn path(&self, model: &str, split: &str, opts: &ExtractOptions) -> PathBuf {
+        self.dir.join(model).join(format!(
+            "{split}-T{}-{}.safetensors",
+            opts.t,
+            opts.pooling.as_str()
+        ))
+    }
+
+    /// Loads a stored embedding if it exists and was computed from exactly `texts`.
+    pub fn load(
+        &self,
+        model: &str,
+        split: &str,
+        texts: &[String],
+        opts: &ExtractOptions,
+    ) -> Result<Option<Embedded>> {
+        let path = self.path(model, split, opts);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let bytes = std::fs::read(&path).map_err(|source| LmdError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let bad = |m: String| LmdError::Weights {
+            path: path.clone(),
+            message: m,
+        };
+        let (_, meta) =
+            safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+        let want = fingerprint(texts).to_string();
+        let meta = meta.metadata().clone().unwrap_or_default();
+        if meta.get(META_FINGERPRINT) != Some(&want) {
+            return Ok(None);
+        }
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+        let view = st.tensor("embeddings").map_err(|e| bad(e.to_string()))?;
+        let shape = view.shape();
+        if view.dtype() != Dtype::F32 || shape.len() != 2 || shape[0] != texts.len() {
+            return Err(bad(format!(
+                "expected f32 [{}, d], found {:?} {:?}",
+                texts.len(),
+                view.dtype(),
+                shape
+            )));
+        }
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        Ok(Some(Embedded {
+            rows: shape[0],
+            width: shape[1],
+            data,
+            seconds: 0.0,
+            tokens: 0,
+        }))
+    }
+
+    /// Writes one model's embeddings of one split atomically.
+    pub fn save(
+        &self,
+        model: &str,
+        split: &str,
+        texts: &[String],
+        opts: &ExtractOptions,
+        e: &Embedded,
+    ) -> Result<PathBuf> {
+        let path = self.path(model, split, opts);
+        let parent = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|source| LmdError::Io {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+        let bytes: Vec<u8> = e.data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let view = TensorView::new(Dtype::F32, vec![e.rows, e.width], &bytes)
+            .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
+        let meta: HashMap<String, String> = [
+            (META_FINGERPRINT.to_string(), fingerprint(texts).to_string()),
+            (META_MODEL.to_string(), model.to_string()),
+            ("lmd.t".to_string(), opts.t.to_string()),
+            ("lmd.pooling".to_string(), opts.pooling.as_str().to_string()),
+        ]
+        .into_iter()
+        .collect();
+        let tmp = path.with_extension("safetensors.tmp");
+        let io = |source| LmdError::Io {
+            path: tmp.clone(),
+            source,
+        };
+        let data = safetensors::tensor::serialize([("embeddings", view)], Some(meta))
+            .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
+        std::fs::write(&tmp, data).map_err(io)?;
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        Ok(path)
+    }
+
+    /// The stored embeddings of (model, split) when present for exactly these texts, else
+    /// computes and stores them. The flag says whether they were reused.
+    pub fn get_or_embed(
+        &self,
+        enc: &dyn Encoder,
+        split: &str,
+        texts: &[String],
+        opts: &ExtractOptions,
+    ) -> Result<(Embedded, bool)> {
+        if let Some(e) = self.load(enc.name(), split, texts, opts)? {
+            if e.width == enc.width() {
+                return Ok((e, true));
+            }
+        }
+        let e = embed_texts(enc, texts, opts)?;
+        self.save(enc.name(), split, texts, opts, &e)?;
+        Ok((e, false))
+    }
+}

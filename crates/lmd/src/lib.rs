@@ -1,0 +1,22 @@
+//! `lmd`: Language Model Decomposition.
+//!
+//! How much of one language model's sequence embedding is a linear function of other models'
+//! embeddings? Pretrained encoders turn text into mean-pooled sequence embeddings; streaming
+//! joint moments (one per split) hold everything the closed-form fits need; the fits give
+//! held-out R², pairwise and group ρ, and linear CKA beside them.
+
+pub mod error;
+
+// --- the mathematical core (moments, fits, scores, reports) ---
+pub mod analysis;
+pub mod cka;
+pub mod fit;
+pub mod moments;
+pub mod synthetic;
+pub mod tables;
+
+// --- pretrained encoders and embedding extraction ---
+pub mod encoder;
+pub mod extract;
+
+pub use error::{LmdError, Result};

@@ -1,0 +1,569 @@
+//! Streaming joint first and second moments of the stacked embeddings of M models.
+//!
+//! One [`Moments`] per split holds everything the closed-form decomposition needs: the count n,
+//! the mean and the Gram matrix of z = [u_1; …; u_M] (D = Σ d_i). Batches arrive as f32 and are
+//! accumulated in f64 about a fixed shift (the first batch's mean), so the covariance
+//! G/n − m mᵀ (m = mean − shift) does not cancel catastrophically when the embeddings have a
+//! large common offset. Only the lower triangle of the Gram matrix is accumulated (half the
+//! flops of a full product); readers mirror it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use candle_core::{DType, Tensor};
+use faer::linalg::matmul::triangular::{self, BlockStructure};
+use faer::{Accum, Mat, MatRef};
+use safetensors::{Dtype, SafeTensors};
+
+use crate::error::{LmdError, Result};
+
+/// The key of the JSON metadata inside a saved moments file's safetensors header.
+const META_KEY: &str = "lmd.moments";
+/// Format tag written into the metadata (bumped if the layout ever changes).
+const FORMAT: &str = "lmd-moments-v1";
+/// Upper bound on the f64 staging buffer of one Gram update (bytes): big enough for efficient
+/// GEMM panels, small enough not to matter beside the D × D accumulator.
+const STAGING_BYTES: usize = 64 << 20;
+
+/// Streaming, mergeable first and second moments of M models' embeddings, in f64.
+///
+/// Rows are samples; each model i contributes a block of width `widths[i]`; blocks are stacked in
+/// the order of `names`. Build with [`Moments::new`], feed with [`Moments::update`] (one
+/// row-major block per model), [`Moments::update_stacked`] (one row-major [n, D] slice) or
+/// [`Moments::update_tensor`] (a [n, D] candle tensor on any device: the Gram is computed there),
+/// combine shards with [`Moments::merge`], persist with [`Moments::save`] / [`Moments::load`].
+#[derive(Clone, Debug)]
+pub struct Moments {
+    names: Vec<String>,
+    widths: Vec<usize>,
+    offsets: Vec<usize>,
+    n: u64,
+    /// The shift c subtracted from every row; `None` until the first batch.
+    shift: Option<Vec<f64>>,
+    /// Σ (z − c).
+    sum: Vec<f64>,
+    /// Σ (z − c)(z − c)ᵀ, lower triangle (including the diagonal) valid.
+    gram: Mat<f64>,
+}
+
+impl Moments {
+    /// Empty moments for the models `names` with embedding widths `widths` (same length, every
+    /// width > 0, names distinct).
+    pub fn new(names: Vec<String>, widths: Vec<usize>) -> Result<Self> {
+        if names.is_empty() || names.len() != widths.len() {
+            return Err(LmdError::InvalidArgument(format!(
+                "Moments::new needs one width per model and at least one model ({} names, {} widths)",
+                names.len(),
+                widths.len()
+            )));
+        }
+        for (i, (name, &w)) in names.iter().zip(&widths).enumerate() {
+            if w == 0 {
+                return Err(LmdError::InvalidArgument(format!(
+                    "model {name} has width 0"
+                )));
+            }
+            if names[..i].contains(name) {
+                return Err(LmdError::InvalidArgument(format!(
+                    "model name {name} appears twice"
+                )));
+            }
+        }
+        let mut offsets = Vec::with_capacity(widths.len() + 1);
+        offsets.push(0);
+        for &w in &widths {
+            offsets.push(offsets.last().copied().unwrap_or(0) + w);
+        }
+        let d = offsets[widths.len()];
+        Ok(Self {
+            names,
+            widths,
+            offsets,
+            n: 0,
+            shift: None,
+            sum: vec![0.0; d],
+            gram: Mat::zeros(d, d),
+        })
+    }
+
+    /// Moments of `n` samples with the given mean and population covariance (D × D, symmetric,
+    /// divided by n): for covariances computed elsewhere or known in closed form.
+    pub fn from_parts(
+        names: Vec<String>,
+        widths: Vec<usize>,
+        n: u64,
+        mean: Vec<f64>,
+        cov: &Mat<f64>,
+    ) -> Result<Self> {
+        let mut m = Self::new(names, widths)?;
+        let d = m.dim();
+        if mean.len() != d || cov.nrows() != d || cov.ncols() != d {
+            return Err(LmdError::WidthMismatch {
+                what: "mean/covariance of from_parts".into(),
+                expected: d,
+                got: mean.len().max(cov.nrows()).max(cov.ncols()),
+            });
+        }
+        for c in 0..d {
+            for r in c..d {
+                let (a, b) = (cov[(r, c)], cov[(c, r)]);
+                if !a.is_finite()
+                    || (a - b).abs() > 1e-12 * (a.abs() + b.abs()).max(f64::MIN_POSITIVE)
+                {
+                    return Err(LmdError::InvalidArgument(format!(
+                        "covariance must be finite and symmetric (entry ({r}, {c}))"
+                    )));
+                }
+                m.gram[(r, c)] = n as f64 * a;
+            }
+        }
+        if mean.iter().any(|x| !x.is_finite()) {
+            return Err(LmdError::InvalidArgument("non-finite mean".into()));
+        }
+        m.shift = Some(mean);
+        m.n = n;
+        Ok(m)
+    }
+
+    /// Model names, in stacking order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// Embedding width of every model.
+    pub fn widths(&self) -> &[usize] {
+        &self.widths
+    }
+
+    /// Total width D = Σ d_i.
+    pub fn dim(&self) -> usize {
+        self.offsets[self.widths.len()]
+    }
+
+    /// Number of samples accumulated.
+    pub fn n(&self) -> u64 {
+        self.n
+    }
+
+    /// The shift subtracted before accumulation (zeros before the first batch).
+    pub fn shift(&self) -> Vec<f64> {
+        self.shift.clone().unwrap_or_else(|| vec![0.0; self.dim()])
+    }
+
+    /// Index of a model by name.
+    pub fn index_of(&self, name: &str) -> Result<usize> {
+        self.names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| LmdError::UnknownModel {
+                name: name.to_string(),
+                known: self.names.clone(),
+            })
+    }
+
+    /// Column range of model `i` inside the stacked vector z.
+    pub fn range(&self, i: usize) -> Range<usize> {
+        self.offsets[i]..self.offsets[i + 1]
+    }
+
+    /// Indices of the named models (repeats allowed; unknown names are an error).
+    pub fn indices(&self, names: &[&str]) -> Result<Vec<usize>> {
+        names.iter().map(|n| self.index_of(n)).collect()
+    }
+
+    /// Stacked column indices of the given models, in order.
+    pub(crate) fn columns(&self, models: &[usize]) -> Vec<usize> {
+        models.iter().flat_map(|&i| self.range(i)).collect()
+    }
+
+    /// Mean of z over the accumulated samples (error when n = 0).
+    pub fn mean(&self) -> Result<Vec<f64>> {
+        self.require_samples(1, "mean")?;
+        let n = self.n as f64;
+        let shift = self.shift();
+        Ok(shift
+            .iter()
+            .zip(&self.sum)
+            .map(|(c, s)| c + s / n)
+            .collect())
+    }
+
+    /// Population covariance (divided by n) of the given stacked columns: rows × cols block.
+    pub(crate) fn cov_block(&self, rows: &[usize], cols: &[usize]) -> Mat<f64> {
+        let n = self.n as f64;
+        let mr: Vec<f64> = rows.iter().map(|&r| self.sum[r] / n).collect();
+        let mc: Vec<f64> = cols.iter().map(|&c| self.sum[c] / n).collect();
+        Mat::from_fn(rows.len(), cols.len(), |a, b| {
+            self.gram_at(rows[a], cols[b]) / n - mr[a] * mc[b]
+        })
+    }
+
+    /// Population covariance (divided by n) of the whole stacked vector, D × D, symmetric.
+    pub fn covariance(&self) -> Result<Mat<f64>> {
+        self.require_samples(1, "covariance")?;
+        let all: Vec<usize> = (0..self.dim()).collect();
+        Ok(self.cov_block(&all, &all))
+    }
+
+    /// Population covariance of the named models' stacked block (rows and columns in the order
+    /// given).
+    pub fn covariance_of(&self, models: &[&str]) -> Result<Mat<f64>> {
+        self.require_samples(1, "covariance")?;
+        let cols = self.columns(&self.indices(models)?);
+        Ok(self.cov_block(&cols, &cols))
+    }
+
+    fn gram_at(&self, r: usize, c: usize) -> f64 {
+        if r >= c {
+            self.gram[(r, c)]
+        } else {
+            self.gram[(c, r)]
+        }
+    }
+
+    pub(crate) fn require_samples(&self, need: u64, what: &str) -> Result<()> {
+        if self.n < need {
+            return Err(LmdError::TooFewSamples {
+                what: what.to_string(),
+                n: self.n,
+                dim: need as usize,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds a batch given as one row-major [n, d_i] block per model (all with the same n).
+    pub fn update(&mut self, blocks: &[&[f32]]) -> Result<()> {
+        if blocks.len() != self.widths.len() {
+            return Err(LmdError::WidthMismatch {
+                what: "number of model blocks".into(),
+                expected: self.widths.len(),
+                got: blocks.len(),
+            });
+        }
+        let mut rows = None;
+        for (i, block) in blocks.iter().enumerate() {
+            let w = self.widths[i];
+            if block.len() % w != 0 {
+                return Err(LmdError::WidthMismatch {
+                    what: format!("block of model {} (length {})", self.names[i], block.len()),
+                    expected: w,
+                    got: block.len(),
+                });
+            }
+            let n_i = block.len() / w;
+            if *rows.get_or_insert(n_i) != n_i {
+                return Err(LmdError::InvalidArgument(format!(
+                    "model {} has {n_i} rows but model {} has {}",
+                    self.names[i],
+                    self.names[0],
+                    rows.unwrap_or(0)
+                )));
+            }
+            self.check_finite(block, i, 0)?;
+        }
+        let n = rows.unwrap_or(0);
+        let (widths, offsets) = (self.widths.clone(), self.offsets.clone());
+        self.accumulate(n, |row, out| {
+            for (i, block) in blocks.iter().enumerate() {
+                let (w, o) = (widths[i], offsets[i]);
+                for (dst, &x) in out[o..o + w].iter_mut().zip(&block[row * w..(row + 1) * w]) {
+                    *dst = x as f64;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// Adds a batch given as one row-major [n, D] slice (the models' blocks side by side).
+    pub fn update_stacked(&mut self, rows: &[f32]) -> Result<()> {
+        let d = self.dim();
+        if rows.len() % d != 0 {
+            return Err(LmdError::WidthMismatch {
+                what: format!("stacked batch of length {}", rows.len()),
+                expected: d,
+                got: rows.len(),
+            });
+        }
+        let n = rows.len() / d;
+        for r in 0..n {
+            for i in 0..self.widths.len() {
+                self.check_finite(
+                    &rows[r * d + self.offsets[i]..r * d + self.offsets[i + 1]],
+                    i,
+                    r,
+                )?;
+            }
+        }
+        self.accumulate(n, |row, out| {
+            for (dst, &x) in out.iter_mut().zip(&rows[row * d..(row + 1) * d]) {
+                *dst = x as f64;
+            }
+        });
+        Ok(())
+    }
+
+    /// Adds a batch given as a [n, D] tensor of any float dtype on any device. The shifted batch
+    /// Gram is computed on the tensor's device in f64 and summed into the host accumulator.
+    pub fn update_tensor(&mut self, batch: &Tensor) -> Result<()> {
+        let (n, d) = batch.dims2()?;
+        if d != self.dim() {
+            return Err(LmdError::WidthMismatch {
+                what: "stacked tensor batch".into(),
+                expected: self.dim(),
+                got: d,
+            });
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let x = batch.to_dtype(DType::F64)?;
+        // 0 · x is 0 exactly for finite x and NaN otherwise: one cheap device reduction.
+        let poison = x.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f64>()?;
+        if !poison.is_finite() || poison != 0.0 {
+            let host = batch
+                .to_dtype(DType::F32)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            for r in 0..n {
+                for i in 0..self.widths.len() {
+                    let row = &host[r * d + self.offsets[i]..r * d + self.offsets[i + 1]];
+                    self.check_finite(row, i, r)?;
+                }
+            }
+        }
+        if self.shift.is_none() {
+            self.shift = Some(x.mean(0)?.to_vec1::<f64>()?);
+        }
+        let shift = Tensor::from_slice(&self.shift(), d, x.device())?;
+        let xc = x.broadcast_sub(&shift)?;
+        let g = xc.t()?.matmul(&xc)?.flatten_all()?.to_vec1::<f64>()?;
+        let s = xc.sum(0)?.to_vec1::<f64>()?;
+        for c in 0..d {
+            for r in c..d {
+                self.gram[(r, c)] += g[r * d + c];
+            }
+        }
+        for (acc, v) in self.sum.iter_mut().zip(&s) {
+            *acc += v;
+        }
+        self.n += n as u64;
+        Ok(())
+    }
+
+    fn check_finite(&self, block: &[f32], model: usize, first_row: usize) -> Result<()> {
+        let w = self.widths[model];
+        match block.iter().position(|x| !x.is_finite()) {
+            None => Ok(()),
+            Some(k) => Err(LmdError::NonFinite {
+                model: self.names[model].clone(),
+                row: first_row + k / w,
+                col: k % w,
+                value: block[k],
+            }),
+        }
+    }
+
+    /// Shifts and stages `n` rows (filled by `row_into`) in chunks and adds their Gram.
+    fn accumulate(&mut self, n: usize, row_into: impl Fn(usize, &mut [f64])) {
+        if n == 0 {
+            return;
+        }
+        let d = self.dim();
+        if self.shift.is_none() {
+            let mut mean = vec![0.0; d];
+            let mut row = vec![0.0; d];
+            for r in 0..n {
+                row_into(r, &mut row);
+                for (m, x) in mean.iter_mut().zip(&row) {
+                    *m += x;
+                }
+            }
+            mean.iter_mut().for_each(|m| *m /= n as f64);
+            self.shift = Some(mean);
+        }
+        let shift = self.shift.clone().unwrap_or_default();
+        let chunk = (STAGING_BYTES / (8 * d)).clamp(64, n.max(64)).min(n);
+        // Column j of the staging matrix is sample j: rows copy contiguously.
+        let mut stage = Mat::<f64>::zeros(d, chunk);
+        let mut start = 0;
+        while start < n {
+            let len = chunk.min(n - start);
+            for j in 0..len {
+                let col = stage.col_as_slice_mut(j);
+                row_into(start + j, col);
+                for ((x, c), s) in col.iter_mut().zip(&shift).zip(self.sum.iter_mut()) {
+                    *x -= c;
+                    *s += *x;
+                }
+            }
+            let x = stage.as_ref().subcols(0, len);
+            add_lower_gram(self.gram.as_mut(), x);
+            start += len;
+        }
+        self.n += n as u64;
+    }
+
+    /// Adds another shard of the same models (names and widths must match). The result equals
+    /// one pass over both shards' rows (up to rounding).
+    pub fn merge(&mut self, other: &Moments) -> Result<()> {
+        if self.names != other.names || self.widths != other.widths {
+            return Err(LmdError::WidthMismatch {
+                what: format!("merge of {:?} into {:?}", other.names, self.names),
+                expected: self.dim(),
+                got: other.dim(),
+            });
+        }
+        if other.n == 0 {
+            return Ok(());
+        }
+        let Some(shift) = self.shift.clone() else {
+            *self = other.clone();
+            return Ok(());
+        };
+        // Re-express the other shard about our shift: z − a = (z − b) + δ with δ = b − a.
+        let delta: Vec<f64> = other
+            .shift()
+            .iter()
+            .zip(&shift)
+            .map(|(b, a)| b - a)
+            .collect();
+        let nb = other.n as f64;
+        let d = self.dim();
+        for c in 0..d {
+            for r in c..d {
+                self.gram[(r, c)] += other.gram[(r, c)]
+                    + other.sum[r] * delta[c]
+                    + delta[r] * other.sum[c]
+                    + nb * delta[r] * delta[c];
+            }
+        }
+        for ((s, so), dl) in self.sum.iter_mut().zip(&other.sum).zip(&delta) {
+            *s += so + nb * dl;
+        }
+        self.n += other.n;
+        Ok(())
+    }
+
+    /// Writes the moments to `path` (safetensors: f64 tensors `gram` [D, D], `sum` [D],
+    /// `shift` [D]; JSON metadata with names, widths, n under the header key `lmd.moments`).
+    /// The write is atomic (temporary file, then rename).
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let path = path.as_ref();
+        let d = self.dim();
+        let gram = le_bytes((0..d * d).map(|k| self.gram_at(k / d, k % d)));
+        let shift = le_bytes(self.shift());
+        let sum = le_bytes(self.sum.iter().copied());
+        let meta = serde_json::json!({
+            "format": FORMAT,
+            "names": self.names,
+            "widths": self.widths,
+            "n": self.n,
+            "has_shift": self.shift.is_some(),
+        });
+        let tensors = [
+            ("gram", f64_view(&gram, vec![d, d])?),
+            ("shift", f64_view(&shift, vec![d])?),
+            ("sum", f64_view(&sum, vec![d])?),
+        ];
+        let info = HashMap::from([(META_KEY.to_string(), meta.to_string())]);
+        let tmp = path.with_extension("safetensors.tmp");
+        safetensors::serialize_to_file(tensors, Some(info), &tmp).map_err(|e| {
+            LmdError::Malformed {
+                path: tmp.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        std::fs::rename(&tmp, path).map_err(|source| LmdError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// Reads moments written by [`Moments::save`], validating shapes and metadata.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let bad = |reason: String| LmdError::Malformed {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let bytes = std::fs::read(path).map_err(|source| LmdError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+        let meta = header
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get(META_KEY))
+            .ok_or_else(|| bad(format!("no {META_KEY} metadata")))?;
+        let meta: serde_json::Value = serde_json::from_str(meta).map_err(|e| bad(e.to_string()))?;
+        if meta["format"] != FORMAT {
+            return Err(bad(format!("format {} is not {FORMAT}", meta["format"])));
+        }
+        let names: Vec<String> = serde_json::from_value(meta["names"].clone())
+            .map_err(|e| bad(format!("names: {e}")))?;
+        let widths: Vec<usize> = serde_json::from_value(meta["widths"].clone())
+            .map_err(|e| bad(format!("widths: {e}")))?;
+        let n = meta["n"].as_u64().ok_or_else(|| bad("n missing".into()))?;
+        let has_shift = meta["has_shift"].as_bool().unwrap_or(true);
+        let mut m = Self::new(names, widths).map_err(|e| bad(e.to_string()))?;
+        let d = m.dim();
+        let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
+        let read = |name: &str, shape: &[usize]| -> Result<Vec<f64>> {
+            let t = st.tensor(name).map_err(|e| bad(format!("{name}: {e}")))?;
+            if t.dtype() != Dtype::F64 || t.shape() != shape {
+                return Err(bad(format!(
+                    "{name}: expected F64 {shape:?}, found {:?} {:?}",
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            Ok(t.data()
+                .chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                .collect())
+        };
+        let gram = read("gram", &[d, d])?;
+        let shift = read("shift", &[d])?;
+        m.sum = read("sum", &[d])?;
+        if gram
+            .iter()
+            .chain(&shift)
+            .chain(&m.sum)
+            .any(|x| !x.is_finite())
+        {
+            return Err(bad("non-finite values".into()));
+        }
+        m.gram = Mat::from_fn(d, d, |r, c| if r >= c { gram[r * d + c] } else { 0.0 });
+        m.shift = has_shift.then_some(shift);
+        m.n = n;
+        Ok(m)
+    }
+}
+
+/// `acc` (lower triangle) += x xᵀ for a D × k block of shifted samples (one per column).
+pub(crate) fn add_lower_gram(acc: faer::MatMut<'_, f64>, x: MatRef<'_, f64>) {
+    triangular::matmul(
+        acc,
+        BlockStructure::TriangularLower,
+        Accum::Add,
+        x,
+        BlockStructure::Rectangular,
+        x.transpose(),
+        BlockStructure::Rectangular,
+        1.0,
+        faer::get_global_parallelism(),
+    );
+}
+
+/// Little-endian bytes of f64 values (the safetensors layout).
+fn le_bytes(values: impl IntoIterator<Item = f64>) -> Vec<u8> {
+    values.into_iter().flat_map(f64::to_le_bytes).collect()
+}
+
+fn f64_view(bytes: &[u8], shape: Vec<usize>) -> Result<safetensors::tensor::TensorView<'_>> {
+    safetensors::tensor::TensorView::new(Dtype::F64, shape, bytes)
+        .map_err(|e| LmdError::InvalidArgument(format!("safetensors view: {e}")))
+}

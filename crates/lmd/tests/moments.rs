@@ -1,0 +1,214 @@
+//! Streaming moments: exactness against a two-pass f64 reference, every update path, merging
+//! shards, save/load, and the typed errors.
+
+mod mathutil;
+
+use candle_core::{Device, Tensor};
+use lmd::moments::Moments;
+use lmd::synthetic::PlantedSpec;
+use lmd::LmdError;
+use mathutil::*;
+
+fn spec() -> PlantedSpec {
+    PlantedSpec {
+        models: 3,
+        dim: 8,
+        latent: 6,
+        offset: 1000.0, // large common offset: the shift must prevent cancellation
+        ..PlantedSpec::default()
+    }
+}
+
+fn max_abs_diff(a: &faer::Mat<f64>, b: &nalgebra::DMatrix<f64>) -> f64 {
+    let mut m: f64 = 0.0;
+    for r in 0..a.nrows() {
+        for c in 0..a.ncols() {
+            m = m.max((a[(r, c)] - b[(r, c)]).abs());
+        }
+    }
+    m
+}
+
+#[test]
+fn covariance_matches_two_pass_reference_despite_large_offset() {
+    let data = planted(spec(), 5000, 10, 1);
+    let p = &data.planted;
+    let m = moments_of(&p.names(), &p.widths(), &data.train, 700);
+    let x = to_na(&data.train, m.dim());
+    let reference = cov_na(&x);
+    let cov = m.covariance().unwrap();
+    // Entries are O(1) while the rows are O(1000): without the shift the error would be ~1e-7.
+    assert!(
+        max_abs_diff(&cov, &reference) < 1e-11,
+        "{}",
+        max_abs_diff(&cov, &reference)
+    );
+    let mean = m.mean().unwrap();
+    let ref_mean = x.row_mean();
+    for (a, b) in mean.iter().zip(ref_mean.iter()) {
+        assert!((a - b).abs() < 1e-9);
+    }
+    assert_eq!(m.n(), 5000);
+    assert_eq!(m.dim(), 24);
+}
+
+#[test]
+fn block_stacked_and_tensor_updates_agree() {
+    let data = planted(spec(), 1200, 10, 2);
+    let p = &data.planted;
+    let (names, widths) = (p.names(), p.widths());
+    let d = 24;
+    let stacked = moments_of(&names, &widths, &data.train, 500);
+
+    let mut blocks = Moments::new(names.clone(), widths.clone()).unwrap();
+    for chunk in data.train.chunks(300 * d) {
+        let n = chunk.len() / d;
+        let per_model: Vec<Vec<f32>> = (0..3)
+            .map(|i| {
+                (0..n)
+                    .flat_map(|r| chunk[r * d + 8 * i..r * d + 8 * (i + 1)].to_vec())
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[f32]> = per_model.iter().map(Vec::as_slice).collect();
+        blocks.update(&refs).unwrap();
+    }
+
+    let mut tensor = Moments::new(names, widths).unwrap();
+    for chunk in data.train.chunks(400 * d) {
+        let t = Tensor::from_slice(chunk, (chunk.len() / d, d), &Device::Cpu).unwrap();
+        tensor.update_tensor(&t).unwrap();
+    }
+
+    let c0 = stacked.covariance().unwrap();
+    for other in [&blocks, &tensor] {
+        assert_eq!(other.n(), stacked.n());
+        let c = other.covariance().unwrap();
+        for r in 0..d {
+            for col in 0..d {
+                assert!((c[(r, col)] - c0[(r, col)]).abs() < 1e-10);
+            }
+        }
+    }
+}
+
+#[test]
+fn merged_shards_equal_one_pass() {
+    let data = planted(spec(), 3000, 10, 3);
+    let p = &data.planted;
+    let (names, widths) = (p.names(), p.widths());
+    let d = 24;
+    let one = moments_of(&names, &widths, &data.train, 3000);
+    // Three shards with different shifts (each shard's first batch differs).
+    let mut merged = Moments::new(names.clone(), widths.clone()).unwrap();
+    for (k, shard) in data.train.chunks(1000 * d).enumerate() {
+        let mut s = moments_of(&names, &widths, shard, 100 + 50 * k);
+        if k == 1 {
+            // Merging into an empty accumulator and merging an empty one are both no-ops.
+            s.merge(&Moments::new(names.clone(), widths.clone()).unwrap())
+                .unwrap();
+        }
+        merged.merge(&s).unwrap();
+    }
+    assert_eq!(merged.n(), one.n());
+    let (a, b) = (merged.covariance().unwrap(), one.covariance().unwrap());
+    for r in 0..d {
+        for c in 0..d {
+            assert!((a[(r, c)] - b[(r, c)]).abs() < 1e-10);
+        }
+    }
+    for (x, y) in merged.mean().unwrap().iter().zip(&one.mean().unwrap()) {
+        assert!((x - y).abs() < 1e-10);
+    }
+}
+
+#[test]
+fn save_load_round_trip_is_exact() {
+    let data = planted(spec(), 800, 10, 4);
+    let p = &data.planted;
+    let m = moments_of(&p.names(), &p.widths(), &data.train, 300);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("train.safetensors");
+    m.save(&path).unwrap();
+    let back = Moments::load(&path).unwrap();
+    assert_eq!(back.names(), m.names());
+    assert_eq!(back.widths(), m.widths());
+    assert_eq!(back.n(), m.n());
+    assert_eq!(back.shift(), m.shift());
+    assert_eq!(back.mean().unwrap(), m.mean().unwrap());
+    let (a, b) = (back.covariance().unwrap(), m.covariance().unwrap());
+    assert_eq!(a, b);
+
+    // A truncated file is a typed error, not a panic.
+    let bytes = std::fs::read(&path).unwrap();
+    let bad = dir.path().join("bad.safetensors");
+    std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(matches!(
+        Moments::load(&bad),
+        Err(LmdError::Malformed { .. })
+    ));
+    assert!(matches!(
+        Moments::load(dir.path().join("missing")),
+        Err(LmdError::Io { .. })
+    ));
+}
+
+#[test]
+fn bad_inputs_are_typed_errors() {
+    let names = vec!["a".to_string(), "b".to_string()];
+    assert!(matches!(
+        Moments::new(names.clone(), vec![2]),
+        Err(LmdError::InvalidArgument(_))
+    ));
+    assert!(Moments::new(vec!["a".into(), "a".into()], vec![1, 1]).is_err());
+    let mut m = Moments::new(names.clone(), vec![2, 3]).unwrap();
+    // Stacked rows must be a multiple of D = 5.
+    assert!(matches!(
+        m.update_stacked(&[0.0; 7]),
+        Err(LmdError::WidthMismatch { .. })
+    ));
+    // Blocks: wrong count, then wrong width.
+    assert!(matches!(
+        m.update(&[&[0.0; 2]]),
+        Err(LmdError::WidthMismatch { .. })
+    ));
+    assert!(matches!(
+        m.update(&[&[0.0; 2], &[0.0; 4]]),
+        Err(LmdError::WidthMismatch { .. })
+    ));
+    // Different row counts per model.
+    assert!(m.update(&[&[0.0; 4], &[0.0; 3]]).is_err());
+    // Non-finite input names the model, the row and the column.
+    let mut rows = vec![1.0f32; 15];
+    rows[5 + 4] = f32::NAN; // row 1, model b, column 2
+    match m.update_stacked(&rows) {
+        Err(LmdError::NonFinite {
+            model, row, col, ..
+        }) => assert_eq!((model.as_str(), row, col), ("b", 1, 2)),
+        other => panic!("expected NonFinite, got {other:?}"),
+    }
+    let t = Tensor::from_slice(&rows, (3, 5), &Device::Cpu).unwrap();
+    assert!(matches!(
+        m.update_tensor(&t),
+        Err(LmdError::NonFinite { .. })
+    ));
+    let mut blk = vec![0.5f32; 6];
+    blk[3] = f32::INFINITY;
+    assert!(matches!(
+        m.update(&[&[0.0; 4], &blk]),
+        Err(LmdError::NonFinite { row: 1, col: 0, .. })
+    ));
+    // Nothing was accumulated by the failed updates.
+    assert_eq!(m.n(), 0);
+    assert!(matches!(
+        m.covariance(),
+        Err(LmdError::TooFewSamples { .. })
+    ));
+    assert!(matches!(
+        m.index_of("zzz"),
+        Err(LmdError::UnknownModel { .. })
+    ));
+    // Merging different models is refused.
+    let other = Moments::new(vec!["a".into(), "c".into()], vec![2, 3]).unwrap();
+    assert!(m.merge(&other).is_err());
+}

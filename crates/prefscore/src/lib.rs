@@ -1,0 +1,41 @@
+//! lmsplit-prefscore: which tokens each tower of a two-tower (or K-tower) language model
+//! predicts better, and how stable that preference is (He & Toyoizumi, "Spontaneous Emerging
+//! Preference in Two-tower Language Model").
+//!
+//! Plain data in, plain data out (no tensors):
+//! 1. [`TokenStats`]: per token and tower, count, Σp and Σlog p of the target probability over
+//!    the positions whose target is that token (all towers on identical positions); mergeable.
+//! 2. [`TokenStats::scores`]: eq. 4's preference score s_a = log p̄1_a − log p̄2_a
+//!    ([`ScoreKind::ArithmeticMean`]) or the released code's mean-log-p variant
+//!    ([`ScoreKind::GeometricMean`]), tower 1 being the primary tower of eq. 3;
+//!    [`TokenStats::scores_vs_rest`] for K > 2 towers. Unseen tokens score `None`.
+//! 3. [`correlate`] / [`pairwise`]: Pearson (Table 2) or Spearman (Table 4) correlations over the
+//!    most frequent tokens, with a seeded bootstrap interval and a permutation p-value;
+//!    [`correlate_with_frequency`] against frequency rank.
+//! 4. Controls: [`random_partition`] (single-tower pseudo-towers), [`split_positions`] and
+//!    [`split_null`] (the sampling-noise null of a correlation).
+//! 5. Summaries: [`by_tag`] (POS, Fig. 4), [`group_summary`] (word groups, Table 3) and
+//!    [`sorted_profile`] (several runs in one run's score order, Fig. 3).
+
+#![warn(missing_docs)]
+
+mod control;
+mod corr;
+mod error;
+mod profile;
+mod sample;
+mod score;
+mod stats;
+mod summary;
+
+pub use control::{random_partition, split_null, split_positions, NullDistribution};
+pub use corr::{
+    correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, spearman,
+    top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method,
+};
+pub use error::{Error, Result};
+pub use profile::sorted_profile;
+pub use sample::{quantile_sorted, Bootstrap, Interval};
+pub use score::{ScoreKind, Scores};
+pub use stats::TokenStats;
+pub use summary::{by_tag, group_summary, GroupSummary, TagSummary};

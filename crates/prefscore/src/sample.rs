@@ -1,0 +1,114 @@
+//! Small descriptive statistics and the seeded percentile bootstrap of a mean.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Arithmetic mean (NaN-free callers only; `None` for an empty slice).
+pub(crate) fn mean(x: &[f64]) -> Option<f64> {
+    (!x.is_empty()).then(|| x.iter().sum::<f64>() / x.len() as f64)
+}
+
+/// Sample standard deviation (n − 1); 0 for fewer than 2 values.
+pub(crate) fn sample_sd(x: &[f64]) -> f64 {
+    if x.len() < 2 {
+        return 0.0;
+    }
+    let m = x.iter().sum::<f64>() / x.len() as f64;
+    (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+}
+
+/// Quantile `q` ∈ [0, 1] of sorted data by linear interpolation between order statistics
+/// (the "type 7" rule of R and NumPy's default).
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() || !(0.0..=1.0).contains(&q) {
+        return None;
+    }
+    let h = (sorted.len() - 1) as f64 * q;
+    let (lo, hi) = (h.floor() as usize, h.ceil() as usize);
+    Some(sorted[lo] + (h - lo as f64) * (sorted[hi] - sorted[lo]))
+}
+
+/// A two-sided interval at confidence `level`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Lower end.
+    pub lo: f64,
+    /// Upper end.
+    pub hi: f64,
+    /// Confidence level, e.g. 0.95.
+    pub level: f64,
+}
+
+/// Options of the bootstrap intervals.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Bootstrap {
+    /// Number of resamples (0 disables the interval).
+    pub resamples: usize,
+    /// Confidence level in (0, 1).
+    pub level: f64,
+    /// Seed of the ChaCha8 generator that draws the resamples.
+    pub seed: u64,
+}
+
+impl Default for Bootstrap {
+    /// 1000 resamples, 95%, seed 0.
+    fn default() -> Self {
+        Bootstrap {
+            resamples: 1000,
+            level: 0.95,
+            seed: 0,
+        }
+    }
+}
+
+impl Bootstrap {
+    pub(crate) fn check(&self) -> Result<()> {
+        if !(self.level > 0.0 && self.level < 1.0) {
+            return Err(Error::invalid(format!(
+                "bootstrap level {} must lie in (0, 1)",
+                self.level
+            )));
+        }
+        Ok(())
+    }
+
+    /// The percentile interval of `stats` (the statistic on each resample).
+    pub(crate) fn percentile(&self, mut stats: Vec<f64>) -> Option<Interval> {
+        stats.retain(|v| v.is_finite());
+        if stats.is_empty() {
+            return None;
+        }
+        stats.sort_by(f64::total_cmp);
+        let a = (1.0 - self.level) / 2.0;
+        Some(Interval {
+            lo: quantile_sorted(&stats, a)?,
+            hi: quantile_sorted(&stats, 1.0 - a)?,
+            level: self.level,
+        })
+    }
+
+    /// Percentile interval of the mean of `x` (`None` when disabled or `x` is empty).
+    pub fn mean_interval(&self, x: &[f64]) -> Result<Option<Interval>> {
+        self.check()?;
+        if self.resamples == 0 || x.is_empty() {
+            return Ok(None);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let n = x.len();
+        let means = (0..self.resamples)
+            .map(|_| (0..n).map(|_| x[rng.random_range(0..n)]).sum::<f64>() / n as f64)
+            .collect();
+        Ok(self.percentile(means))
+    }
+}
+
+/// A fresh generator for sub-task `stream` of a run seeded with `seed` (distinct, reproducible
+/// streams for the pairs of a table).
+pub(crate) fn rng_for(seed: u64, stream: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream);
+    rng
+}

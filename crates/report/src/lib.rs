@@ -1,0 +1,21 @@
+//! lmsplit-report: result tables (CSV, Markdown, JSON) and plots (PNG, SVG) for lmsplit
+//! experiments.
+//!
+//! Tables: build a [`Table`] from a header and rows of [`Cell`]s, then
+//! [`Table::write_all`] writes `stem.csv`, `stem.md` and `stem.json`.
+//! Plots: [`heatmap`], [`line_plot`], [`scatter`], [`histogram_grid`], [`bar_chart`] and
+//! [`matrix_image`] write PNG or SVG, chosen by the path's extension. Text is drawn with the
+//! DejaVu Sans font compiled into the binary, so no system fonts are needed.
+
+#![warn(missing_docs)]
+
+mod error;
+mod plot;
+mod table;
+
+pub use error::{Error, Result};
+pub use plot::{
+    bar_chart, heatmap, histogram_grid, line_plot, matrix_image, register_fonts, scatter,
+    HeatmapOptions, HistogramOptions, MatrixOptions, PlotOptions, Series,
+};
+pub use table::{Cell, Table, DEFAULT_PRECISION};

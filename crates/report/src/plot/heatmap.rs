@@ -1,0 +1,257 @@
+//! Labelled heatmaps (e.g. pairwise R² between models, rows = target, columns = basis).
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::colour::{colour_bar, text_on, Scale, NAN_FILL, NAN_MARK};
+use super::{
+    abbreviate, axis_style, check_range, finite_range, label_style, max_text_width, plot_err,
+    render, title_style, Figure, FONT,
+};
+use crate::{Error, Result};
+
+/// Longest label drawn in full; longer ones are shortened with an ellipsis.
+const MAX_LABEL_CHARS: usize = 30;
+/// Width of the colour-bar strip on the right.
+const BAR_WIDTH: u32 = 120;
+
+/// Options of [`heatmap`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HeatmapOptions {
+    /// Title drawn above the plot (empty: none).
+    pub title: String,
+    /// Description of the x axis (columns), e.g. "basis".
+    pub x_label: String,
+    /// Description of the y axis (rows), e.g. "target".
+    pub y_label: String,
+    /// Colour scale range; `None`: the finite values' min and max. Values outside are clamped.
+    pub value_range: Option<(f64, f64)>,
+    /// Print each cell's value (2 decimals) in the cell.
+    pub annotate: bool,
+}
+
+/// Draw a heatmap of the row-major `values` (`n_rows × n_cols`) to `path` (PNG or SVG by
+/// extension), row 0 at the top, with `row_labels` on the y axis, `col_labels` (rotated) on the
+/// x axis, a viridis colour bar, and non-finite cells drawn grey with a diagonal mark.
+pub fn heatmap(
+    path: &Path,
+    values: &[f64],
+    n_rows: usize,
+    n_cols: usize,
+    row_labels: &[String],
+    col_labels: &[String],
+    opts: &HeatmapOptions,
+) -> Result<()> {
+    if n_rows == 0 || n_cols == 0 {
+        return Err(Error::invalid(
+            "heatmap needs at least one row and one column",
+        ));
+    }
+    if values.len() != n_rows * n_cols {
+        return Err(Error::invalid(format!(
+            "heatmap values have length {}, expected {n_rows} x {n_cols} = {}",
+            values.len(),
+            n_rows * n_cols
+        )));
+    }
+    if row_labels.len() != n_rows || col_labels.len() != n_cols {
+        return Err(Error::invalid(format!(
+            "heatmap has {n_rows} x {n_cols} cells but {} row labels and {} column labels",
+            row_labels.len(),
+            col_labels.len()
+        )));
+    }
+    let (lo, hi) = match opts.value_range {
+        Some(r) => check_range(r, "heatmap value_range")?,
+        None => finite_range(values.iter().copied()).unwrap_or((0.0, 1.0)),
+    };
+    super::format_of(path)?;
+    super::ensure_fonts();
+    let fig = Heatmap {
+        values,
+        n_rows,
+        n_cols,
+        rows: row_labels
+            .iter()
+            .map(|l| abbreviate(l, MAX_LABEL_CHARS))
+            .collect(),
+        cols: col_labels
+            .iter()
+            .map(|l| abbreviate(l, MAX_LABEL_CHARS))
+            .collect(),
+        opts,
+        lo,
+        hi,
+        cell: (640 / n_rows.max(n_cols)).clamp(14, 64) as u32,
+    };
+    render(path, &fig)
+}
+
+struct Heatmap<'a> {
+    values: &'a [f64],
+    n_rows: usize,
+    n_cols: usize,
+    rows: Vec<String>,
+    cols: Vec<String>,
+    opts: &'a HeatmapOptions,
+    lo: f64,
+    hi: f64,
+    cell: u32,
+}
+
+impl Heatmap<'_> {
+    fn title_h(&self) -> u32 {
+        if self.opts.title.is_empty() {
+            10
+        } else {
+            TITLE_BAND
+        }
+    }
+    fn desc_w(label: &str) -> u32 {
+        if label.is_empty() {
+            0
+        } else {
+            28
+        }
+    }
+    fn y_area(&self) -> u32 {
+        max_text_width(&self.rows, &label_style()) + 14 + Self::desc_w(&self.opts.y_label)
+    }
+    fn x_area(&self) -> u32 {
+        max_text_width(&self.cols, &label_style()) + 14 + Self::desc_w(&self.opts.x_label)
+    }
+}
+
+const TITLE_BAND: u32 = 44;
+const MARGIN: u32 = 12;
+
+impl Figure for Heatmap<'_> {
+    fn size(&self) -> (u32, u32) {
+        let w = self.y_area() + self.n_cols as u32 * self.cell + 2 * MARGIN + BAR_WIDTH;
+        let h = self.title_h() + self.n_rows as u32 * self.cell + self.x_area() + 2 * MARGIN;
+        (w.max(360), h.max(260))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = root.dim_in_pixel();
+        // Pixel layout: the grid's top-left corner and the cell size.
+        let cell = self.cell as i32;
+        let left = (MARGIN + self.y_area()) as i32;
+        let top = (self.title_h() + MARGIN) as i32;
+        let (gw, gh) = (cell * self.n_cols as i32, cell * self.n_rows as i32);
+        if !self.opts.title.is_empty() {
+            let style = title_style().pos(Pos::new(HPos::Center, VPos::Center));
+            let x = (left + gw / 2).min((w / 2) as i32);
+            root.draw(&Text::new(self.opts.title.as_str(), (x, 22), style))
+                .map_err(plot_err)?;
+        }
+        let corner = |r: usize, c: usize| (left + c as i32 * cell, top + r as i32 * cell);
+        let scale = Scale::Viridis;
+        let fill_of = |v: f64| {
+            if v.is_finite() {
+                scale.colour(v, self.lo, self.hi)
+            } else {
+                NAN_FILL
+            }
+        };
+        let annot_size = (self.cell as f64 * 0.3).clamp(8.0, 14.0);
+        for r in 0..self.n_rows {
+            for c in 0..self.n_cols {
+                let v = self.values[r * self.n_cols + c];
+                let (x, y) = corner(r, c);
+                let fill = fill_of(v);
+                root.draw(&Rectangle::new(
+                    [(x, y), (x + cell, y + cell)],
+                    fill.filled(),
+                ))
+                .map_err(plot_err)?;
+                if !v.is_finite() {
+                    root.draw(&PathElement::new(
+                        vec![(x, y + cell), (x + cell, y)],
+                        NAN_MARK.stroke_width(1),
+                    ))
+                    .map_err(plot_err)?;
+                }
+                if self.opts.annotate {
+                    let text = if v.is_finite() {
+                        format!("{v:.2}")
+                    } else {
+                        "NaN".to_string()
+                    };
+                    let style = TextStyle::from((FONT, annot_size).into_font())
+                        .color(text_on(fill))
+                        .pos(Pos::new(HPos::Center, VPos::Center));
+                    root.draw(&Text::new(text, (x + cell / 2, y + cell / 2), style))
+                        .map_err(plot_err)?;
+                }
+            }
+        }
+        root.draw(&Rectangle::new(
+            [(left, top), (left + gw, top + gh)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(plot_err)?;
+        // Row labels right-aligned left of the grid; column labels rotated, hanging below it.
+        let row_style = label_style().pos(Pos::new(HPos::Right, VPos::Center));
+        for (r, l) in self.rows.iter().enumerate() {
+            let (_, y) = corner(r, 0);
+            root.draw(&Text::new(
+                l.as_str(),
+                (left - 6, y + cell / 2),
+                row_style.clone(),
+            ))
+            .map_err(plot_err)?;
+        }
+        let col_style = label_style()
+            .transform(FontTransform::Rotate90)
+            .pos(Pos::new(HPos::Left, VPos::Center));
+        for (c, l) in self.cols.iter().enumerate() {
+            let (x, _) = corner(0, c);
+            root.draw(&Text::new(
+                l.as_str(),
+                (x + cell / 2, top + gh + 6),
+                col_style.clone(),
+            ))
+            .map_err(plot_err)?;
+        }
+        if !self.opts.x_label.is_empty() {
+            let style = axis_style().pos(Pos::new(HPos::Center, VPos::Bottom));
+            let y = (top + gh) + self.x_area() as i32;
+            root.draw(&Text::new(
+                self.opts.x_label.as_str(),
+                (left + gw / 2, y),
+                style,
+            ))
+            .map_err(plot_err)?;
+        }
+        if !self.opts.y_label.is_empty() {
+            let style = axis_style()
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Center, VPos::Top));
+            root.draw(&Text::new(
+                self.opts.y_label.as_str(),
+                (MARGIN as i32, top + gh / 2),
+                style,
+            ))
+            .map_err(plot_err)?;
+        }
+        let any_nan = self.values.iter().any(|v| !v.is_finite());
+        let (_, bar) = root.split_horizontally(w - BAR_WIDTH);
+        let (_, h) = root.dim_in_pixel();
+        colour_bar(
+            &bar,
+            scale,
+            self.lo,
+            self.hi,
+            any_nan,
+            top as u32,
+            h.saturating_sub((top + gh) as u32),
+        )
+    }
+}

@@ -1,0 +1,486 @@
+//! Result tables written as CSV (RFC 4180), Markdown and JSON.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::{Error, Result};
+
+/// Default number of decimals printed for [`Cell::Num`] in Markdown.
+pub const DEFAULT_PRECISION: usize = 4;
+
+/// One cell of a [`Table`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    /// Free text.
+    Text(String),
+    /// A real number (printed to the table's precision in Markdown, in full in CSV and JSON).
+    Num(f64),
+    /// An integer (counts, sizes, seeds).
+    Int(i64),
+    /// No value (an empty CSV field, a blank Markdown cell, JSON `null`).
+    Empty,
+}
+
+impl From<&str> for Cell {
+    fn from(s: &str) -> Self {
+        Cell::Text(s.to_string())
+    }
+}
+
+impl From<String> for Cell {
+    fn from(s: String) -> Self {
+        Cell::Text(s)
+    }
+}
+
+impl From<&String> for Cell {
+    fn from(s: &String) -> Self {
+        Cell::Text(s.clone())
+    }
+}
+
+impl From<f64> for Cell {
+    fn from(x: f64) -> Self {
+        Cell::Num(x)
+    }
+}
+
+impl From<f32> for Cell {
+    fn from(x: f32) -> Self {
+        Cell::Num(x as f64)
+    }
+}
+
+impl From<i64> for Cell {
+    fn from(x: i64) -> Self {
+        Cell::Int(x)
+    }
+}
+
+impl From<i32> for Cell {
+    fn from(x: i32) -> Self {
+        Cell::Int(x as i64)
+    }
+}
+
+impl From<u32> for Cell {
+    fn from(x: u32) -> Self {
+        Cell::Int(x as i64)
+    }
+}
+
+impl From<usize> for Cell {
+    fn from(x: usize) -> Self {
+        // Saturate instead of wrapping: a count above i64::MAX is not a realistic table entry.
+        Cell::Int(i64::try_from(x).unwrap_or(i64::MAX))
+    }
+}
+
+impl<T: Into<Cell>> From<Option<T>> for Cell {
+    fn from(x: Option<T>) -> Self {
+        x.map_or(Cell::Empty, Into::into)
+    }
+}
+
+impl Cell {
+    /// The cell as a CSV field body (before quoting): numbers in full (shortest round-trip form).
+    fn raw_text(&self) -> String {
+        match self {
+            Cell::Text(s) => s.clone(),
+            Cell::Num(x) => format_full(*x),
+            Cell::Int(i) => i.to_string(),
+            Cell::Empty => String::new(),
+        }
+    }
+
+    /// The cell as Markdown text with `precision` decimals for reals.
+    fn markdown_text(&self, precision: usize) -> String {
+        match self {
+            Cell::Text(s) => escape_markdown(s),
+            Cell::Num(x) => format_fixed(*x, precision),
+            Cell::Int(i) => i.to_string(),
+            Cell::Empty => String::new(),
+        }
+    }
+
+    /// The cell as JSON: NaN and infinities become `null` (JSON has no such numbers).
+    fn to_json(&self) -> Value {
+        match self {
+            Cell::Text(s) => Value::String(s.clone()),
+            Cell::Num(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
+            Cell::Int(i) => Value::from(*i),
+            Cell::Empty => Value::Null,
+        }
+    }
+
+    /// The inverse of [`Cell::to_json`] (integers become [`Cell::Int`], other numbers [`Cell::Num`]).
+    fn from_json(v: &Value) -> Result<Cell> {
+        Ok(match v {
+            Value::Null => Cell::Empty,
+            Value::String(s) => Cell::Text(s.clone()),
+            Value::Number(n) => match n.as_i64() {
+                Some(i) if !n.is_f64() => Cell::Int(i),
+                _ => Cell::Num(n.as_f64().ok_or_else(|| {
+                    Error::invalid(format!("table cell {n} is not representable as f64"))
+                })?),
+            },
+            other => {
+                return Err(Error::invalid(format!(
+                    "table cell must be a string, number or null, got {other}"
+                )))
+            }
+        })
+    }
+
+    fn is_numeric(&self) -> bool {
+        matches!(self, Cell::Num(_) | Cell::Int(_))
+    }
+}
+
+/// Shortest text that parses back to the same f64; `NaN`, `inf`, `-inf` for non-finite values.
+fn format_full(x: f64) -> String {
+    if x.is_nan() {
+        "NaN".to_string()
+    } else {
+        format!("{x}")
+    }
+}
+
+/// `precision` decimals; scientific notation where fixed notation would hide the value
+/// (|x| ≥ 1e6, or 0 < |x| < 10^-precision).
+fn format_fixed(x: f64, precision: usize) -> String {
+    if !x.is_finite() {
+        return format_full(x);
+    }
+    let a = x.abs();
+    let tiny = 10f64.powi(-(precision as i32));
+    if a >= 1e6 || (a > 0.0 && a < tiny) {
+        format!("{x:.precision$e}")
+    } else {
+        format!("{x:.precision$}")
+    }
+}
+
+fn escape_markdown(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// RFC 4180: quote a field containing a comma, quote, CR or LF; double inner quotes.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// A rectangular table with a header row, an optional title and note.
+///
+/// Rows shorter than the header are printed padded with empty cells; [`Table::write_all`]
+/// refuses a table whose rows do not all have the header's length (use [`Table::try_push_row`]
+/// to catch that at insertion).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    header: Vec<String>,
+    rows: Vec<Vec<Cell>>,
+    title: Option<String>,
+    note: Option<String>,
+    precision: usize,
+}
+
+impl Table {
+    /// An empty table with column names `header`.
+    pub fn new(header: Vec<String>) -> Self {
+        Table {
+            header,
+            rows: Vec::new(),
+            title: None,
+            note: None,
+            precision: DEFAULT_PRECISION,
+        }
+    }
+
+    /// A labelled matrix as a table: header `[corner, col_labels...]`, one row per row label
+    /// with the row-major `values` (e.g. a correlation matrix of runs, `corner` = "run").
+    pub fn matrix(
+        corner: impl Into<String>,
+        row_labels: &[String],
+        col_labels: &[String],
+        values: &[f64],
+    ) -> Result<Table> {
+        let (r, c) = (row_labels.len(), col_labels.len());
+        if values.len() != r * c {
+            return Err(Error::invalid(format!(
+                "matrix values have length {}, expected {r} x {c} = {}",
+                values.len(),
+                r * c
+            )));
+        }
+        let mut header = vec![corner.into()];
+        header.extend(col_labels.iter().cloned());
+        let mut t = Table::new(header);
+        for (i, name) in row_labels.iter().enumerate() {
+            let mut row = vec![Cell::Text(name.clone())];
+            row.extend(values[i * c..(i + 1) * c].iter().map(|&v| Cell::Num(v)));
+            t.rows.push(row);
+        }
+        Ok(t)
+    }
+
+    /// Set the title (a Markdown heading, the JSON `title`, not part of the CSV).
+    pub fn with_title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Set a note printed under the Markdown table and stored in the JSON `note`
+    /// (e.g. "rows = target, columns = basis").
+    pub fn with_note(mut self, note: impl Into<String>) -> Self {
+        self.note = Some(note.into());
+        self
+    }
+
+    /// Decimals printed for [`Cell::Num`] in Markdown (default [`DEFAULT_PRECISION`]).
+    pub fn with_precision(mut self, precision: usize) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Append a row (see the type's docs for rows of the wrong length).
+    pub fn push_row(&mut self, row: Vec<Cell>) -> &mut Self {
+        self.rows.push(row);
+        self
+    }
+
+    /// Append a row, refusing one whose length differs from the header's.
+    pub fn try_push_row(&mut self, row: Vec<Cell>) -> Result<&mut Self> {
+        if row.len() != self.header.len() {
+            return Err(Error::invalid(format!(
+                "row has {} cells, header has {} columns",
+                row.len(),
+                self.header.len()
+            )));
+        }
+        Ok(self.push_row(row))
+    }
+
+    /// Column names.
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    /// The rows, in insertion order.
+    pub fn rows(&self) -> &[Vec<Cell>] {
+        &self.rows
+    }
+
+    /// The title, if set.
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    /// The note, if set.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
+    }
+
+    /// Check that every row has the header's length.
+    pub fn validate(&self) -> Result<()> {
+        match self.rows.iter().position(|r| r.len() != self.header.len()) {
+            None => Ok(()),
+            Some(i) => Err(Error::invalid(format!(
+                "row {i} has {} cells, header has {} columns",
+                self.rows[i].len(),
+                self.header.len()
+            ))),
+        }
+    }
+
+    /// Row `row` padded (or cut) to the header's width.
+    fn padded(&self, row: &[Cell]) -> Vec<Cell> {
+        let n = self.header.len().max(row.len());
+        (0..n)
+            .map(|j| row.get(j).cloned().unwrap_or(Cell::Empty))
+            .collect()
+    }
+
+    /// CSV per RFC 4180 (CRLF line ends, quoted fields where needed); header first,
+    /// numbers in full precision. Title and note are not part of the CSV.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        let line = |cells: Vec<String>| cells.join(",") + "\r\n";
+        out.push_str(&line(self.header.iter().map(|h| csv_field(h)).collect()));
+        for row in &self.rows {
+            let cells = self.padded(row);
+            out.push_str(&line(
+                cells.iter().map(|c| csv_field(&c.raw_text())).collect(),
+            ));
+        }
+        out
+    }
+
+    /// A GitHub-flavoured Markdown table: `### title`, the table (numeric columns
+    /// right-aligned, columns padded to equal width), then the note as a paragraph.
+    pub fn to_markdown(&self) -> String {
+        let ncols = self
+            .rows
+            .iter()
+            .map(Vec::len)
+            .chain(std::iter::once(self.header.len()))
+            .max()
+            .unwrap_or(0);
+        let head: Vec<String> = (0..ncols)
+            .map(|j| {
+                self.header
+                    .get(j)
+                    .map_or(String::new(), |h| escape_markdown(h))
+            })
+            .collect();
+        let body: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                (0..ncols)
+                    .map(|j| {
+                        r.get(j)
+                            .map_or(String::new(), |c| c.markdown_text(self.precision))
+                    })
+                    .collect()
+            })
+            .collect();
+        // A column is numeric when it has at least one number and no text.
+        let numeric: Vec<bool> = (0..ncols)
+            .map(|j| {
+                let cells = self.rows.iter().filter_map(|r| r.get(j));
+                let mut any = false;
+                for c in cells {
+                    match c {
+                        Cell::Text(_) => return false,
+                        c if c.is_numeric() => any = true,
+                        _ => {}
+                    }
+                }
+                any
+            })
+            .collect();
+        let width: Vec<usize> = (0..ncols)
+            .map(|j| {
+                body.iter()
+                    .map(|r| r[j].chars().count())
+                    .chain(std::iter::once(head[j].chars().count()))
+                    .max()
+                    .unwrap_or(0)
+                    .max(3)
+            })
+            .collect();
+        let fmt_row = |cells: &[String]| {
+            let mut s = String::from("|");
+            for (j, c) in cells.iter().enumerate() {
+                let pad = width[j] - c.chars().count();
+                if numeric[j] {
+                    let _ = write!(s, " {}{} |", " ".repeat(pad), c);
+                } else {
+                    let _ = write!(s, " {}{} |", c, " ".repeat(pad));
+                }
+            }
+            s.push('\n');
+            s
+        };
+        let mut out = String::new();
+        if let Some(t) = &self.title {
+            let _ = writeln!(out, "### {t}\n");
+        }
+        out.push_str(&fmt_row(&head));
+        out.push('|');
+        for j in 0..ncols {
+            if numeric[j] {
+                let _ = write!(out, " {}: |", "-".repeat(width[j] - 1));
+            } else {
+                let _ = write!(out, " {} |", "-".repeat(width[j]));
+            }
+        }
+        out.push('\n');
+        for r in &body {
+            out.push_str(&fmt_row(r));
+        }
+        if let Some(n) = &self.note {
+            let _ = writeln!(out, "\n{n}");
+        }
+        out
+    }
+
+    /// `{"title", "note", "header": [..], "rows": [[..], ..]}`; reals in full precision,
+    /// empty and non-finite cells as `null`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "title": self.title,
+            "note": self.note,
+            "header": self.header,
+            "rows": self
+                .rows
+                .iter()
+                .map(|r| Value::Array(r.iter().map(Cell::to_json).collect()))
+                .collect::<Vec<_>>(),
+        })
+    }
+
+    /// Read back what [`Table::to_json`] wrote (non-finite reals come back as [`Cell::Empty`]).
+    pub fn from_json(v: &Value) -> Result<Table> {
+        let header = v
+            .get("header")
+            .and_then(Value::as_array)
+            .ok_or_else(|| Error::invalid("table JSON has no `header` array"))?
+            .iter()
+            .map(|h| {
+                h.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| Error::invalid("table JSON header entries must be strings"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut t = Table::new(header);
+        t.title = v.get("title").and_then(Value::as_str).map(str::to_string);
+        t.note = v.get("note").and_then(Value::as_str).map(str::to_string);
+        let rows = v
+            .get("rows")
+            .and_then(Value::as_array)
+            .ok_or_else(|| Error::invalid("table JSON has no `rows` array"))?;
+        for r in rows {
+            let cells = r
+                .as_array()
+                .ok_or_else(|| Error::invalid("table JSON rows must be arrays"))?
+                .iter()
+                .map(Cell::from_json)
+                .collect::<Result<Vec<_>>>()?;
+            t.rows.push(cells);
+        }
+        Ok(t)
+    }
+
+    /// Write `dir/stem.csv`, `dir/stem.md` and `dir/stem.json` (creating `dir`), returning the
+    /// three paths in that order. Fails on ragged rows (see [`Table::validate`]).
+    pub fn write_all(&self, dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+        self.validate()?;
+        if stem.is_empty() || stem.contains(['/', '\\']) {
+            return Err(Error::invalid(format!(
+                "file stem {stem:?} must be a non-empty plain file name"
+            )));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let json = serde_json::to_string_pretty(&self.to_json())
+            .map_err(|e| Error::invalid(format!("table not serialisable: {e}")))?;
+        let outputs = [
+            ("csv", self.to_csv()),
+            ("md", self.to_markdown()),
+            ("json", json + "\n"),
+        ];
+        let mut paths = Vec::with_capacity(3);
+        for (ext, text) in outputs {
+            let path = dir.join(format!("{stem}.{ext}"));
+            std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+            paths.push(path);
+        }
+        Ok(paths)
+    }
+}

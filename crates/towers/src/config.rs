@@ -1,0 +1,214 @@
+//! Model configuration: style, sizes and presets (the paper's Table 1, the released code's
+//! `base_2tower`/`large_2tower`, and tiny sizes for tests). Saved as JSON with every checkpoint.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Result, TowersError};
+
+/// Which encoder every tower is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Style {
+    /// Two-layer LSTMs, forward (sees x_<t) and backward (sees x_>t); labels are the tokens.
+    Elmo,
+    /// Causal pre-LN transformer; labels are the next tokens.
+    Gpt,
+    /// Bidirectional pre-LN transformer trained by masked LM.
+    Bert,
+}
+
+impl std::str::FromStr for Style {
+    type Err = TowersError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "elmo" => Ok(Style::Elmo),
+            "gpt" => Ok(Style::Gpt),
+            "bert" => Ok(Style::Bert),
+            _ => Err(TowersError::Config(format!(
+                "unknown style {s:?} (elmo, gpt, bert)"
+            ))),
+        }
+    }
+}
+
+/// How an ELMo tower combines its directions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElmoMode {
+    /// Forward and backward LSTM outputs concatenated (the intended model).
+    BiLstm,
+    /// As the released code behaves: its `flip_seq` zeroes the backward output, so the tower is
+    /// forward-only with a zero second half (we do not build the unused backward LSTM).
+    AsReleased,
+}
+
+/// Configuration of a K-tower language model (mirrors the released code's config keys).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Encoder style of every tower.
+    pub style: Style,
+    /// Number of towers K (1 = single-tower baseline, 2 = the paper).
+    pub n_towers: usize,
+    /// Vocabulary size V (bert-base-uncased padded to a multiple of 8: 30528).
+    pub vocab_size: usize,
+    /// Transformer width H; for ELMo the per-direction output width (`model_size`).
+    pub hidden_size: usize,
+    /// Transformer layers (ELMo: LSTM layers per direction).
+    pub n_layers: usize,
+    /// Attention heads (transformers only).
+    pub n_heads: usize,
+    /// Feed-forward width (transformers only).
+    pub ffn_size: usize,
+    /// LSTM cell width (ELMo only; the released `hidden_size` 2048/4096).
+    pub lstm_size: usize,
+    /// Longest sequence (position embeddings; GPT `n_positions`).
+    pub max_positions: usize,
+    /// ELMo direction handling.
+    pub elmo_mode: ElmoMode,
+    /// LayerNorm epsilon (inside the square root, as BertLayerNorm).
+    pub layer_norm_eps: f64,
+    /// Standard deviation of the normal weight initialisation.
+    pub init_std: f64,
+}
+
+impl ModelConfig {
+    /// Width of one tower's output `h_k`: H for transformers, 2H (forward ++ backward) for ELMo.
+    pub fn tower_width(&self) -> usize {
+        match self.style {
+            Style::Elmo => 2 * self.hidden_size,
+            Style::Gpt | Style::Bert => self.hidden_size,
+        }
+    }
+
+    /// Width E of the shared embedding: GPT shares width-H token and position tables; BERT shares
+    /// a K·H table projected into each tower; ELMo a 2H table (the released code).
+    pub fn embed_size(&self) -> usize {
+        match self.style {
+            Style::Gpt => self.hidden_size,
+            Style::Bert => self.n_towers * self.hidden_size,
+            Style::Elmo => 2 * self.hidden_size,
+        }
+    }
+
+    /// Checks that the sizes are usable.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(TowersError::Config(m.to_string()));
+        if self.n_towers == 0 {
+            return bad("n_towers must be at least 1");
+        }
+        if self.vocab_size < 2 || self.hidden_size == 0 || self.n_layers == 0 {
+            return bad("vocab_size >= 2, hidden_size >= 1 and n_layers >= 1 are required");
+        }
+        if self.max_positions == 0 {
+            return bad("max_positions must be positive");
+        }
+        match self.style {
+            Style::Gpt | Style::Bert => {
+                if self.n_heads == 0 || self.hidden_size % self.n_heads != 0 {
+                    return bad("hidden_size must be a positive multiple of n_heads");
+                }
+                if self.ffn_size == 0 {
+                    return bad("ffn_size must be positive");
+                }
+            }
+            Style::Elmo => {
+                if self.lstm_size == 0 {
+                    return bad("lstm_size must be positive for ELMo");
+                }
+            }
+        }
+        if !(self.layer_norm_eps > 0.0 && self.init_std > 0.0) {
+            return bad("layer_norm_eps and init_std must be positive");
+        }
+        Ok(())
+    }
+
+    /// A named preset for a style, K = 2: `tiny` (tests), `base_2tower` and `large_2tower` (the
+    /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
+    /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
+    pub fn preset(style: Style, name: &str) -> Result<Self> {
+        let mut c = ModelConfig {
+            style,
+            n_towers: 2,
+            vocab_size: 30528,
+            hidden_size: 384,
+            n_layers: 12,
+            n_heads: 12,
+            ffn_size: 1536,
+            lstm_size: 0,
+            max_positions: 128,
+            elmo_mode: ElmoMode::BiLstm,
+            layer_norm_eps: 1e-12,
+            init_std: 0.02,
+        };
+        let tf = |c: &mut ModelConfig, l, h, f, nh| {
+            c.n_layers = l;
+            c.hidden_size = h;
+            c.ffn_size = f;
+            c.n_heads = nh;
+        };
+        match (style, name) {
+            (_, "tiny") => {
+                c.vocab_size = 64;
+                c.max_positions = 64;
+                c.layer_norm_eps = 1e-5;
+                match style {
+                    Style::Elmo => {
+                        c.hidden_size = 16;
+                        c.n_layers = 2;
+                        c.lstm_size = 32;
+                        c.n_heads = 0;
+                        c.ffn_size = 0;
+                    }
+                    _ => tf(&mut c, 2, 32, 64, 4),
+                }
+            }
+            (Style::Elmo, "base_2tower")
+            | (Style::Elmo, "large_2tower")
+            | (Style::Elmo, "paper") => {
+                c.hidden_size = 256;
+                c.n_layers = 2;
+                c.lstm_size = if name == "base_2tower" { 2048 } else { 4096 };
+                c.n_heads = 0;
+                c.ffn_size = 0;
+            }
+            (_, "base_2tower") => tf(&mut c, 12, 384, 1536, 12),
+            (_, "large_2tower") => tf(&mut c, 24, 512, 2048, 16),
+            (Style::Gpt, "paper") => tf(&mut c, 12, 768, 3072, 12),
+            (Style::Bert, "paper") => tf(&mut c, 12, 384, 1024, 12),
+            (Style::Bert, "paper_large") => tf(&mut c, 24, 512, 2048, 16),
+            _ => {
+                return Err(TowersError::Config(format!(
+                "unknown preset {name:?} for {style:?} (tiny, base_2tower, large_2tower, paper{})",
+                if style == Style::Bert {
+                    ", paper_large"
+                } else {
+                    ""
+                }
+            )))
+            }
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate_and_roundtrip() {
+        for style in [Style::Elmo, Style::Gpt, Style::Bert] {
+            for name in ["tiny", "base_2tower", "large_2tower", "paper"] {
+                let c = ModelConfig::preset(style, name).unwrap();
+                c.validate().unwrap();
+                let back: ModelConfig =
+                    serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+                assert_eq!(back, c);
+            }
+        }
+        assert!(ModelConfig::preset(Style::Gpt, "huge").is_err());
+        let mut c = ModelConfig::preset(Style::Gpt, "tiny").unwrap();
+        c.n_heads = 5;
+        assert!(c.validate().is_err());
+    }
+}

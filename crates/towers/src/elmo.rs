@@ -1,0 +1,87 @@
+//! ELMo towers: a forward LSTM whose output at t has read x_<t and a backward LSTM whose output
+//! at t has read x_>t; the tower output is their concatenation [B, T, 2H].
+//!
+//! The shift is applied to outputs (position t takes the forward state after x_{t-1} and the
+//! backward state after x_{t+1}, zeros at the ends) instead of the released code's shifted
+//! inputs with a PAD start token; both keep x_t out of position t.
+
+use candle_core::{Tensor, D};
+
+use crate::config::{ElmoMode, ModelConfig};
+use crate::lstm::Lstm;
+use crate::params::Init;
+use crate::Result;
+
+/// One ELMo tower.
+#[derive(Debug, Clone)]
+pub struct ElmoTower {
+    fwd: Lstm,
+    bwd: Option<Lstm>,
+}
+
+/// Reverses a [B, T, ...] tensor along time.
+fn reverse_time(x: &Tensor) -> Result<Tensor> {
+    let t = x.dim(1)?;
+    let idx: Vec<u32> = (0..t as u32).rev().collect();
+    let idx = Tensor::from_vec(idx, t, x.device())?;
+    Ok(x.index_select(&idx, 1)?)
+}
+
+/// out[:, t] = x[:, t - 1] (zeros at t = 0) when `right`, else out[:, t] = x[:, t + 1].
+fn shift_time(x: &Tensor, right: bool) -> Result<Tensor> {
+    let (b, t, d) = x.dims3()?;
+    let z = Tensor::zeros((b, 1, d), x.dtype(), x.device())?;
+    if t == 1 {
+        return Ok(z);
+    }
+    Ok(if right {
+        Tensor::cat(&[&z, &x.narrow(1, 0, t - 1)?], 1)?
+    } else {
+        Tensor::cat(&[&x.narrow(1, 1, t - 1)?, &z], 1)?
+    })
+}
+
+impl ElmoTower {
+    /// `fwd.*` and (BiLstm only) `bwd.*` LSTMs of cell `lstm_size`, projected to H.
+    pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+        let h = cfg.hidden_size;
+        let mk = |name: &str| {
+            Lstm::new(
+                h,
+                cfg.lstm_size,
+                h,
+                cfg.n_layers,
+                cfg.init_std,
+                init.pp(name),
+            )
+        };
+        let bwd = match cfg.elmo_mode {
+            ElmoMode::BiLstm => Some(mk("bwd")?),
+            ElmoMode::AsReleased => None,
+        };
+        Ok(Self {
+            fwd: mk("fwd")?,
+            bwd,
+        })
+    }
+
+    /// The two directions separately, already shifted: (forward [B,T,H] from x_<t, backward
+    /// [B,T,H] from x_>t; zeros in `AsReleased` mode).
+    pub fn directions(&self, x: &Tensor, mask: &Tensor) -> Result<(Tensor, Tensor)> {
+        let f = shift_time(&self.fwd.forward(x, mask)?, true)?;
+        let b = match &self.bwd {
+            Some(bwd) => {
+                let rb = bwd.forward(&reverse_time(x)?, &reverse_time(mask)?)?;
+                shift_time(&reverse_time(&rb)?, false)?
+            }
+            None => f.zeros_like()?,
+        };
+        Ok((f, b))
+    }
+
+    /// Tower output [B, T, 2H] = forward ++ backward.
+    pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (f, b) = self.directions(x, mask)?;
+        Ok(Tensor::cat(&[&f, &b], D::Minus1)?)
+    }
+}

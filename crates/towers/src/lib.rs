@@ -1,0 +1,42 @@
+//! `towers`: K-tower language models (He & Toyoizumi's two-tower LM) on candle.
+//!
+//! K identical encoders of one [`Style`] (ELMo LSTMs, causal GPT, masked-LM BERT) read one
+//! shared embedding; a joint head over concat(h_1..h_K), tied to the embedding, trains them
+//! together (phase 1). The training loop ([`Trainer`]) has its own AdamW with saved state,
+//! clipping, warmup + linear decay, gradient accumulation, token / step / wall-clock budgets,
+//! validation, JSON-lines metrics and atomic checkpoints that resume bit-exactly on CPU.
+//!
+//! LayerNorm and softmax are written from basic ops ([`norm`]) because candle's fused versions
+//! have no backward pass.
+
+#![deny(missing_docs)]
+
+pub mod attention;
+pub mod checkpoint;
+pub mod config;
+pub mod data;
+pub mod elmo;
+pub mod embedding;
+pub mod error;
+mod fused_nll;
+pub mod joint_head;
+pub mod layers;
+pub mod loss;
+pub mod lstm;
+pub mod metrics;
+pub mod model;
+pub mod norm;
+pub mod optim;
+pub mod params;
+pub mod schedule;
+pub mod train;
+pub mod transformer;
+
+pub use config::{ElmoMode, ModelConfig, Style};
+pub use data::{BatchSource, CorpusSource, MarkovSource, VecSource};
+pub use error::{Result, TowersError};
+pub use model::{DeviceBatch, TwoTowerLm};
+pub use optim::{AdamW, AdamWConfig};
+pub use params::{Init, Param, ParamStore};
+pub use schedule::LinearSchedule;
+pub use train::{Budget, TrainConfig, TrainSummary, Trainable, Trainer};

@@ -1,0 +1,204 @@
+//! The K-tower language model: shared embedding, K towers of one style, and the joint head.
+
+use candle_core::{DType, Device, Tensor, D};
+use corpus::{TokenBatch, IGNORE_LABEL};
+
+use crate::attention::attention_bias;
+use crate::config::{ModelConfig, Style};
+use crate::elmo::ElmoTower;
+use crate::embedding::SharedEmbedding;
+use crate::joint_head::JointHead;
+use crate::loss::{cross_entropy_with_bias, labelled_positions};
+use crate::params::ParamStore;
+use crate::transformer::TransformerTower;
+use crate::{Result, TowersError};
+
+#[derive(Debug, Clone)]
+enum Tower {
+    Transformer(TransformerTower),
+    Elmo(ElmoTower),
+}
+
+/// A batch moved to the device: ids [B, T] (u32) and the real-token mask.
+#[derive(Debug, Clone)]
+pub struct DeviceBatch {
+    /// Token ids [B, T].
+    pub ids: Tensor,
+    /// Additive attention bias [B, 1, T, T] (transformers) or the state mask [B, T, 1] (ELMo).
+    pub mask: Tensor,
+}
+
+/// K towers of one style on a shared embedding, with the joint head of phase 1.
+#[derive(Debug)]
+pub struct TwoTowerLm {
+    cfg: ModelConfig,
+    params: ParamStore,
+    embed: SharedEmbedding,
+    towers: Vec<Tower>,
+    head: JointHead,
+    dtype: DType,
+}
+
+impl TwoTowerLm {
+    /// Builds the model with weights drawn from `seed` (f32 master weights on `device`).
+    /// Parameter names: `embed.*`, `tower{k}.*`, `head.*`.
+    pub fn new(cfg: &ModelConfig, device: &Device, seed: u64) -> Result<Self> {
+        cfg.validate()?;
+        let params = ParamStore::new(device, seed);
+        let root = params.root();
+        let embed = SharedEmbedding::new(cfg, root.pp("embed"))?;
+        let towers = (0..cfg.n_towers)
+            .map(|k| {
+                let init = root.pp(format!("tower{k}"));
+                Ok(match cfg.style {
+                    Style::Elmo => Tower::Elmo(ElmoTower::new(cfg, init)?),
+                    Style::Gpt | Style::Bert => {
+                        Tower::Transformer(TransformerTower::new(cfg, init)?)
+                    }
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let head = JointHead::new(cfg, root.pp("head"))?;
+        Ok(Self {
+            cfg: cfg.clone(),
+            params,
+            embed,
+            towers,
+            head,
+            dtype: DType::F32,
+        })
+    }
+
+    /// Sets the compute dtype (e.g. bf16 on CUDA); master weights stay f32.
+    pub fn with_compute_dtype(mut self, dtype: DType) -> Self {
+        self.dtype = dtype;
+        self
+    }
+
+    /// The compute dtype.
+    pub fn compute_dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// All trainable variables.
+    pub fn params(&self) -> &ParamStore {
+        &self.params
+    }
+
+    /// The device of the weights.
+    pub fn device(&self) -> &Device {
+        self.params.device()
+    }
+
+    /// Checks a batch against the model and moves it to the device.
+    pub fn device_batch(&self, batch: &TokenBatch) -> Result<DeviceBatch> {
+        let (b, t) = (batch.batch_size, batch.seq_len);
+        let n = b * t;
+        if n == 0 {
+            return Err(TowersError::Batch("empty batch".into()));
+        }
+        if batch.input_ids.len() != n || batch.attention_mask.len() != n || batch.labels.len() != n
+        {
+            return Err(TowersError::Batch(format!(
+                "fields must have batch_size * seq_len = {n} entries (ids {}, mask {}, labels {})",
+                batch.input_ids.len(),
+                batch.attention_mask.len(),
+                batch.labels.len()
+            )));
+        }
+        let v = self.cfg.vocab_size as u32;
+        if let Some(&bad) = batch.input_ids.iter().find(|&&i| i >= v) {
+            return Err(TowersError::Batch(format!(
+                "token id {bad} >= vocab_size {v}"
+            )));
+        }
+        if let Some(&bad) = batch.labels.iter().find(|&&l| l >= v && l != IGNORE_LABEL) {
+            return Err(TowersError::Batch(format!("label {bad} >= vocab_size {v}")));
+        }
+        if self.cfg.style != Style::Elmo && t > self.cfg.max_positions {
+            return Err(TowersError::Batch(format!(
+                "seq_len {t} > max_positions {}",
+                self.cfg.max_positions
+            )));
+        }
+        let dev = self.device();
+        let ids = Tensor::from_vec(batch.input_ids.clone(), (b, t), dev)?;
+        let mask = match self.cfg.style {
+            Style::Elmo => {
+                let m: Vec<f32> = batch
+                    .attention_mask
+                    .iter()
+                    .map(|&x| f32::from(x.min(1)))
+                    .collect();
+                Tensor::from_vec(m, (b, t, 1), dev)?.to_dtype(self.dtype)?
+            }
+            s => attention_bias(&batch.attention_mask, b, t, s == Style::Gpt, dev)?,
+        };
+        Ok(DeviceBatch { ids, mask })
+    }
+
+    /// Every tower's output h_k [B, T, D] (D = `tower_width`), in the compute dtype.
+    pub fn tower_outputs(&self, db: &DeviceBatch) -> Result<Vec<Tensor>> {
+        let shared = self.embed.forward(&db.ids, self.dtype)?;
+        self.towers
+            .iter()
+            .enumerate()
+            .map(|(k, tower)| {
+                let x = self.embed.tower_input(k, &shared)?;
+                match tower {
+                    Tower::Transformer(t) => t.forward(&x, &db.mask),
+                    Tower::Elmo(e) => e.forward(&x, &db.mask),
+                }
+            })
+            .collect()
+    }
+
+    /// ELMo only: tower `k`'s (forward, backward) outputs [B, T, H] (for leakage checks).
+    pub fn elmo_directions(&self, db: &DeviceBatch, k: usize) -> Result<(Tensor, Tensor)> {
+        let shared = self.embed.forward(&db.ids, self.dtype)?;
+        match self.towers.get(k) {
+            Some(Tower::Elmo(e)) => e.directions(&self.embed.tower_input(k, &shared)?, &db.mask),
+            _ => Err(TowersError::Config(format!(
+                "tower {k} is not an ELMo tower"
+            ))),
+        }
+    }
+
+    /// The joint head's LayerNorm over concat(h_1..h_K), [B, T, K·D] (what the released code
+    /// feeds, sliced per tower, to the phase 2/3 heads).
+    pub fn normed_concat(&self, outputs: &[Tensor]) -> Result<Tensor> {
+        self.head.normed_concat(&Tensor::cat(outputs, D::Minus1)?)
+    }
+
+    /// Joint-head logits [B, T, V] (f32) at every position.
+    pub fn logits(&self, batch: &TokenBatch) -> Result<Tensor> {
+        let db = self.device_batch(batch)?;
+        let cat = Tensor::cat(&self.tower_outputs(&db)?, D::Minus1)?;
+        let (b, t, kd) = cat.dims3()?;
+        let logits = self
+            .head
+            .forward(&cat.reshape((b * t, kd))?, self.embed.tokens())?;
+        Ok(logits.reshape((b, t, ()))?)
+    }
+
+    /// Mean cross-entropy of the joint head over the batch's labelled positions (the head is
+    /// applied to those rows only).
+    pub fn loss(&self, batch: &TokenBatch) -> Result<Tensor> {
+        let db = self.device_batch(batch)?;
+        let (idx, labels) = labelled_positions(batch);
+        if idx.is_empty() {
+            return Err(TowersError::NoTargets);
+        }
+        let cat = Tensor::cat(&self.tower_outputs(&db)?, D::Minus1)?;
+        let (b, t, kd) = cat.dims3()?;
+        let idx = Tensor::from_vec(idx, labels.len(), self.device())?;
+        let rows = cat.reshape((b * t, kd))?.index_select(&idx, 0)?;
+        let logits = self.head.unbiased_logits(&rows, self.embed.tokens())?;
+        cross_entropy_with_bias(&logits, self.head.out_bias(), &labels, self.device())
+    }
+}

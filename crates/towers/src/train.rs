@@ -1,0 +1,482 @@
+//! The training loop shared by phase 1 (the K-tower model) and phases 2/3 (heads): AdamW,
+//! clipping, warmup + linear decay, gradient accumulation, budgets, validation, metrics,
+//! progress bar, and atomic checkpoints that resume bit-exactly on CPU.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::Tensor;
+use corpus::TokenBatch;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::checkpoint::{self, CheckpointData};
+use crate::data::BatchSource;
+use crate::metrics::MetricsLog;
+use crate::model::TwoTowerLm;
+use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
+use crate::params::ParamStore;
+use crate::schedule::LinearSchedule;
+use crate::{Result, TowersError};
+
+/// Something the [`Trainer`] can optimise: its variables and a mean loss per batch.
+pub trait Trainable {
+    /// The variables to update.
+    fn params(&self) -> &ParamStore;
+    /// Mean loss over the batch's labelled positions ([`TowersError::NoTargets`] if none).
+    fn loss(&self, batch: &TokenBatch) -> Result<Tensor>;
+    /// The configuration saved as `config.json` with every checkpoint.
+    fn config_json(&self) -> Result<Value>;
+}
+
+impl Trainable for TwoTowerLm {
+    fn params(&self) -> &ParamStore {
+        TwoTowerLm::params(self)
+    }
+    fn loss(&self, batch: &TokenBatch) -> Result<Tensor> {
+        TwoTowerLm::loss(self, batch)
+    }
+    fn config_json(&self) -> Result<Value> {
+        Ok(serde_json::to_value(self.config())?)
+    }
+}
+
+/// When training stops.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Budget {
+    /// A number of optimizer updates.
+    Steps(u64),
+    /// A number of token positions (batch_size · seq_len summed over micro-batches); the update
+    /// count is fixed at the first update as ⌈budget / tokens per update⌉.
+    Tokens(u64),
+    /// Seconds of training time (summed over resumed runs); the schedule follows elapsed time,
+    /// so this mode is not bit-reproducible.
+    WallClockSecs(f64),
+}
+
+/// Training hyper-parameters (defaults: the 24hBERT recipe of the paper).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainConfig {
+    /// Peak learning rate (1e-3).
+    pub lr: f64,
+    /// AdamW betas, epsilon and weight decay.
+    pub adamw: AdamWConfig,
+    /// Global gradient-norm clip (1.0; 0 disables).
+    pub clip_norm: f64,
+    /// Fraction of the budget spent warming up (0.06).
+    pub warmup_frac: f64,
+    /// Micro-batches per update.
+    pub grad_accum: usize,
+    /// When to stop.
+    pub budget: Budget,
+    /// Validate every this many updates (0: only at the end).
+    pub eval_every: u64,
+    /// Checkpoint every this many updates (0: only at the end); needs an output directory.
+    pub checkpoint_every: u64,
+    /// Write a metrics line every this many updates.
+    pub log_every: u64,
+    /// Show a progress bar.
+    pub progress: bool,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            lr: 1e-3,
+            adamw: AdamWConfig::default(),
+            clip_norm: 1.0,
+            warmup_frac: 0.06,
+            grad_accum: 1,
+            budget: Budget::Steps(100),
+            eval_every: 0,
+            checkpoint_every: 0,
+            log_every: 10,
+            progress: false,
+        }
+    }
+}
+
+/// Persistent training state (saved as `state.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Updates done.
+    pub step: u64,
+    /// Token positions consumed.
+    pub tokens: u64,
+    /// Total updates of the schedule (known after the first update for token budgets).
+    pub total_steps: Option<u64>,
+    /// Training seconds so far (all runs).
+    pub elapsed_s: f64,
+    /// Data-source cursor after the last consumed batch.
+    pub cursor: Value,
+    /// The training configuration in force.
+    pub train: TrainConfig,
+}
+
+/// What one update did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepStats {
+    /// Update number (1-based).
+    pub step: u64,
+    /// Mean training loss over the update's labelled positions.
+    pub loss: f64,
+    /// Learning rate used.
+    pub lr: f64,
+    /// Gradient norm before clipping.
+    pub grad_norm: f64,
+    /// Token positions in the update.
+    pub tokens: u64,
+}
+
+/// Outcome of [`Trainer::train`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainSummary {
+    /// Updates done in total.
+    pub steps: u64,
+    /// Token positions consumed in total.
+    pub tokens: u64,
+    /// Mean training loss of the last (up to) 10 updates.
+    pub train_loss: f64,
+    /// Final validation loss (nats per labelled position), if validation batches were given.
+    pub val_loss: Option<f64>,
+    /// exp(val_loss).
+    pub val_ppl: Option<f64>,
+    /// Token positions per second in this call.
+    pub tokens_per_s: f64,
+    /// The final checkpoint, if an output directory was given.
+    pub checkpoint: Option<PathBuf>,
+    /// True when stopped by `stop_after` before the budget was spent.
+    pub interrupted: bool,
+}
+
+/// Runs the optimisation of a [`Trainable`].
+pub struct Trainer<'m, M: Trainable> {
+    model: &'m M,
+    opt: AdamW,
+    state: TrainState,
+    out_dir: Option<PathBuf>,
+    metrics: MetricsLog,
+}
+
+impl<'m, M: Trainable> Trainer<'m, M> {
+    /// A fresh trainer; with `out_dir`, metrics go to `out_dir/metrics.jsonl` and checkpoints to
+    /// `out_dir/checkpoint/`.
+    pub fn new(model: &'m M, cfg: TrainConfig, out_dir: Option<&Path>) -> Result<Self> {
+        if cfg.grad_accum == 0
+            || cfg.lr.is_nan()
+            || cfg.lr <= 0.0
+            || !(0.0..1.0).contains(&cfg.warmup_frac)
+        {
+            return Err(TowersError::Config(
+                "grad_accum >= 1, lr > 0 and 0 <= warmup_frac < 1 are required".into(),
+            ));
+        }
+        let metrics = match out_dir {
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(crate::error::io_err(d))?;
+                MetricsLog::open(&d.join("metrics.jsonl"))?
+            }
+            None => MetricsLog::none(),
+        };
+        let total_steps = match cfg.budget {
+            Budget::Steps(n) => Some(n),
+            _ => None,
+        };
+        Ok(Self {
+            model,
+            opt: AdamW::new(model.params().params(), cfg.adamw)?,
+            state: TrainState {
+                step: 0,
+                tokens: 0,
+                total_steps,
+                elapsed_s: 0.0,
+                cursor: Value::Null,
+                train: cfg,
+            },
+            out_dir: out_dir.map(Path::to_path_buf),
+            metrics,
+        })
+    }
+
+    /// Like [`Trainer::new`], but when `out_dir` holds a checkpoint, restores weights, optimizer
+    /// state, counters and the data cursor (seeking `source`) and continues from there. The
+    /// stored training configuration wins over `cfg` (so the schedule is unchanged).
+    pub fn resume_or_new(
+        model: &'m M,
+        cfg: TrainConfig,
+        out_dir: &Path,
+        source: &mut dyn BatchSource,
+    ) -> Result<Self> {
+        let mut t = Self::new(model, cfg, Some(out_dir))?;
+        if let Some(dir) = checkpoint::latest(out_dir) {
+            let origin = dir.display().to_string();
+            let data = checkpoint::load(&dir, model.params().device())?;
+            if data.config != model.config_json()? {
+                return Err(TowersError::Checkpoint {
+                    path: origin,
+                    msg: "stored config differs from the model being trained".into(),
+                });
+            }
+            let state: TrainState =
+                serde_json::from_value(data.state).map_err(|e| TowersError::Checkpoint {
+                    path: origin.clone(),
+                    msg: format!("state.json: {e}"),
+                })?;
+            model.params().load_map(&data.weights, &origin)?;
+            t.opt.load_state(&data.optimizer, state.step, &origin)?;
+            source.seek(&state.cursor)?;
+            t.state = state;
+        }
+        Ok(t)
+    }
+
+    /// The current state.
+    pub fn state(&self) -> &TrainState {
+        &self.state
+    }
+
+    fn schedule(&self) -> LinearSchedule {
+        let total = self.state.total_steps.unwrap_or(1);
+        LinearSchedule {
+            peak: self.state.train.lr,
+            warmup: (self.state.train.warmup_frac * total as f64).round() as u64,
+            total,
+        }
+    }
+
+    fn lr_now(&self) -> f64 {
+        let s = self.schedule();
+        match self.state.train.budget {
+            Budget::WallClockSecs(secs) => s.lr_at_fraction(
+                self.state.elapsed_s,
+                self.state.train.warmup_frac * secs,
+                secs,
+            ),
+            _ => s.lr(self.state.step + 1),
+        }
+    }
+
+    /// One optimizer update on the given micro-batches (gradients averaged over all their
+    /// labelled positions, i.e. as if they were one batch).
+    pub fn step(&mut self, micro: &[TokenBatch]) -> Result<StepStats> {
+        let tokens: u64 = micro
+            .iter()
+            .map(|b| (b.batch_size * b.seq_len) as u64)
+            .sum();
+        if self.state.total_steps.is_none() {
+            if let Budget::Tokens(n) = self.state.train.budget {
+                self.state.total_steps = Some(n.div_ceil(tokens.max(1)).max(1));
+            }
+        }
+        let n_all: usize = micro.iter().map(|b| b.n_targets()).sum();
+        let lr = self.lr_now();
+        let mut grads: Vec<Option<Tensor>> = vec![None; self.opt.params().len()];
+        let mut loss_sum = 0f64;
+        for b in micro {
+            let n = b.n_targets();
+            if n == 0 {
+                continue;
+            }
+            let loss = self.model.loss(b)?;
+            let lv = loss.to_scalar::<f32>()? as f64;
+            if !lv.is_finite() {
+                return Err(TowersError::NonFinite(format!(
+                    "loss {lv} at step {}",
+                    self.state.step + 1
+                )));
+            }
+            loss_sum += lv * n as f64;
+            let w = n as f64 / n_all as f64;
+            let g = (loss * w)?.backward()?;
+            for (acc, gi) in grads.iter_mut().zip(self.opt.collect_grads(&g)) {
+                *acc = match (acc.take(), gi) {
+                    (Some(a), Some(b)) => Some((a + b)?),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        let grad_norm = if n_all > 0 {
+            let norm = clip_grad_norm(&mut grads, self.state.train.clip_norm)?;
+            self.opt.step(&grads, lr)?;
+            norm
+        } else {
+            0.0
+        };
+        self.state.step += 1;
+        self.state.tokens += tokens;
+        let loss = if n_all > 0 {
+            loss_sum / n_all as f64
+        } else {
+            f64::NAN
+        };
+        Ok(StepStats {
+            step: self.state.step,
+            loss,
+            lr,
+            grad_norm,
+            tokens,
+        })
+    }
+
+    fn done(&self) -> bool {
+        match self.state.train.budget {
+            Budget::Steps(n) => self.state.step >= n,
+            Budget::Tokens(n) => self.state.tokens >= n,
+            Budget::WallClockSecs(s) => self.state.elapsed_s >= s,
+        }
+    }
+
+    /// Mean loss per labelled position over `batches` (no gradient).
+    pub fn evaluate(&self, batches: &[TokenBatch]) -> Result<f64> {
+        evaluate_loss(self.model, batches)
+    }
+
+    /// Saves a checkpoint (needs an output directory); `cursor` is the data position after the
+    /// last consumed batch.
+    pub fn save_checkpoint(&mut self, cursor: Value) -> Result<PathBuf> {
+        let dir = self
+            .out_dir
+            .clone()
+            .ok_or_else(|| TowersError::Config("checkpoints need an output directory".into()))?;
+        self.state.cursor = cursor;
+        checkpoint::save(
+            &dir,
+            &CheckpointData {
+                config: self.model.config_json()?,
+                state: serde_json::to_value(&self.state)?,
+                weights: self.model.params().snapshot()?,
+                optimizer: self.opt.state_tensors(),
+            },
+        )
+    }
+
+    /// Trains until the budget is spent, validating on `valid` (may be empty).
+    pub fn train(
+        &mut self,
+        source: &mut dyn BatchSource,
+        valid: &[TokenBatch],
+    ) -> Result<TrainSummary> {
+        self.train_until(source, valid, None)
+    }
+
+    /// Like [`Trainer::train`], but returns (without a final checkpoint, as a killed run would)
+    /// once update `stop_after` is done — to test resumption.
+    pub fn train_until(
+        &mut self,
+        source: &mut dyn BatchSource,
+        valid: &[TokenBatch],
+        stop_after: Option<u64>,
+    ) -> Result<TrainSummary> {
+        let cfg = self.state.train.clone();
+        let pb = if cfg.progress {
+            let pb = ProgressBar::new(self.state.total_steps.unwrap_or(0));
+            pb.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            pb.set_position(self.state.step);
+            pb
+        } else {
+            ProgressBar::hidden()
+        };
+        let start = Instant::now();
+        let tokens0 = self.state.tokens;
+        let mut recent: Vec<f64> = Vec::new();
+        let mut val_loss = None;
+        let mut interrupted = false;
+        while !self.done() {
+            let t0 = Instant::now();
+            let micro = (0..cfg.grad_accum)
+                .map(|_| source.next_batch())
+                .collect::<Result<Vec<_>>>()?;
+            let s = self.step(&micro)?;
+            self.state.elapsed_s += t0.elapsed().as_secs_f64();
+            if s.loss.is_finite() {
+                recent.push(s.loss);
+                if recent.len() > 10 {
+                    recent.remove(0);
+                }
+            }
+            let tps =
+                (self.state.tokens - tokens0) as f64 / start.elapsed().as_secs_f64().max(1e-9);
+            if pb.length() == Some(0) {
+                if let Some(n) = self.state.total_steps {
+                    pb.set_length(n);
+                }
+            }
+            pb.set_position(s.step);
+            pb.set_message(format!(
+                "loss {:.4} lr {:.2e} {:.0} tok/s",
+                s.loss, s.lr, tps
+            ));
+            if cfg.log_every > 0 && s.step % cfg.log_every == 0 {
+                self.metrics.log(&json!({
+                    "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
+                    "grad_norm": s.grad_norm, "tokens_per_s": tps,
+                }))?;
+            }
+            if cfg.eval_every > 0 && s.step % cfg.eval_every == 0 && !valid.is_empty() {
+                let v = self.evaluate(valid)?;
+                val_loss = Some(v);
+                self.metrics
+                    .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
+            }
+            if self.out_dir.is_some()
+                && cfg.checkpoint_every > 0
+                && s.step % cfg.checkpoint_every == 0
+            {
+                self.save_checkpoint(source.cursor())?;
+            }
+            if stop_after == Some(s.step) {
+                interrupted = true;
+                break;
+            }
+        }
+        pb.finish_and_clear();
+        if !interrupted && !valid.is_empty() {
+            let v = self.evaluate(valid)?;
+            val_loss = Some(v);
+            self.metrics.log(
+                &json!({"step": self.state.step, "val_loss": v, "val_ppl": v.exp(), "final": true}),
+            )?;
+        }
+        let checkpoint = if !interrupted && self.out_dir.is_some() {
+            Some(self.save_checkpoint(source.cursor())?)
+        } else {
+            None
+        };
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        Ok(TrainSummary {
+            steps: self.state.step,
+            tokens: self.state.tokens,
+            train_loss: if recent.is_empty() {
+                f64::NAN
+            } else {
+                recent.iter().sum::<f64>() / recent.len() as f64
+            },
+            val_loss,
+            val_ppl: val_loss.map(f64::exp),
+            tokens_per_s: (self.state.tokens - tokens0) as f64 / secs,
+            checkpoint,
+            interrupted,
+        })
+    }
+}
+
+/// Mean loss per labelled position of `model` over `batches` (batches without targets skipped).
+pub fn evaluate_loss<M: Trainable + ?Sized>(model: &M, batches: &[TokenBatch]) -> Result<f64> {
+    let (mut sum, mut n) = (0f64, 0usize);
+    for b in batches {
+        let k = b.n_targets();
+        if k == 0 {
+            continue;
+        }
+        sum += model.loss(b)?.detach().to_scalar::<f32>()? as f64 * k as f64;
+        n += k;
+    }
+    if n == 0 {
+        return Err(TowersError::NoTargets);
+    }
+    Ok(sum / n as f64)
+}

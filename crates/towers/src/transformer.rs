@@ -1,0 +1,97 @@
+//! Pre-LN transformer towers: GPT (causal, final LayerNorm as GPT-2) and BERT (bidirectional,
+//! no final LayerNorm: the joint head's LayerNorm over the concatenation follows, as in the
+//! released DeepSpeed pre-LN kernels).
+
+use candle_core::Tensor;
+
+use crate::attention::SelfAttention;
+use crate::config::{ModelConfig, Style};
+use crate::layers::{gelu, Linear};
+use crate::norm::LayerNorm;
+use crate::params::Init;
+use crate::Result;
+
+/// One pre-LN block: x + Attn(LN(x)), then x + FFN(LN(x)).
+#[derive(Debug, Clone)]
+struct Block {
+    ln1: LayerNorm,
+    attn: SelfAttention,
+    ln2: LayerNorm,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+impl Block {
+    fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+        let (h, f, std, eps) = (
+            cfg.hidden_size,
+            cfg.ffn_size,
+            cfg.init_std,
+            cfg.layer_norm_eps,
+        );
+        Ok(Self {
+            ln1: LayerNorm::new(h, eps, init.pp("ln1"))?,
+            attn: SelfAttention::new(h, cfg.n_heads, std, init.pp("attn"))?,
+            ln2: LayerNorm::new(h, eps, init.pp("ln2"))?,
+            fc1: Linear::new(h, f, true, std, init.pp("fc1"))?,
+            fc2: Linear::new(f, h, true, std, init.pp("fc2"))?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let x = (x + self.attn.forward(&self.ln1.forward(x)?, bias)?)?;
+        let m = self
+            .fc2
+            .forward(&gelu(&self.fc1.forward(&self.ln2.forward(&x)?)?)?)?;
+        Ok((x + m)?)
+    }
+}
+
+/// A stack of pre-LN blocks; causal for GPT.
+#[derive(Debug, Clone)]
+pub struct TransformerTower {
+    blocks: Vec<Block>,
+    final_ln: Option<LayerNorm>,
+    causal: bool,
+}
+
+impl TransformerTower {
+    /// `layer{i}.*` blocks, plus `ln_f` for GPT.
+    pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+        let blocks = (0..cfg.n_layers)
+            .map(|i| Block::new(cfg, init.pp(format!("layer{i}"))))
+            .collect::<Result<Vec<_>>>()?;
+        let causal = cfg.style == Style::Gpt;
+        let final_ln = if causal {
+            Some(LayerNorm::new(
+                cfg.hidden_size,
+                cfg.layer_norm_eps,
+                init.pp("ln_f"),
+            )?)
+        } else {
+            None
+        };
+        Ok(Self {
+            blocks,
+            final_ln,
+            causal,
+        })
+    }
+
+    /// Whether attention is causal.
+    pub fn is_causal(&self) -> bool {
+        self.causal
+    }
+
+    /// Encodes `x` [B, T, H] under the additive attention `bias` [B, 1, T, T].
+    pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let mut x = x.clone();
+        for b in &self.blocks {
+            x = b.forward(&x, bias)?;
+        }
+        match &self.final_ln {
+            Some(ln) => ln.forward(&x),
+            None => Ok(x),
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! Learning, optimizer and resumption tests of the training loop.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use common::*;
+use towers::data::unigram_entropy;
+use towers::optim::clip_grad_norm;
+use towers::{AdamW, AdamWConfig, Budget, ElmoMode, ParamStore, Style, TrainConfig, Trainer};
+
+fn cfg(steps: u64, lr: f64) -> TrainConfig {
+    TrainConfig {
+        lr,
+        budget: Budget::Steps(steps),
+        warmup_frac: 0.1,
+        ..TrainConfig::default()
+    }
+}
+
+/// The synthetic chain (24 symbols, 2 successors each) is far more predictable from context
+/// than from unigram statistics; every style must get well below the unigram entropy. MLM has
+/// fewer targets per batch and must learn positional attention, so it gets a larger batch and a
+/// 40% masking rate to stay quick.
+#[test]
+fn loss_falls_well_below_unigram_entropy_for_every_style() {
+    for (mc, steps, batch, mask_rate) in [
+        (tiny(Style::Gpt, 2), 100, 16, 0.15),
+        (tiny(Style::Bert, 2), 200, 32, 0.4),
+        (tiny_elmo(ElmoMode::BiLstm), 100, 16, 0.15),
+    ] {
+        let m = model(&mc, 11);
+        let mut train = source(&mc, batch, 8, 1).with_mask_rate(mask_rate).unwrap();
+        let valid = batches(&mut source(&mc, 16, 8, 999), 8);
+        let h = unigram_entropy(&valid);
+        let mut tr = Trainer::new(&m, cfg(steps, 1e-2), None).unwrap();
+        let s = tr.train(&mut train, &valid).unwrap();
+        let v = s.val_loss.unwrap();
+        eprintln!(
+            "{:?}: unigram entropy {h:.3}, validation loss {v:.3}",
+            mc.style
+        );
+        assert!(
+            v < 0.7 * h,
+            "{:?}: validation loss {v} not well below unigram entropy {h}",
+            mc.style
+        );
+    }
+}
+
+#[test]
+fn killed_run_resumes_to_identical_weights() {
+    let mc = tiny(Style::Bert, 2);
+    let mut tc = cfg(8, 5e-3);
+    tc.grad_accum = 2;
+    tc.checkpoint_every = 3;
+    tc.eval_every = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let valid = batches(&mut source(&mc, 4, 12, 50), 1);
+
+    let a = model(&mc, 21);
+    let mut sa = source(&mc, 4, 12, 5);
+    Trainer::new(&a, tc.clone(), Some(&dir.path().join("a")))
+        .unwrap()
+        .train(&mut sa, &valid)
+        .unwrap();
+
+    // Run B is "killed" after update 7 (last checkpoint: update 6) ...
+    let b = model(&mc, 21);
+    let out_b = dir.path().join("b");
+    let mut sb = source(&mc, 4, 12, 5);
+    let s = Trainer::new(&b, tc.clone(), Some(&out_b))
+        .unwrap()
+        .train_until(&mut sb, &valid, Some(7))
+        .unwrap();
+    assert!(s.interrupted);
+    // ... and restarted from scratch: fresh weights (another seed), a fresh source.
+    let b2 = model(&mc, 999);
+    let mut sb2 = source(&mc, 4, 12, 12345);
+    let mut tr = Trainer::resume_or_new(&b2, tc.clone(), &out_b, &mut sb2).unwrap();
+    assert_eq!(tr.state().step, 6);
+    let s = tr.train(&mut sb2, &valid).unwrap();
+    assert_eq!(s.steps, 8);
+
+    let wa = a.params().snapshot().unwrap();
+    let wb = b2.params().snapshot().unwrap();
+    for (name, ta) in &wa {
+        let d: f32 = (ta - &wb[name])
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert_eq!(d, 0.0, "{name} differs after resume");
+    }
+    // A checkpoint of another model is refused.
+    let other = model(&tiny(Style::Gpt, 2), 1);
+    assert!(Trainer::resume_or_new(&other, tc, &out_b, &mut sb2).is_err());
+}
+
+#[test]
+fn token_budget_sets_the_step_count() {
+    let mc = tiny(Style::Gpt, 1);
+    let m = model(&mc, 1);
+    let mut tc = cfg(0, 1e-3);
+    tc.budget = Budget::Tokens(4 * 8 * 5 + 1);
+    let s = Trainer::new(&m, tc, None)
+        .unwrap()
+        .train(&mut source(&mc, 4, 8, 1), &[])
+        .unwrap();
+    assert_eq!(s.steps, 6);
+    assert_eq!(s.tokens, 4 * 8 * 6);
+}
+
+/// AdamW against the update written out by hand in f64.
+#[test]
+fn adamw_matches_hand_computed_steps() {
+    let ps = ParamStore::new(&Device::Cpu, 0);
+    let root = ps.root();
+    let w = root.normal("w", &[2], 1.0).unwrap(); // decayed
+    let b = root.constant("b", &[1], 0.5).unwrap(); // not decayed
+    let w0: Vec<f32> = w.to_vec1().unwrap();
+    let c = AdamWConfig::default();
+    let mut opt = AdamW::new(ps.params(), c).unwrap();
+    let grads = [[0.5f32, -0.1, 0.3], [-0.2, 0.4, 0.3]];
+    let lrs = [0.1, 0.05];
+    let mut p: Vec<f64> = vec![w0[0] as f64, w0[1] as f64, 0.5];
+    let (mut m, mut v) = (vec![0f64; 3], vec![0f64; 3]);
+    for (t, (g, lr)) in grads.iter().zip(lrs).enumerate() {
+        let gw = Tensor::new(&g[..2], &Device::Cpu).unwrap();
+        let gb = Tensor::new(&g[2..], &Device::Cpu).unwrap();
+        opt.step(&[Some(gw), Some(gb)], lr).unwrap();
+        let t = (t + 1) as i32;
+        for i in 0..3 {
+            let gi = g[i] as f64;
+            m[i] = 0.9 * m[i] + 0.1 * gi;
+            v[i] = 0.98 * v[i] + 0.02 * gi * gi;
+            let mh = m[i] / (1.0 - 0.9f64.powi(t));
+            let vh = v[i] / (1.0 - 0.98f64.powi(t));
+            let wd = if i < 2 { 0.01 } else { 0.0 };
+            p[i] = p[i] * (1.0 - lr * wd) - lr * mh / (vh.sqrt() + 1e-6);
+        }
+    }
+    let got: Vec<f32> = w.to_vec1().unwrap();
+    let gb: Vec<f32> = b.to_vec1().unwrap();
+    for (x, y) in got.iter().chain(gb.iter()).zip(&p) {
+        assert!((*x as f64 - y).abs() < 1e-6, "{x} vs {y}");
+    }
+    assert_eq!(opt.step_count(), 2);
+}
+
+#[test]
+fn clipping_scales_to_max_norm() {
+    let mut g = vec![
+        Some(Tensor::new(&[3f32, 0.0], &Device::Cpu).unwrap()),
+        None,
+        Some(Tensor::new(&[4f32], &Device::Cpu).unwrap()),
+    ];
+    let n = clip_grad_norm(&mut g, 1.0).unwrap();
+    assert!((n - 5.0).abs() < 1e-6);
+    let a: Vec<f32> = g[0].as_ref().unwrap().to_vec1().unwrap();
+    assert!((a[0] - 0.6).abs() < 1e-5);
+    let mut bad = vec![Some(Tensor::new(&[f32::NAN], &Device::Cpu).unwrap())];
+    assert!(clip_grad_norm(&mut bad, 1.0).is_err());
+}
+
+#[test]
+fn truncated_checkpoint_is_a_typed_error() {
+    let mc = tiny(Style::Gpt, 1);
+    let m = model(&mc, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut tc = cfg(1, 1e-3);
+    tc.checkpoint_every = 1;
+    let mut s = source(&mc, 2, 8, 1);
+    Trainer::new(&m, tc.clone(), Some(dir.path()))
+        .unwrap()
+        .train(&mut s, &[])
+        .unwrap();
+    let ck = dir.path().join("checkpoint");
+    let loaded = towers::checkpoint::load_model(&ck, &Device::Cpu).unwrap();
+    assert_eq!(loaded.config(), &mc);
+    let w = ck.join("weights.safetensors");
+    let bytes = std::fs::read(&w).unwrap();
+    std::fs::write(&w, &bytes[..bytes.len() / 2]).unwrap();
+    match Trainer::resume_or_new(&m, tc, dir.path(), &mut s) {
+        Err(towers::TowersError::Checkpoint { .. }) => {}
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a truncated checkpoint was accepted"),
+    }
+}
