@@ -24,8 +24,10 @@ use std::time::Instant;
 
 use candle_core::Device;
 use clap::Parser;
-use common::{run_two_tower, PhaseSettings, Res};
-use corpus::{PosLexicon, SyntheticConfig, SyntheticCorpus, TokenCounts, Tokenizer};
+use common::{
+    hold_out, load_corpus, run_two_tower, synthetic_corpus, CorpusSpec, PhaseSettings, Res,
+};
+use corpus::{PosLexicon, TokenCounts};
 use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
 use ica::{AmariConfig, AmariIca, Matrix, Pca, PcaConfig};
 use prefscore::{by_tag, group_summary, Bootstrap, ScoreKind, TokenStats};
@@ -61,20 +63,20 @@ fn main() -> Res<()> {
     let args = Args::parse();
     let style: Style = args.style.parse()?;
     let t0 = Instant::now();
-    std::fs::create_dir_all(&args.out)?;
 
     // 1. corpus
-    let syn = SyntheticCorpus::new(SyntheticConfig {
+    let spec = CorpusSpec {
+        corpus: "synthetic".into(),
+        format: "plain".into(),
+        synthetic_documents: args.documents,
+        tokenizer: None,
+        train_vocab: 1024,
         seed: args.seed,
-        n_documents: args.documents,
-        ..SyntheticConfig::default()
-    })?;
+    };
+    let syn = synthetic_corpus(&spec)?;
+    let (docs, tok) = load_corpus(&spec, &args.out)?;
     let text_path = args.out.join("synthetic.txt");
-    syn.write_text(&text_path)?;
-    let docs = corpus::read_documents(&text_path, corpus::Format::Plain)?;
-    let tok = Tokenizer::train_wordpiece(docs.iter().map(|d| d.text.as_str()), 1024, true)?;
     let tok_path = args.out.join("tokenizer.json");
-    tok.save(&tok_path)?;
     let (counts, summary) = TokenCounts::count_documents(&tok, docs.iter().cloned().map(Ok), 64)?;
     println!(
         "[1] corpus: {} synthetic documents, {} words, {} tokens, vocabulary {} -> {}",
@@ -86,8 +88,7 @@ fn main() -> Res<()> {
     );
 
     // 2. towers + heads
-    let n_valid = (docs.len() / 10).max(1);
-    let (train_docs, valid_docs) = docs.split_at(docs.len() - n_valid);
+    let (train_docs, valid_docs) = hold_out(&docs);
     let mut cfg = ModelConfig::preset(style, "tiny")?;
     cfg.vocab_size = tok.padded_vocab_size(8);
     let settings = PhaseSettings {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 use corpus::{
-    Batcher, BatcherConfig, Document, MaskingConfig, Objective, SentenceSplitter, TokenBatch,
-    Tokenizer,
+    read_documents, Batcher, BatcherConfig, Document, Format, MaskingConfig, Objective,
+    SentenceSplitter, SyntheticConfig, SyntheticCorpus, TokenBatch, Tokenizer,
 };
 use heads::{
     evaluate, retrain, HeadConfig, HeadInput, PositionLogProbs, RetrainSummary, TowerHeads,
@@ -19,6 +19,80 @@ use towers::{
 
 /// Boxed errors: the examples report any library error as it is.
 pub type Res<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+/// Where the text and the tokenizer of a run come from.
+#[derive(Debug, Clone)]
+pub struct CorpusSpec {
+    /// "synthetic" or a text file / folder.
+    pub corpus: String,
+    /// Corpus format for a path: plain, lines, wikitext, folder (see `corpus::Format::parse`).
+    pub format: String,
+    /// Documents of the synthetic corpus.
+    pub synthetic_documents: usize,
+    /// Tokenizer (vocab.txt or tokenizer.json); default: a WordPiece vocabulary trained on the
+    /// synthetic corpus, or bert-base-uncased from ../shared/data for a real corpus.
+    pub tokenizer: Option<PathBuf>,
+    /// WordPiece size when training one on the synthetic corpus.
+    pub train_vocab: usize,
+    /// Seed of the synthetic corpus.
+    pub seed: u64,
+}
+
+/// The synthetic corpus of a spec (its documents carry gold UPOS tags).
+pub fn synthetic_corpus(spec: &CorpusSpec) -> Res<SyntheticCorpus> {
+    Ok(SyntheticCorpus::new(SyntheticConfig {
+        seed: spec.seed,
+        n_documents: spec.synthetic_documents,
+        ..SyntheticConfig::default()
+    })?)
+}
+
+/// Reads the documents and loads (or trains) the tokenizer of a run. A trained vocabulary is
+/// saved in `out` and reused on resume: WordPiece training is not reproducible bit for bit, and
+/// checkpoints hold token ids.
+pub fn load_corpus(spec: &CorpusSpec, out: &Path) -> Res<(Vec<Document>, Tokenizer)> {
+    std::fs::create_dir_all(out)?;
+    let docs = if spec.corpus == "synthetic" {
+        let path = out.join("synthetic.txt");
+        synthetic_corpus(spec)?.write_text(&path)?;
+        read_documents(&path, Format::Plain)?
+    } else {
+        let format = Format::parse(&spec.format)?;
+        read_documents(&spec.corpus, format)?
+    };
+    if docs.len() < 2 {
+        return Err("the corpus needs at least two documents (train + held-out)".into());
+    }
+    let saved = out.join("tokenizer.json");
+    let tok = match (&spec.tokenizer, spec.corpus.as_str()) {
+        (Some(p), _) => Tokenizer::load(p)?,
+        (None, "synthetic") if saved.is_file() => Tokenizer::load(&saved)?,
+        (None, "synthetic") => {
+            let t = Tokenizer::train_wordpiece(
+                docs.iter().map(|d| d.text.as_str()),
+                spec.train_vocab,
+                true,
+            )?;
+            t.save(&saved)?;
+            t
+        }
+        (None, _) => {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/data/bert-base-uncased/vocab.txt");
+            if !p.is_file() {
+                return Err(format!("default tokenizer {} is missing", p.display()).into());
+            }
+            Tokenizer::load(p)?
+        }
+    };
+    Ok((docs, tok))
+}
+
+/// The last tenth of the documents (at least one) is held out for validation and scoring.
+pub fn hold_out(docs: &[Document]) -> (&[Document], &[Document]) {
+    let n_valid = (docs.len() / 10).max(1);
+    docs.split_at(docs.len() - n_valid)
+}
 
 /// Batches of the style's objective: causal blocks for GPT, BERT windows (MLM or both-sided LM)
 /// for BERT and ELMo.
