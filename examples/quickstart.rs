@@ -25,14 +25,13 @@ use std::time::Instant;
 use candle_core::Device;
 use clap::Parser;
 use common::{
-    hold_out, load_corpus, run_two_tower, synthetic_corpus, CorpusSpec, PhaseSettings, Res,
+    hold_out, ica_groups, load_corpus, run_two_tower, synthetic_corpus, tag_histograms, tag_table,
+    CorpusSpec, PhaseSettings, Res,
 };
 use corpus::{PosLexicon, TokenCounts};
-use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
-use ica::{AmariConfig, AmariIca, Matrix, Pca, PcaConfig};
-use prefscore::{by_tag, group_summary, Bootstrap, ScoreKind, TokenStats};
+use ica::AmariConfig;
+use prefscore::{by_tag, Bootstrap, ScoreKind, TokenStats};
 use rand::SeedableRng;
-use report::{Cell, HistogramOptions, Table};
 use serde_json::json;
 use towers::{ModelConfig, Style};
 
@@ -143,50 +142,14 @@ fn main() -> Res<()> {
         ..Bootstrap::default()
     };
     let per_tag = by_tag(&scores.values, &tags, &frequent, &boot)?;
-    let mut table = Table::new(
-        [
-            "class",
-            "tokens",
-            "mean score",
-            "95% low",
-            "95% high",
-            "share primary",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
-    .with_title("Preference score per word class (synthetic corpus, gold tags)")
-    .with_note("score s_a = log p̄1_a − log p̄2_a (eq. 4); tower 1 is the primary tower (eq. 3)");
-    for t in &per_tag {
-        let (lo, hi) = t.interval.map(|i| (i.lo, i.hi)).unzip();
-        table.push_row(vec![
-            Cell::from(t.tag.as_str()),
-            Cell::from(t.n),
-            Cell::from(t.mean),
-            Cell::from(lo),
-            Cell::from(hi),
-            Cell::from(t.share_primary),
-        ]);
-    }
+    let table = tag_table(
+        &per_tag,
+        "Preference score per word class (synthetic corpus, gold tags)",
+    );
     println!("[3] preference by word class:\n{}", table.to_markdown());
     let table_paths = table.write_all(&args.out, "preference_by_class")?;
     let hist_path = args.out.join("preference_by_class.png");
-    let groups: Vec<(String, Vec<f64>)> = per_tag
-        .iter()
-        .map(|t| (t.tag.clone(), t.scores.clone()))
-        .collect();
-    report::histogram_grid(
-        &hist_path,
-        &groups,
-        &HistogramOptions {
-            title: "Preference score per word class".into(),
-            x_label: "score (primary − secondary)".into(),
-            bins: 20,
-            columns: 4,
-            mark_zero: true,
-            ..HistogramOptions::default()
-        },
-    )?;
+    tag_histograms(&hist_path, &per_tag, "Preference score per word class")?;
 
     // 4. ica: word groups in the shared embedding, and their preference
     let emb = run
@@ -196,56 +159,17 @@ fn main() -> Res<()> {
         .remove("embed.tokens")
         .ok_or("the model has no embed.tokens table")?;
     let emb: Vec<Vec<f32>> = emb.to_vec2()?;
-    let rows: Vec<f32> = frequent
-        .iter()
-        .flat_map(|&id| emb[id as usize].iter().copied())
-        .collect();
-    let width = emb[0].len();
-    let x = Matrix::new(frequent.len(), width, rows)?;
-    let dim = width.min(16);
-    let pca = Pca::fit(&x, &PcaConfig::new(dim))?;
-    let white = pca.transform(&x)?;
-    let ica = AmariIca::new(AmariConfig::default()).fit(&white)?;
-    let mut sources = ica.sources(&white)?;
-    sign_to_positive_skew(&mut sources);
-    let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
-    let cc = cluster_counts(&per_word);
-    let freqs: Vec<u64> = frequent.iter().map(|&id| counts.count(id)).collect();
-    let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
-    let groups: Vec<(String, Vec<u32>)> = comps
-        .iter()
-        .map(|c| {
-            let ids = c.members.iter().map(|&(i, _)| frequent[i]).collect();
-            (format!("IC{}", c.component), ids)
-        })
-        .collect();
-    let group_stats = group_summary(&scores.values, &groups, &frequent, &boot)?;
-    let mut ica_table = Table::new(
-        [
-            "component",
-            "typical words",
-            "words",
-            "mean score",
-            "mean rank (0 = most primary)",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
-    .with_title("ICA word groups of the shared embedding and their preference (cf. Table 3)");
-    for (c, g) in comps.iter().zip(&group_stats) {
-        let typical: Vec<String> = c
-            .typical
-            .iter()
-            .filter_map(|&i| tok.id_to_token(frequent[i]))
-            .collect();
-        ica_table.push_row(vec![
-            Cell::from(c.component),
-            Cell::from(typical.join(" ")),
-            Cell::from(c.members.len()),
-            Cell::from(g.mean),
-            Cell::from(g.mean_rank_fraction),
-        ]);
-    }
+    let g = ica_groups(
+        &emb,
+        &frequent,
+        counts.counts(),
+        &scores.values,
+        &tok,
+        16,
+        AmariConfig::default(),
+        &boot,
+    )?;
+    let (dim, ica, cc, ica_table) = (g.dim, g.ica, g.counts, g.table);
     println!(
         "[4] ICA (d = {dim}, {} steps, converged: {}): {:.0}% of words in no cluster, {:.0}% in exactly one, {:.2} on average\n{}",
         ica.steps,
