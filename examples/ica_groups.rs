@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use common::{ica_groups, open_run, run_scores, Res, RunArgs};
+use common::{ica_groups, open_run, run_scores, Res, RunSelect};
 use prefscore::{top_tokens, Bootstrap, ScoreKind};
 use report::{MatrixOptions, PlotOptions};
 use serde_json::json;
@@ -27,18 +27,9 @@ use serde_json::json;
 #[derive(Parser, Debug)]
 #[command(about = "ICA word groups of a two-tower run's shared embedding (Table 3, Fig. 5, 6)")]
 struct Args {
-    /// Reuse this run folder (with its run.json) instead of training one.
-    #[arg(long)]
-    run: Option<PathBuf>,
-    /// Tower style of a run trained here.
-    #[arg(long, default_value = "gpt")]
-    style: String,
-    /// Seed of a run trained here.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Corpus, model and training settings of a run trained here.
+    /// The run analysed: an existing folder, or one trained here.
     #[command(flatten)]
-    run_args: RunArgs,
+    select: RunSelect,
     /// Most frequent tokens whose embeddings are analysed.
     #[arg(long, default_value_t = 5000)]
     top_n: usize,
@@ -58,10 +49,10 @@ fn main() -> Res<()> {
     let t0 = Instant::now();
     std::fs::create_dir_all(&args.out)?;
     let run = open_run(
-        args.run.as_deref(),
-        &args.run_args,
-        &args.style,
-        args.seed,
+        args.select.run.as_deref(),
+        &args.select.run_args,
+        &args.select.style,
+        args.select.seed,
         &args.out,
         true,
     )?;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use common::{open_run, run_scores, synthetic_corpus, tag_histograms, tag_table, Res, RunArgs};
+use common::{open_run, run_scores, synthetic_corpus, tag_histograms, tag_table, Res, RunSelect};
 use corpus::{PerceptronTagger, PosLexicon, SentenceSplitter, TaggerConfig, Tokenizer};
 use indicatif::{ProgressBar, ProgressStyle};
 use prefscore::{by_tag, top_tokens, Bootstrap, ScoreKind};
@@ -28,18 +28,9 @@ use serde_json::json;
 #[derive(Parser, Debug)]
 #[command(about = "Preference score per part of speech (Fig. 4 of the two-tower paper)")]
 struct Args {
-    /// Reuse this run folder (with its run.json) instead of training one.
-    #[arg(long)]
-    run: Option<PathBuf>,
-    /// Tower style of a run trained here.
-    #[arg(long, default_value = "gpt")]
-    style: String,
-    /// Seed of a run trained here.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Corpus, model and training settings of a run trained here.
+    /// The run analysed: an existing folder, or one trained here.
     #[command(flatten)]
-    run_args: RunArgs,
+    select: RunSelect,
     /// A saved perceptron tagger (real corpora); default: train one on UD English EWT.
     #[arg(long)]
     tagger: Option<PathBuf>,
@@ -125,10 +116,10 @@ fn main() -> Res<()> {
     };
     std::fs::create_dir_all(&args.out)?;
     let run = open_run(
-        args.run.as_deref(),
-        &args.run_args,
-        &args.style,
-        args.seed,
+        args.select.run.as_deref(),
+        &args.select.run_args,
+        &args.select.style,
+        args.select.seed,
         &args.out,
         false,
     )?;

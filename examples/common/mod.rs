@@ -621,6 +621,24 @@ pub fn tag_histograms(path: &Path, per_tag: &[prefscore::TagSummary], title: &st
     Ok(())
 }
 
+/// Which run an analysis example reads: an existing run folder, or one trained here from
+/// `run_args` (flattened into each example's own options).
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunSelect {
+    /// Reuse this run folder (with its run.json) instead of training one.
+    #[arg(long)]
+    pub run: Option<PathBuf>,
+    /// Tower style of a run trained here.
+    #[arg(long, default_value = "gpt")]
+    pub style: String,
+    /// Seed of a run trained here.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Corpus, model and training settings of a run trained here.
+    #[command(flatten)]
+    pub run_args: RunArgs,
+}
+
 /// Command-line options of one two-tower run shared by the analysis examples (flattened into
 /// each example's own options).
 #[derive(clap::Args, Debug, Clone)]
