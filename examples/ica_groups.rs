@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use common::{ica_groups, open_run, run_scores, Res, RunSelect};
+use common::{ica_groups, run_scores, Res, RunSelect};
 use prefscore::{top_tokens, Bootstrap, ScoreKind};
 use report::{MatrixOptions, PlotOptions};
 use serde_json::json;
@@ -48,14 +48,7 @@ fn main() -> Res<()> {
     let args = Args::parse();
     let t0 = Instant::now();
     std::fs::create_dir_all(&args.out)?;
-    let run = open_run(
-        args.select.run.as_deref(),
-        &args.select.run_args,
-        &args.select.style,
-        args.select.seed,
-        &args.out,
-        true,
-    )?;
+    let run = args.select.open(&args.out, true)?;
     let model = &run
         .result
         .run

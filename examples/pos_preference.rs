@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use common::{open_run, run_scores, synthetic_corpus, tag_histograms, tag_table, Res, RunSelect};
+use common::{run_scores, synthetic_corpus, tag_histograms, tag_table, Res, RunSelect};
 use corpus::{PerceptronTagger, PosLexicon, SentenceSplitter, TaggerConfig, Tokenizer};
 use indicatif::{ProgressBar, ProgressStyle};
 use prefscore::{by_tag, top_tokens, Bootstrap, ScoreKind};
@@ -115,14 +115,7 @@ fn main() -> Res<()> {
         k => return Err(format!("unknown score {k:?} (arithmetic, geometric)").into()),
     };
     std::fs::create_dir_all(&args.out)?;
-    let run = open_run(
-        args.select.run.as_deref(),
-        &args.select.run_args,
-        &args.select.style,
-        args.select.seed,
-        &args.out,
-        false,
-    )?;
+    let run = args.select.open(&args.out, false)?;
     let lp = &run.result.logprobs;
     let scores = run_scores(lp, kind)?;
 

@@ -639,6 +639,20 @@ pub struct RunSelect {
     pub run_args: RunArgs,
 }
 
+impl RunSelect {
+    /// Opens the selected run (see [`open_run`]).
+    pub fn open(&self, out: &Path, need_model: bool) -> Res<OpenedRun> {
+        open_run(
+            self.run.as_deref(),
+            &self.run_args,
+            &self.style,
+            self.seed,
+            out,
+            need_model,
+        )
+    }
+}
+
 /// Command-line options of one two-tower run shared by the analysis examples (flattened into
 /// each example's own options).
 #[derive(clap::Args, Debug, Clone)]
