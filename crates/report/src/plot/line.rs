@@ -169,8 +169,13 @@ impl Figure for XyPlot<'_> {
             let colour = series_colour(i);
             let points = s.x.iter().copied().zip(s.y.iter().copied());
             let drawn = match self.mark {
+                // plotters widens a thick stroke with miter joins that overshoot on the steep
+                // zig-zags of a dense series: thin lines for dense series stay inside the chart.
                 Mark::Line => chart
-                    .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                    .draw_series(LineSeries::new(
+                        points,
+                        colour.stroke_width(if s.x.len() > 500 { 1 } else { 2 }),
+                    ))
                     .map_err(plot_err)?,
                 Mark::Dot => chart
                     .draw_series(points.map(|p| Circle::new(p, 2, colour.mix(0.6).filled())))
