@@ -201,11 +201,18 @@ impl Batcher {
         &order[start..(start + b).min(order.len())]
     }
 
-    /// The batch at `cursor` (computes the epoch's order; use [`Batcher::iter_from`] to stream).
+    /// The batch at `cursor` (computes the epoch's order; to stream, use [`Batcher::iter_from`]
+    /// or [`Batcher::batch_with`], which shuffle once per epoch).
     pub fn batch(&self, cursor: BatchCursor) -> Result<TokenBatch> {
+        self.batch_with(cursor, &mut OrderCache::default())
+    }
+
+    /// The batch at `cursor`, taking the epoch's order from `cache` (shuffled again only when
+    /// the epoch changes). Identical to [`Batcher::batch`].
+    pub fn batch_with(&self, cursor: BatchCursor, cache: &mut OrderCache) -> Result<TokenBatch> {
         self.check(cursor)?;
-        let order = self.epoch_order(cursor.epoch);
-        self.build(self.rows(&order, cursor), cursor)
+        let order = cache.get(self, cursor.epoch);
+        self.build(self.rows(order, cursor), cursor)
     }
 
     /// Segment ids (`[batch_size, seq_len]`, 0 for PAD) of the batch at `cursor`, for models
@@ -266,8 +273,25 @@ impl Batcher {
         Ok(BatchIter {
             batcher: self,
             cursor,
-            order: None,
+            order: OrderCache::default(),
         })
+    }
+}
+
+/// The visiting order of one epoch of a [`Batcher`], kept so that streaming batches shuffles
+/// once per epoch rather than once per batch. Belongs to one batcher.
+#[derive(Debug, Clone, Default)]
+pub struct OrderCache {
+    order: Option<(u64, Vec<usize>)>,
+}
+
+impl OrderCache {
+    /// The order of `epoch` under `batcher`, computed when the epoch differs from the cached one.
+    fn get(&mut self, batcher: &Batcher, epoch: u64) -> &[usize] {
+        if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            self.order = Some((epoch, batcher.epoch_order(epoch)));
+        }
+        &self.order.as_ref().expect("set above").1
     }
 }
 
@@ -275,8 +299,7 @@ impl Batcher {
 pub struct BatchIter<'a> {
     batcher: &'a Batcher,
     cursor: BatchCursor,
-    /// The current epoch's order, computed once per epoch.
-    order: Option<(u64, Vec<usize>)>,
+    order: OrderCache,
 }
 
 impl BatchIter<'_> {
@@ -291,11 +314,7 @@ impl Iterator for BatchIter<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let cursor = self.cursor;
-        if self.order.as_ref().is_none_or(|(e, _)| *e != cursor.epoch) {
-            self.order = Some((cursor.epoch, self.batcher.epoch_order(cursor.epoch)));
-        }
-        let (_, order) = self.order.as_ref().expect("set above");
-        let batch = self.batcher.build(self.batcher.rows(order, cursor), cursor);
+        let batch = self.batcher.batch_with(cursor, &mut self.order);
         self.cursor = self.batcher.next_cursor(cursor);
         Some(batch.map(|b| (cursor, b)))
     }

@@ -22,7 +22,7 @@ pub mod tokenizer;
 pub mod windows;
 
 pub use batch::{
-    BatchCursor, BatchIter, Batcher, BatcherConfig, Objective, TokenBatch, IGNORE_LABEL,
+    BatchCursor, BatchIter, Batcher, BatcherConfig, Objective, OrderCache, TokenBatch, IGNORE_LABEL,
 };
 pub use error::{CorpusError, Result};
 pub use freq::{CountSummary, TokenCounts};

@@ -256,6 +256,7 @@ mod tests {
 pub struct CorpusSource {
     batcher: corpus::Batcher,
     cursor: corpus::BatchCursor,
+    order: corpus::OrderCache,
 }
 
 impl CorpusSource {
@@ -264,6 +265,7 @@ impl CorpusSource {
         Self {
             batcher,
             cursor: corpus::BatchCursor::default(),
+            order: corpus::OrderCache::default(),
         }
     }
 
@@ -275,7 +277,7 @@ impl CorpusSource {
 
 impl BatchSource for CorpusSource {
     fn next_batch(&mut self) -> Result<TokenBatch> {
-        let b = self.batcher.batch(self.cursor)?;
+        let b = self.batcher.batch_with(self.cursor, &mut self.order)?;
         self.cursor = self.batcher.next_cursor(self.cursor);
         Ok(b)
     }
