@@ -60,6 +60,8 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
 }
 
 fn train_step(c: &mut Criterion) {
+    // As the examples do: freed buffers stay in the process (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     for style in [Style::Gpt, Style::Bert, Style::Elmo] {
         let mut g = c.benchmark_group(format!("train_step_{style:?}").to_lowercase());
         g.sample_size(10);

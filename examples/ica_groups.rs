@@ -45,6 +45,8 @@ struct Args {
 }
 
 fn main() -> Res<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let t0 = Instant::now();
     std::fs::create_dir_all(&args.out)?;

@@ -131,6 +131,8 @@ fn split_moments(
 }
 
 fn main() -> AnyResult<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let start = Instant::now();
     let pooling = Pooling::parse(&args.pooling)?;

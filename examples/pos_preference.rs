@@ -107,6 +107,8 @@ fn tag_documents(
 }
 
 fn main() -> Res<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let t0 = Instant::now();
     let kind = match args.score.as_str() {

@@ -122,6 +122,8 @@ fn style_of(label: &str) -> &str {
 }
 
 fn main() -> Res<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let t0 = Instant::now();
     let kind = score_kind(&args.score)?;

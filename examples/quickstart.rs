@@ -59,6 +59,8 @@ struct Args {
 const TOP_TOKENS: usize = 300;
 
 fn main() -> Res<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let style: Style = args.style.parse()?;
     let t0 = Instant::now();

@@ -74,6 +74,8 @@ struct Args {
 }
 
 fn main() -> Res<()> {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
     let args = Args::parse();
     let style: Style = args.style.parse()?;
     let device = Device::cuda_if_available(0)?;

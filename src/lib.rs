@@ -1,6 +1,9 @@
 //! lmsplit: two-tower language-model preference and Language Model Decomposition on candle.
 //!
-//! This facade re-exports every crate of the workspace under one name.
+//! This facade re-exports every crate of the workspace under one name, plus [`alloc`] (allocator
+//! tuning for CPU binaries).
+
+pub mod alloc;
 
 pub use corpus;
 pub use heads;

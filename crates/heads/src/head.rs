@@ -75,8 +75,24 @@ impl Head {
 
     /// Logits [N, V] (f32) from features [N, D].
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let h = self.ln.forward(&gelu(&self.dense.forward(x)?)?)?;
-        Ok(self.out.forward(&h)?.to_dtype(candle_core::DType::F32)?)
+        Ok(self
+            .out
+            .forward(&self.hidden(x)?)?
+            .to_dtype(candle_core::DType::F32)?)
+    }
+
+    /// The input of the output layer, [N, D]: LayerNorm(GELU(dense(x))).
+    pub fn hidden(&self, x: &Tensor) -> Result<Tensor> {
+        Ok(self.ln.forward(&gelu(&self.dense.forward(x)?)?)?)
+    }
+
+    /// The output layer's weight [V, D] and bias [V] (the training loss fuses the product).
+    pub fn output_layer(&self) -> Result<(&Tensor, &Tensor)> {
+        let b = self
+            .out
+            .bias()
+            .ok_or_else(|| HeadsError::Mismatch("head output layer without bias".into()))?;
+        Ok((self.out.weight(), b))
     }
 }
 

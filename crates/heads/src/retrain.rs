@@ -7,8 +7,10 @@ use corpus::TokenBatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use towers::data::BatchSource;
-use towers::loss::cross_entropy;
-use towers::{ParamStore, TowersError, TrainConfig, TrainSummary, Trainable, Trainer, TwoTowerLm};
+use towers::loss::linear_cross_entropy;
+use towers::{
+    NllPass, ParamStore, TowersError, TrainConfig, TrainSummary, Trainable, Trainer, TwoTowerLm,
+};
 
 use crate::eval::evaluate;
 use crate::head::TowerHeads;
@@ -33,10 +35,16 @@ fn to_towers(e: HeadsError) -> TowersError {
 }
 
 impl FrozenTowers<'_> {
-    /// Per-tower mean cross-entropy tensors on the batch's labelled positions.
+    /// Per-tower mean cross-entropy tensors on the batch's labelled positions (for training;
+    /// see [`FrozenTowers::tower_losses_for`]).
     pub fn tower_losses(&self, batch: &TokenBatch) -> Result<Vec<Tensor>> {
+        self.tower_losses_for(batch, NllPass::Train)
+    }
+
+    /// [`FrozenTowers::tower_losses`] with the pass made explicit ([`NllPass::Eval`] skips the
+    /// output layers' gradient work when no backward pass follows).
+    pub fn tower_losses_for(&self, batch: &TokenBatch, pass: NllPass) -> Result<Vec<Tensor>> {
         let f = self.heads.features(self.model, batch)?;
-        let dev = self.model.device();
         f.per_tower
             .iter()
             .enumerate()
@@ -45,7 +53,14 @@ impl FrozenTowers<'_> {
                     .heads
                     .head(k)
                     .ok_or_else(|| HeadsError::Mismatch(format!("no head {k}")))?;
-                Ok(cross_entropy(&head.forward(x)?, &f.labels, dev)?)
+                let (w, b) = head.output_layer()?;
+                Ok(linear_cross_entropy(
+                    &head.hidden(x)?,
+                    w,
+                    b,
+                    &f.labels,
+                    pass,
+                )?)
             })
             .collect()
     }
@@ -58,17 +73,26 @@ impl Trainable for FrozenTowers<'_> {
 
     /// Σ_k CE_k: the heads share no variable, so each gets exactly its own gradient.
     fn loss(&self, batch: &TokenBatch) -> towers::Result<Tensor> {
-        let losses = self.tower_losses(batch).map_err(to_towers)?;
-        let mut total = losses[0].clone();
-        for l in &losses[1..] {
-            total = (total + l)?;
-        }
-        Ok(total)
+        sum_losses(self.tower_losses(batch).map_err(to_towers)?)
+    }
+
+    fn eval_loss(&self, batch: &TokenBatch) -> towers::Result<f64> {
+        let losses = self
+            .tower_losses_for(batch, NllPass::Eval)
+            .map_err(to_towers)?;
+        Ok(sum_losses(losses)?.to_scalar::<f32>()? as f64)
     }
 
     fn config_json(&self) -> towers::Result<Value> {
         Ok(serde_json::to_value(self.heads.config())?)
     }
+}
+
+/// Σ of per-head losses (K ≥ 1).
+fn sum_losses(losses: Vec<Tensor>) -> towers::Result<Tensor> {
+    let mut it = losses.into_iter();
+    let first = it.next().ok_or(TowersError::NoTargets)?;
+    it.try_fold(first, |acc, l| Ok((acc + l)?))
 }
 
 /// Outcome of [`retrain`].

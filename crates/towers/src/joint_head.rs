@@ -43,13 +43,18 @@ impl JointHead {
             .broadcast_add(&self.out_bias)?)
     }
 
-    /// The logits before the output bias (f32); the training loss adds the bias inside its
-    /// fused kernel.
+    /// The logits before the output bias (f32).
     pub fn unbiased_logits(&self, concat: &Tensor, tokens: &Tensor) -> Result<Tensor> {
-        let x = self.normed_concat(concat)?;
-        let x = self.ln_out.forward(&gelu(&self.dense.forward(&x)?)?)?;
+        let x = self.features(concat)?;
         let logits = x.matmul(&tokens.to_dtype(x.dtype())?.t()?)?;
         Ok(logits.to_dtype(DType::F32)?)
+    }
+
+    /// The input of the tied output layer, [N, E]: LayerNorm(GELU(dense(LayerNorm(concat)))).
+    /// The training loss multiplies it with the token table inside its fused kernel.
+    pub fn features(&self, concat: &Tensor) -> Result<Tensor> {
+        let x = self.normed_concat(concat)?;
+        self.ln_out.forward(&gelu(&self.dense.forward(&x)?)?)
     }
 
     /// The output bias [V].

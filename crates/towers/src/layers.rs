@@ -35,6 +35,11 @@ impl Linear {
         &self.weight
     }
 
+    /// The bias [out], if the layer has one.
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+
     /// Applies the layer to the last dimension of `x` (any leading shape).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dt = x.dtype();

@@ -4,6 +4,8 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
+use crate::linear_nll::LinearNll;
+pub use crate::linear_nll::NllPass;
 use crate::norm::log_softmax_last;
 use crate::{Result, TowersError};
 
@@ -27,34 +29,39 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
     Ok(log_softmax_last(logits)?.gather(&lab, 1)?.squeeze(1)?)
 }
 
-/// Mean negative log-likelihood of `labels` under `logits` [N, V]; errors on N = 0. On CPU
-/// with f32 logits it uses a fused kernel (same values and gradients, far fewer passes).
+/// Mean negative log-likelihood of `labels` under `logits` [N, V]; errors on N = 0.
 pub fn cross_entropy(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
-    let zero = Tensor::zeros(logits.dim(1)?, logits.dtype(), dev)?;
-    cross_entropy_with_bias(logits, &zero, labels, dev)
+    composed_cross_entropy(logits, labels, dev)
 }
 
-/// [`cross_entropy`] of `logits + bias` (bias [V]) without materialising the sum on CPU: the
-/// fused kernel adds the bias on the fly and returns its gradient (a column sum).
-pub fn cross_entropy_with_bias(
-    logits: &Tensor,
+/// Mean negative log-likelihood of `labels` under the logits x·wᵀ + bias of an output layer
+/// (x [N, E], w [V, E], bias [V]); errors on N = 0. On CPU with f32 inputs a fused kernel
+/// (`linear_nll.rs`) never materialises the [N, V] logits and, for
+/// [`NllPass::Train`], forms the gradients in the same pass; elsewhere the composed graph
+/// (logits in f32) is used. Both give the same values and gradients.
+pub fn linear_cross_entropy(
+    x: &Tensor,
+    w: &Tensor,
     bias: &Tensor,
     labels: &[u32],
-    dev: &Device,
+    pass: NllPass,
 ) -> Result<Tensor> {
     if labels.is_empty() {
         return Err(TowersError::NoTargets);
     }
-    if dev.is_cpu() && logits.dtype() == DType::F32 && bias.dtype() == DType::F32 {
-        let op = crate::fused_nll::FusedNll {
-            labels: labels.to_vec(),
-        };
-        return Ok(logits
+    let dev = x.device();
+    let f32_inputs = [x, w, bias].iter().all(|t| t.dtype() == DType::F32);
+    if dev.is_cpu() && f32_inputs {
+        let op = LinearNll::new(labels, pass);
+        return Ok(x
             .contiguous()?
-            .apply_op2(&bias.contiguous()?, op)?
-            .mean_all()?);
+            .apply_op3(&w.contiguous()?, &bias.contiguous()?, op)?);
     }
-    composed_cross_entropy(&logits.broadcast_add(bias)?, labels, dev)
+    let logits = x
+        .matmul(&w.to_dtype(x.dtype())?.t()?)?
+        .to_dtype(DType::F32)?
+        .broadcast_add(&bias.to_dtype(DType::F32)?)?;
+    composed_cross_entropy(&logits, labels, dev)
 }
 
 /// [`cross_entropy`] from composed tensor ops (any device or dtype; the reference for the
@@ -71,36 +78,83 @@ mod tests {
     use super::*;
     use candle_core::Var;
 
-    #[test]
-    fn fused_matches_composed_values_and_gradients() {
-        let dev = Device::Cpu;
-        let (n, v) = (700, 600); // large enough to take the threaded path
-        let data: Vec<f32> = (0..n * v)
-            .map(|i| ((i * 7919 % 1013) as f32 / 101.3) - 5.0)
-            .collect();
-        let x = Var::from_tensor(&Tensor::from_vec(data, (n, v), &dev).unwrap()).unwrap();
-        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 31) % v as u32).collect();
-        let bd: Vec<f32> = (0..v).map(|j| (j % 13) as f32 / 7.0 - 0.9).collect();
-        let bias = Var::from_tensor(&Tensor::from_vec(bd, v, &dev).unwrap()).unwrap();
-        let a = cross_entropy_with_bias(x.as_tensor(), bias.as_tensor(), &labels, &dev).unwrap();
-        let b = composed_cross_entropy(
-            &x.as_tensor().broadcast_add(bias.as_tensor()).unwrap(),
-            &labels,
-            &dev,
-        )
-        .unwrap();
-        let (av, bv) = (a.to_scalar::<f32>().unwrap(), b.to_scalar::<f32>().unwrap());
-        assert!((av - bv).abs() < 1e-5 * bv.abs().max(1.0), "{av} vs {bv}");
-        let ga = a.backward().unwrap().get(x.as_tensor()).unwrap().clone();
-        let gb = b.backward().unwrap().get(x.as_tensor()).unwrap().clone();
-        let d: f32 = (ga - gb)
+    fn grad(loss: &Tensor, v: &Var) -> Tensor {
+        loss.backward().unwrap().get(v.as_tensor()).unwrap().clone()
+    }
+
+    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
             .unwrap()
             .abs()
             .unwrap()
             .max_all()
             .unwrap()
             .to_scalar()
-            .unwrap();
-        assert!(d < 1e-8, "gradient difference {d}");
+            .unwrap()
+    }
+
+    #[test]
+    fn fused_linear_matches_composed_values_and_gradients() {
+        let dev = Device::Cpu;
+        // V large enough for several row chunks (chunk = 2^22 / V rows), N not a multiple.
+        let (n, e, v) = (150, 24, 50_000);
+        let var = |len: usize, k: usize, shape: (usize, usize)| {
+            let d: Vec<f32> = (0..len)
+                .map(|i| (((i * k) % 1013) as f32 / 506.5 - 1.0) * 0.5)
+                .collect();
+            Var::from_tensor(&Tensor::from_vec(d, shape, &dev).unwrap()).unwrap()
+        };
+        let x = var(n * e, 7919, (n, e));
+        let w = var(v * e, 104_729, (v, e));
+        let b = Var::from_tensor(&var(v, 31, (1, v)).as_tensor().squeeze(0).unwrap()).unwrap();
+        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 331) % v as u32).collect();
+        let composed = composed_cross_entropy(
+            &x.matmul(&w.t().unwrap())
+                .unwrap()
+                .broadcast_add(b.as_tensor())
+                .unwrap(),
+            &labels,
+            &dev,
+        )
+        .unwrap();
+        for pass in [NllPass::Train, NllPass::Eval] {
+            let fused = linear_cross_entropy(&x, &w, &b, &labels, pass).unwrap();
+            let (fv, cv) = (
+                fused.to_scalar::<f32>().unwrap(),
+                composed.to_scalar::<f32>().unwrap(),
+            );
+            assert!((fv - cv).abs() < 2e-6 * cv.abs(), "{pass:?}: {fv} vs {cv}");
+            for p in [&x, &w, &b] {
+                let (gf, gc) = (grad(&fused, p), grad(&composed, p));
+                let scale: f32 = gc.abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+                let d = max_abs_diff(&gf, &gc);
+                assert!(
+                    scale > 0.0 && d <= 1e-5 * scale,
+                    "{pass:?}: gradient diff {d} (scale {scale})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn fused_linear_is_deterministic_and_checks_inputs() {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (40, 8), &dev).unwrap();
+        let w = Tensor::randn(0f32, 1.0, (300, 8), &dev).unwrap();
+        let b = Tensor::zeros(300, DType::F32, &dev).unwrap();
+        let labels: Vec<u32> = (0..40).map(|i| i * 7).collect();
+        let a = linear_cross_entropy(&x, &w, &b, &labels, NllPass::Train).unwrap();
+        let c = linear_cross_entropy(&x, &w, &b, &labels, NllPass::Train).unwrap();
+        assert_eq!(a.to_scalar::<f32>().unwrap(), c.to_scalar::<f32>().unwrap());
+        let bad = [400u32; 40];
+        assert!(linear_cross_entropy(&x, &w, &b, &bad, NllPass::Train).is_err());
+        assert!(matches!(
+            linear_cross_entropy(&x, &w, &b, &[], NllPass::Train),
+            Err(TowersError::NoTargets)
+        ));
+        // Non-finite inputs surface as a non-finite loss, never as a silent number.
+        let nan = x.affine(0.0, f64::NAN).unwrap();
+        let l = linear_cross_entropy(&nan, &w, &b, &labels, NllPass::Eval).unwrap();
+        assert!(l.to_scalar::<f32>().unwrap().is_nan());
     }
 }

@@ -8,7 +8,7 @@ use crate::config::{ModelConfig, Style};
 use crate::elmo::ElmoTower;
 use crate::embedding::SharedEmbedding;
 use crate::joint_head::JointHead;
-use crate::loss::{cross_entropy_with_bias, labelled_positions};
+use crate::loss::{labelled_positions, linear_cross_entropy, NllPass};
 use crate::params::ParamStore;
 use crate::transformer::TransformerTower;
 use crate::{Result, TowersError};
@@ -187,8 +187,14 @@ impl TwoTowerLm {
     }
 
     /// Mean cross-entropy of the joint head over the batch's labelled positions (the head is
-    /// applied to those rows only).
+    /// applied to those rows only), for training.
     pub fn loss(&self, batch: &TokenBatch) -> Result<Tensor> {
+        self.loss_for(batch, NllPass::Train)
+    }
+
+    /// [`TwoTowerLm::loss`] with the pass made explicit ([`NllPass::Eval`] skips the output
+    /// layer's gradient work when no backward pass follows).
+    pub fn loss_for(&self, batch: &TokenBatch, pass: NllPass) -> Result<Tensor> {
         let db = self.device_batch(batch)?;
         let (idx, labels) = labelled_positions(batch);
         if idx.is_empty() {
@@ -198,7 +204,7 @@ impl TwoTowerLm {
         let (b, t, kd) = cat.dims3()?;
         let idx = Tensor::from_vec(idx, labels.len(), self.device())?;
         let rows = cat.reshape((b * t, kd))?.index_select(&idx, 0)?;
-        let logits = self.head.unbiased_logits(&rows, self.embed.tokens())?;
-        cross_entropy_with_bias(&logits, self.head.out_bias(), &labels, self.device())
+        let x = self.head.features(&rows)?;
+        linear_cross_entropy(&x, self.embed.tokens(), self.head.out_bias(), &labels, pass)
     }
 }

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::checkpoint::{self, CheckpointData};
 use crate::data::BatchSource;
+use crate::loss::NllPass;
 use crate::metrics::MetricsLog;
 use crate::model::TwoTowerLm;
 use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
@@ -24,8 +25,14 @@ use crate::{Result, TowersError};
 pub trait Trainable {
     /// The variables to update.
     fn params(&self) -> &ParamStore;
-    /// Mean loss over the batch's labelled positions ([`TowersError::NoTargets`] if none).
+    /// Mean loss over the batch's labelled positions ([`TowersError::NoTargets`] if none),
+    /// ready for a backward pass.
     fn loss(&self, batch: &TokenBatch) -> Result<Tensor>;
+    /// The same mean loss for evaluation only (no backward pass follows, so a model may skip
+    /// gradient work); the default is [`Trainable::loss`].
+    fn eval_loss(&self, batch: &TokenBatch) -> Result<f64> {
+        Ok(self.loss(batch)?.detach().to_scalar::<f32>()? as f64)
+    }
     /// The configuration saved as `config.json` with every checkpoint.
     fn config_json(&self) -> Result<Value>;
 }
@@ -36,6 +43,9 @@ impl Trainable for TwoTowerLm {
     }
     fn loss(&self, batch: &TokenBatch) -> Result<Tensor> {
         TwoTowerLm::loss(self, batch)
+    }
+    fn eval_loss(&self, batch: &TokenBatch) -> Result<f64> {
+        Ok(self.loss_for(batch, NllPass::Eval)?.to_scalar::<f32>()? as f64)
     }
     fn config_json(&self) -> Result<Value> {
         Ok(serde_json::to_value(self.config())?)
@@ -472,7 +482,7 @@ pub fn evaluate_loss<M: Trainable + ?Sized>(model: &M, batches: &[TokenBatch]) -
         if k == 0 {
             continue;
         }
-        sum += model.loss(b)?.detach().to_scalar::<f32>()? as f64 * k as f64;
+        sum += model.eval_loss(b)? * k as f64;
         n += k;
     }
     if n == 0 {

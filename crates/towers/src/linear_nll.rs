@@ -1,0 +1,241 @@
+//! Fused linear cross-entropy on CPU: the mean NLL of `labels` under logits x·Wᵀ + b, computed
+//! in row chunks so that the [N, V] logits never exist at once, with the gradients for x, W and
+//! b formed in the same pass (softmax − one-hot of each chunk, then two GEMMs). On the paper's
+//! vocabularies the output layer is most of a training step; this replaces the ~dozen
+//! full-size passes of the composed matmul/bias/log-softmax/gather graph and its [N, V]
+//! allocations by one chunk buffer, and runs every GEMM through faer on all cores.
+//! Checked against the composed graph (values and gradients) in `loss.rs`.
+
+use std::sync::Mutex;
+
+use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+use crate::fast_exp::nll_row;
+
+/// Whether the forward pass also forms the gradients (training) or only the loss (evaluation;
+/// a later backward pass then recomputes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NllPass {
+    /// Loss and gradients in one pass.
+    Train,
+    /// Loss only.
+    Eval,
+}
+
+/// The custom op: inputs x [N, E], W [V, E], b [V] (contiguous f32), output the scalar mean NLL.
+pub(crate) struct LinearNll {
+    labels: Vec<u32>,
+    pass: NllPass,
+    grads: Mutex<Option<(Tensor, Tensor, Tensor)>>,
+}
+
+impl LinearNll {
+    pub(crate) fn new(labels: &[u32], pass: NllPass) -> Self {
+        Self {
+            labels: labels.to_vec(),
+            pass,
+            grads: Mutex::new(None),
+        }
+    }
+}
+
+/// Rows per chunk: a ~16 MiB logits buffer, at least 16 rows.
+fn chunk_rows(v: usize, n: usize) -> usize {
+    ((1usize << 22) / v.max(1)).clamp(16, n.max(16))
+}
+
+/// Borrowed inputs of one pass.
+struct Inputs<'a> {
+    x: &'a [f32],
+    w: &'a [f32],
+    b: &'a [f32],
+    labels: &'a [u32],
+    e: usize,
+    v: usize,
+}
+
+/// Gradient buffers of one pass: dx [N, E], dw [V, E], db [V].
+struct GradBufs {
+    dx: Vec<f32>,
+    dw: Vec<f32>,
+    db: Vec<f32>,
+}
+
+/// Σ_i NLL_i, and the gradients of the mean when `want` (deterministic: fixed chunk and row
+/// order, per-row results summed sequentially).
+fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
+    let (n, e, v) = (inp.labels.len(), inp.e, inp.v);
+    let par = Par::rayon(0);
+    let scale = 1.0 / n as f32;
+    let mut grads = want.then(|| GradBufs {
+        dx: vec![0f32; n * e],
+        dw: vec![0f32; v * e],
+        db: vec![0f32; v],
+    });
+    let rows = chunk_rows(v, n);
+    let mut buf = vec![0f32; rows.min(n) * v];
+    let mut nll = vec![0f32; n];
+    let wt = MatRef::from_column_major_slice(inp.w, e, v);
+    for (c, r0) in (0..n).step_by(rows).enumerate() {
+        let rc = rows.min(n - r0);
+        let xc = MatRef::from_row_major_slice(&inp.x[r0 * e..(r0 + rc) * e], rc, e);
+        let logits = &mut buf[..rc * v];
+        matmul(
+            MatMut::from_row_major_slice_mut(logits, rc, v),
+            Accum::Replace,
+            xc,
+            wt,
+            1.0,
+            par,
+        );
+        logits
+            .par_chunks_mut(v)
+            .zip(nll[r0..r0 + rc].par_iter_mut())
+            .zip(inp.labels[r0..r0 + rc].par_iter())
+            .for_each(|((row, out), &label)| {
+                *out = nll_row(row, inp.b, label as usize, scale, want);
+            });
+        let Some(g) = grads.as_mut() else { continue };
+        for row in logits.chunks_exact(v) {
+            for (d, &x) in g.db.iter_mut().zip(row) {
+                *d += x;
+            }
+        }
+        let gc = MatRef::from_row_major_slice(logits, rc, v);
+        matmul(
+            MatMut::from_row_major_slice_mut(&mut g.dx[r0 * e..(r0 + rc) * e], rc, e),
+            Accum::Replace,
+            gc,
+            MatRef::from_row_major_slice(inp.w, v, e),
+            1.0,
+            par,
+        );
+        matmul(
+            MatMut::from_row_major_slice_mut(&mut g.dw, v, e),
+            if c == 0 { Accum::Replace } else { Accum::Add },
+            gc.transpose(),
+            xc,
+            1.0,
+            par,
+        );
+    }
+    (nll.iter().map(|&x| x as f64).sum(), grads)
+}
+
+/// The contiguous f32 data of a CPU storage.
+fn f32_data<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
+    let CpuStorage::F32(data) = s else {
+        candle_core::bail!("linear-nll expects f32 inputs")
+    };
+    let Some((a, b)) = l.contiguous_offsets() else {
+        candle_core::bail!("linear-nll expects contiguous inputs")
+    };
+    Ok(&data[a..b])
+}
+
+impl LinearNll {
+    fn inputs<'a>(
+        &'a self,
+        x: (&'a [f32], &Shape),
+        w: (&'a [f32], &Shape),
+        b: &'a [f32],
+    ) -> candle_core::Result<Inputs<'a>> {
+        let (n, e) = x.1.dims2()?;
+        let (v, e2) = w.1.dims2()?;
+        if e != e2 || b.len() != v || n != self.labels.len() || n == 0 {
+            candle_core::bail!(
+                "linear-nll: x {:?}, W {:?}, b [{}], {} labels",
+                x.1,
+                w.1,
+                b.len(),
+                self.labels.len()
+            )
+        }
+        if let Some(&l) = self.labels.iter().find(|&&l| l as usize >= v) {
+            candle_core::bail!("linear-nll: label {l} >= {v} classes")
+        }
+        Ok(Inputs {
+            x: x.0,
+            w: w.0,
+            b,
+            labels: &self.labels,
+            e,
+            v,
+        })
+    }
+
+    fn grad_tensors(
+        g: GradBufs,
+        inp: &Inputs<'_>,
+    ) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+        let dev = Device::Cpu;
+        Ok((
+            Tensor::from_vec(g.dx, (inp.labels.len(), inp.e), &dev)?,
+            Tensor::from_vec(g.dw, (inp.v, inp.e), &dev)?,
+            Tensor::from_vec(g.db, inp.v, &dev)?,
+        ))
+    }
+}
+
+impl CustomOp3 for LinearNll {
+    fn name(&self) -> &'static str {
+        "linear-nll"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let inp = self.inputs(
+            (f32_data(s1, l1)?, l1.shape()),
+            (f32_data(s2, l2)?, l2.shape()),
+            f32_data(s3, l3)?,
+        )?;
+        let (sum, grads) = run(&inp, self.pass == NllPass::Train);
+        if let Some(g) = grads {
+            let t = Self::grad_tensors(g, &inp)?;
+            *self.grads.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        }
+        let mean = (sum / inp.labels.len() as f64) as f32;
+        Ok((CpuStorage::F32(vec![mean]), Shape::from(())))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        b: &Tensor,
+        _res: &Tensor,
+        grad_res: &Tensor,
+    ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let stored = self.grads.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (dx, dw, db) = match stored {
+            Some(t) => t,
+            None => {
+                let (xv, wv, bv) = (
+                    x.flatten_all()?.to_vec1::<f32>()?,
+                    w.flatten_all()?.to_vec1::<f32>()?,
+                    b.to_vec1::<f32>()?,
+                );
+                let inp = self.inputs((&xv, x.shape()), (&wv, w.shape()), &bv)?;
+                let (_, g) = run(&inp, true);
+                let g = g.ok_or_else(|| candle_core::Error::Msg("no gradients".into()))?;
+                Self::grad_tensors(g, &inp)?
+            }
+        };
+        let g = grad_res.to_dtype(candle_core::DType::F32)?;
+        Ok((
+            Some(dx.broadcast_mul(&g)?),
+            Some(dw.broadcast_mul(&g)?),
+            Some(db.broadcast_mul(&g)?),
+        ))
+    }
+}
