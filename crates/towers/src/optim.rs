@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use candle_core::{backprop::GradStore, Tensor};
+use candle_core::{backprop::GradStore, CpuStorage, DType, Storage, Tensor};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::params::Param;
@@ -83,6 +84,19 @@ impl AdamW {
     /// One update with learning rate `lr`; parameters without a gradient are left untouched
     /// (as PyTorch does for `grad is None`).
     pub fn step(&mut self, grads: &[Option<Tensor>], lr: f64) -> Result<()> {
+        self.step_scaled(grads, lr, 1.0)
+    }
+
+    /// [`AdamW::step`] on the gradients multiplied by `grad_scale` (the clipping factor of
+    /// [`clip_factor`], applied inside the update instead of as a separate pass). On CPU with
+    /// f32 tensors each parameter is updated in one fused pass; elsewhere by tensor ops with
+    /// the same f32 arithmetic.
+    pub fn step_scaled(
+        &mut self,
+        grads: &[Option<Tensor>],
+        lr: f64,
+        grad_scale: f64,
+    ) -> Result<()> {
         if grads.len() != self.params.len() {
             return Err(TowersError::Config(format!(
                 "{} gradients for {} parameters",
@@ -93,23 +107,28 @@ impl AdamW {
         self.step += 1;
         let t = self.step as i32;
         let (b1, b2) = (self.cfg.beta1, self.cfg.beta2);
-        let bc1 = 1.0 - b1.powi(t);
-        let bc2 = 1.0 - b2.powi(t);
         for (i, g) in grads.iter().enumerate() {
             let Some(g) = g else { continue };
             let p = &self.params[i];
-            let g = g.to_dtype(candle_core::DType::F32)?;
-            let m = ((&self.m[i] * b1)? + (&g * (1.0 - b1))?)?;
-            let v = ((&self.v[i] * b2)? + (g.sqr()? * (1.0 - b2))?)?;
-            let denom = ((&v / bc2)?.sqrt()? + self.cfg.eps)?;
-            let upd = ((&m / bc1)? / denom)?;
-            let theta = p.var.as_tensor();
-            let decayed = if p.decay && self.cfg.weight_decay != 0.0 {
-                (theta * (1.0 - lr * self.cfg.weight_decay))?
-            } else {
-                theta.clone()
+            let decay = if p.decay { self.cfg.weight_decay } else { 0.0 };
+            let k = Coeffs {
+                grad_scale: grad_scale as f32,
+                b1: b1 as f32,
+                one_minus_b1: (1.0 - b1) as f32,
+                b2: b2 as f32,
+                one_minus_b2: (1.0 - b2) as f32,
+                inv_bc1: (1.0 / (1.0 - b1.powi(t))) as f32,
+                inv_bc2: (1.0 / (1.0 - b2.powi(t))) as f32,
+                eps: self.cfg.eps as f32,
+                keep: (1.0 - lr * decay) as f32,
+                lr: lr as f32,
             };
-            let new = (decayed - (upd * lr)?)?;
+            let theta = p.var.as_tensor();
+            let g = g.to_dtype(DType::F32)?;
+            let (new, m, v) = match fused_update(theta, &g, &self.m[i], &self.v[i], &k)? {
+                Some(r) => r,
+                None => composed_update(theta, &g, &self.m[i], &self.v[i], &k)?,
+            };
             p.var.set(&new)?;
             self.m[i] = m;
             self.v[i] = v;
@@ -166,27 +185,220 @@ impl AdamW {
     }
 }
 
-/// Global L2 norm of the gradients; when it exceeds `max_norm`, every gradient is scaled by
-/// max_norm / (norm + 1e-6) (PyTorch `clip_grad_norm_`). Returns the norm before clipping, or
-/// an error if it is not finite.
-pub fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> Result<f64> {
+/// Global L2 norm of the gradients (squares summed in f64), or an error if it is not finite.
+pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
     let mut sq = 0f64;
     for g in grads.iter().flatten() {
-        sq += g
-            .to_dtype(candle_core::DType::F32)?
-            .sqr()?
-            .sum_all()?
-            .to_scalar::<f32>()? as f64;
+        sq += match with_f32(g, sum_sq) {
+            Some(s) => s,
+            None => g
+                .to_dtype(DType::F64)?
+                .sqr()?
+                .sum_all()?
+                .to_scalar::<f64>()?,
+        };
     }
     let norm = sq.sqrt();
     if !norm.is_finite() {
         return Err(TowersError::NonFinite(format!("gradient norm {norm}")));
     }
+    Ok(norm)
+}
+
+/// The factor PyTorch's `clip_grad_norm_` applies: max_norm / (norm + 1e-6) when the norm
+/// exceeds `max_norm` (> 0), else 1.
+pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
     if max_norm > 0.0 && norm > max_norm {
-        let s = max_norm / (norm + 1e-6);
+        max_norm / (norm + 1e-6)
+    } else {
+        1.0
+    }
+}
+
+/// Global L2 norm of the gradients; when it exceeds `max_norm`, every gradient is scaled by
+/// [`clip_factor`] (PyTorch `clip_grad_norm_`). Returns the norm before clipping, or an error
+/// if it is not finite.
+pub fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> Result<f64> {
+    let norm = grad_norm(grads)?;
+    let s = clip_factor(norm, max_norm);
+    if s != 1.0 {
         for g in grads.iter_mut().flatten() {
             *g = (&*g * s)?;
         }
     }
     Ok(norm)
+}
+
+/// Σ x² in f64 over fixed chunks summed in order (deterministic with any thread count).
+fn sum_sq(x: &[f32]) -> f64 {
+    let parts: Vec<f64> = x
+        .par_chunks(1 << 16)
+        .map(|c| c.iter().map(|&v| (v as f64) * (v as f64)).sum())
+        .collect();
+    parts.iter().sum()
+}
+
+/// The scalars of one AdamW update, in the f32 arithmetic of the update itself.
+struct Coeffs {
+    grad_scale: f32,
+    b1: f32,
+    one_minus_b1: f32,
+    b2: f32,
+    one_minus_b2: f32,
+    inv_bc1: f32,
+    inv_bc2: f32,
+    eps: f32,
+    keep: f32,
+    lr: f32,
+}
+
+/// `f` on the contiguous f32 CPU data of `t`, or None for other devices, dtypes or layouts.
+fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
+    let (storage, layout) = t.storage_and_layout();
+    match (&*storage, layout.contiguous_offsets()) {
+        (Storage::Cpu(CpuStorage::F32(d)), Some((a, b))) => Some(f(&d[a..b])),
+        _ => None,
+    }
+}
+
+/// One element of the update (the same operation order as [`composed_update`]).
+#[inline(always)]
+fn adamw_elem(theta: f32, g: f32, m: f32, v: f32, k: &Coeffs) -> (f32, f32, f32) {
+    let g = g * k.grad_scale;
+    let m = m * k.b1 + g * k.one_minus_b1;
+    let v = v * k.b2 + (g * g) * k.one_minus_b2;
+    let denom = (v * k.inv_bc2).sqrt() + k.eps;
+    let upd = (m * k.inv_bc1) / denom;
+    (theta * k.keep - upd * k.lr, m, v)
+}
+
+type Updated = (Tensor, Tensor, Tensor);
+
+/// The fused CPU update: one parallel pass over θ, g, m, v (None when not all four are
+/// contiguous f32 CPU tensors of one size).
+fn fused_update(
+    theta: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    k: &Coeffs,
+) -> Result<Option<Updated>> {
+    let n = theta.elem_count();
+    let guards = [theta, g, m, v].map(|t| t.storage_and_layout());
+    let slices: Option<Vec<&[f32]>> = guards
+        .iter()
+        .map(|(s, l)| match (&**s, l.contiguous_offsets()) {
+            (Storage::Cpu(CpuStorage::F32(d)), Some((a, b))) if b - a == n => Some(&d[a..b]),
+            _ => None,
+        })
+        .collect();
+    let Some(x) = slices else { return Ok(None) };
+    let (th, gs, ms, vs) = (x[0], x[1], x[2], x[3]);
+    let (mut nt, mut nm, mut nv) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+    const CH: usize = 1 << 14;
+    nt.par_chunks_mut(CH)
+        .zip(nm.par_chunks_mut(CH))
+        .zip(nv.par_chunks_mut(CH))
+        .enumerate()
+        .for_each(|(c, ((ot, om), ov))| {
+            let r = c * CH..c * CH + ot.len();
+            let inputs = th[r.clone()]
+                .iter()
+                .zip(&gs[r.clone()])
+                .zip(&ms[r.clone()])
+                .zip(&vs[r]);
+            for (j, (((&t, &g), &m), &v)) in inputs.enumerate() {
+                (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
+            }
+        });
+    drop(guards);
+    let (dev, shape) = (theta.device(), theta.shape());
+    Ok(Some((
+        Tensor::from_vec(nt, shape, dev)?,
+        Tensor::from_vec(nm, shape, dev)?,
+        Tensor::from_vec(nv, shape, dev)?,
+    )))
+}
+
+/// The update from tensor ops (any device).
+fn composed_update(
+    theta: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    k: &Coeffs,
+) -> Result<Updated> {
+    let g = if k.grad_scale != 1.0 {
+        (g * k.grad_scale as f64)?
+    } else {
+        g.clone()
+    };
+    let m = ((m * k.b1 as f64)? + (&g * k.one_minus_b1 as f64)?)?;
+    let v = ((v * k.b2 as f64)? + (g.sqr()? * k.one_minus_b2 as f64)?)?;
+    let denom = ((&v * k.inv_bc2 as f64)?.sqrt()? + k.eps as f64)?;
+    let upd = ((&m * k.inv_bc1 as f64)? / denom)?;
+    let new = ((theta * k.keep as f64)? - (upd * k.lr as f64)?)?;
+    Ok((new, m, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    fn t(n: usize, k: usize, s: f32) -> Tensor {
+        let d: Vec<f32> = (0..n)
+            .map(|i| (((i * k) % 997) as f32 / 498.5 - 1.0) * s)
+            .collect();
+        Tensor::from_vec(d, n, &Device::Cpu).unwrap()
+    }
+
+    #[test]
+    fn fused_update_equals_composed_update() {
+        let n = 50_001; // several parallel chunks and a ragged tail
+        let (theta, g, m) = (t(n, 7, 1.0), t(n, 13, 0.3), t(n, 17, 0.01));
+        let v = t(n, 19, 0.001).abs().unwrap();
+        let k = Coeffs {
+            grad_scale: 0.7,
+            b1: 0.9,
+            one_minus_b1: 0.1,
+            b2: 0.98,
+            one_minus_b2: 0.02,
+            inv_bc1: 1.0 / (1.0 - 0.9f32.powi(3)),
+            inv_bc2: 1.0 / (1.0 - 0.98f32.powi(3)),
+            eps: 1e-6,
+            keep: 1.0 - 1e-3 * 0.01,
+            lr: 1e-3,
+        };
+        let fused = fused_update(&theta, &g, &m, &v, &k)
+            .unwrap()
+            .expect("CPU f32 path");
+        let comp = composed_update(&theta, &g, &m, &v, &k).unwrap();
+        for (a, b) in [(fused.0, comp.0), (fused.1, comp.1), (fused.2, comp.2)] {
+            let (a, b) = (a.to_vec1::<f32>().unwrap(), b.to_vec1::<f32>().unwrap());
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).abs() / y.abs().max(1e-6))
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-6, "relative difference {worst}");
+        }
+        // A strided (non-contiguous) tensor takes the composed path.
+        let theta2 = Tensor::from_vec(vec![0f32; 6], (2, 3), &Device::Cpu).unwrap();
+        let tt = theta2.t().unwrap();
+        assert!(fused_update(&tt, &tt, &tt, &tt, &k).unwrap().is_none());
+    }
+
+    #[test]
+    fn grad_norm_is_exact_and_rejects_non_finite() {
+        let g = Tensor::from_vec(vec![3f32, 4.0], 2, &Device::Cpu).unwrap();
+        assert_eq!(grad_norm(&[Some(g.clone()), None]).unwrap(), 5.0);
+        assert_eq!(clip_factor(5.0, 1.0), 1.0 / (5.0 + 1e-6));
+        assert_eq!(clip_factor(0.5, 1.0), 1.0);
+        let bad = Tensor::from_vec(vec![f32::NAN], 1, &Device::Cpu).unwrap();
+        assert!(matches!(
+            grad_norm(&[Some(bad)]),
+            Err(TowersError::NonFinite(_))
+        ));
+    }
 }

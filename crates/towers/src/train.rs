@@ -16,7 +16,7 @@ use crate::data::BatchSource;
 use crate::loss::NllPass;
 use crate::metrics::MetricsLog;
 use crate::model::TwoTowerLm;
-use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
+use crate::optim::{clip_factor, grad_norm, AdamW, AdamWConfig};
 use crate::params::ParamStore;
 use crate::schedule::LinearSchedule;
 use crate::{Result, TowersError};
@@ -307,8 +307,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             }
         }
         let grad_norm = if n_all > 0 {
-            let norm = clip_grad_norm(&mut grads, self.state.train.clip_norm)?;
-            self.opt.step(&grads, lr)?;
+            let norm = grad_norm(&grads)?;
+            let scale = clip_factor(norm, self.state.train.clip_norm);
+            self.opt.step_scaled(&grads, lr, scale)?;
             norm
         } else {
             0.0
