@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Device, Tensor};
 
+use crate::fused_attention::FusedAttention;
 use crate::layers::Linear;
 use crate::norm::softmax_last;
 use crate::params::Init;
@@ -51,21 +52,90 @@ impl SelfAttention {
 
     /// softmax(Q Kᵀ / √d + bias) V over `x` [B, T, H]; scores are normalised in f32.
     pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
-        let (b, t, h) = x.dims3()?;
-        let hd = h / self.n_heads;
-        let qkv = self.qkv.forward(x)?.reshape((b, t, 3, self.n_heads, hd))?;
-        let split = |i: usize| -> Result<Tensor> {
-            Ok(qkv
-                .narrow(2, i, 1)?
-                .squeeze(2)?
-                .transpose(1, 2)?
-                .contiguous()?)
-        };
-        let (q, k, v) = (split(0)?, split(1)?, split(2)?);
-        let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?;
-        let scores = scores.to_dtype(DType::F32)?.broadcast_add(bias)?;
-        let att = softmax_last(&scores)?.to_dtype(x.dtype())?;
-        let y = att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?;
+        let y = attend(&self.qkv.forward(x)?, bias, self.n_heads)?;
         self.out.forward(&y)
+    }
+}
+
+/// Multi-head attention from the fused projection `qkv` [B, T, 3H] (Q, K, V blocks of width H,
+/// heads of width H / n_heads inside each) under `bias` [B, 1, T, T]: the merged heads
+/// [B, T, H]. On CPU in f32 a fused kernel with its own backward pass; elsewhere
+/// [`attend_composed`]. Both give the same values and gradients.
+pub fn attend(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Tensor> {
+    if qkv.device().is_cpu() && qkv.dtype() == DType::F32 && bias.dtype() == DType::F32 {
+        let op = FusedAttention::new(n_heads);
+        return Ok(qkv.contiguous()?.apply_op2(&bias.contiguous()?, op)?);
+    }
+    attend_composed(qkv, bias, n_heads)
+}
+
+/// [`attend`] from tensor ops (any device and dtype; scores normalised in f32).
+pub fn attend_composed(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Tensor> {
+    let (b, t, h3) = qkv.dims3()?;
+    let h = h3 / 3;
+    let hd = h / n_heads;
+    let qkv = qkv.reshape((b, t, 3, n_heads, hd))?;
+    let split = |i: usize| -> Result<Tensor> {
+        Ok(qkv
+            .narrow(2, i, 1)?
+            .squeeze(2)?
+            .transpose(1, 2)?
+            .contiguous()?)
+    };
+    let (q, k, v) = (split(0)?, split(1)?, split(2)?);
+    let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?;
+    let scores = scores.to_dtype(DType::F32)?.broadcast_add(bias)?;
+    let att = softmax_last(&scores)?.to_dtype(qkv.dtype())?;
+    Ok(att.matmul(&v)?.transpose(1, 2)?.reshape((b, t, h))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Var;
+
+    #[test]
+    fn fused_attention_matches_composed_values_and_gradients() {
+        let dev = Device::Cpu;
+        let (b, t, nh, hd) = (3, 7, 2, 4);
+        let h = nh * hd;
+        let data: Vec<f32> = (0..b * t * 3 * h)
+            .map(|i| ((i * 7919 % 1009) as f32 / 504.5 - 1.0) * 1.5)
+            .collect();
+        let qkv = Var::from_tensor(&Tensor::from_vec(data, (b, t, 3 * h), &dev).unwrap()).unwrap();
+        // Causal with right padding in the second sequence.
+        let mut mask = vec![1u8; b * t];
+        mask[t + 5..2 * t].fill(0);
+        for causal in [true, false] {
+            let bias = attention_bias(&mask, b, t, causal, &dev).unwrap();
+            let w = Tensor::from_vec(
+                (0..b * t * h)
+                    .map(|i| ((i * 31 % 17) as f32) - 8.0)
+                    .collect::<Vec<_>>(),
+                (b, t, h),
+                &dev,
+            )
+            .unwrap();
+            let fused = attend(&qkv, &bias, nh).unwrap();
+            let comp = attend_composed(&qkv, &bias, nh).unwrap();
+            let diff = |a: &Tensor, c: &Tensor| -> (f32, f32) {
+                let d = (a - c).unwrap().abs().unwrap().max_all().unwrap();
+                let s = c.abs().unwrap().max_all().unwrap();
+                (d.to_scalar().unwrap(), s.to_scalar().unwrap())
+            };
+            let (d, s) = diff(&fused, &comp);
+            assert!(
+                d <= 1e-6 * s.max(1.0),
+                "causal {causal}: values differ by {d}"
+            );
+            let gf = (fused * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let gc = (comp * &w).unwrap().sum_all().unwrap().backward().unwrap();
+            let (gf, gc) = (gf.get(&qkv).unwrap(), gc.get(&qkv).unwrap());
+            let (d, s) = diff(gf, gc);
+            assert!(
+                s > 0.0 && d <= 1e-5 * s,
+                "causal {causal}: gradients differ by {d} (scale {s})"
+            );
+        }
     }
 }

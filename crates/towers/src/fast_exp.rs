@@ -103,6 +103,40 @@ pub(crate) fn nll_row(row: &mut [f32], bias: &[f32], label: usize, scale: f32, g
     nll_row_generic(row, bias, label, scale, grad)
 }
 
+/// Softmax of `row + bias` in place (attention rows; −1e9 biases give exact zeros).
+#[inline(always)]
+fn softmax_row_generic(row: &mut [f32], bias: &[f32]) {
+    for (z, &b) in row.iter_mut().zip(bias) {
+        *z += b;
+    }
+    let m = row_max(row);
+    let mut sum = 0f32;
+    for z in row.iter_mut() {
+        *z = exp(*z - m);
+        sum += *z;
+    }
+    let inv = 1.0 / sum;
+    for z in row.iter_mut() {
+        *z *= inv;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_row_avx2(row: &mut [f32], bias: &[f32]) {
+    softmax_row_generic(row, bias)
+}
+
+/// [`softmax_row_generic`] with the widest vector unit available.
+pub(crate) fn softmax_row(row: &mut [f32], bias: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports the features the function was compiled for.
+        return unsafe { softmax_row_avx2(row, bias) };
+    }
+    softmax_row_generic(row, bias)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

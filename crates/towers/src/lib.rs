@@ -19,6 +19,7 @@ pub mod elmo;
 pub mod embedding;
 pub mod error;
 mod fast_exp;
+mod fused_attention;
 pub mod joint_head;
 pub mod layers;
 mod linear_nll;
