@@ -15,6 +15,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
+use crate::cpu_data::f32_data;
 use crate::fast_exp::softmax_row;
 
 /// The custom op (inputs: qkv [B, T, 3H] and bias [B, 1, T, T], contiguous f32).
@@ -154,17 +155,6 @@ fn backward(qkv: &[f32], probs: &[f32], dout: &[f32], d: Dims) -> Vec<f32> {
     dqkv
 }
 
-/// The contiguous f32 data of a CPU storage.
-fn f32_data<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("fused-attention expects f32 inputs")
-    };
-    let Some((a, b)) = l.contiguous_offsets() else {
-        candle_core::bail!("fused-attention expects contiguous inputs")
-    };
-    Ok(&data[a..b])
-}
-
 impl FusedAttention {
     fn dims(&self, qkv: &Shape, bias: &Shape) -> candle_core::Result<Dims> {
         let (b, t, h3) = qkv.dims3()?;
@@ -196,7 +186,12 @@ impl CustomOp2 for FusedAttention {
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let d = self.dims(l1.shape(), l2.shape())?;
         let mut out = vec![0f32; d.b * d.t * d.h];
-        let probs = forward(f32_data(s1, l1)?, f32_data(s2, l2)?, &mut out, d);
+        let probs = forward(
+            f32_data(s1, l1, "fused-attention")?,
+            f32_data(s2, l2, "fused-attention")?,
+            &mut out,
+            d,
+        );
         *self.probs.lock().unwrap_or_else(|p| p.into_inner()) = Some(probs);
         Ok((CpuStorage::F32(out), Shape::from((d.b, d.t, d.h))))
     }

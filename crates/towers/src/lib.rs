@@ -14,6 +14,7 @@
 pub mod attention;
 pub mod checkpoint;
 pub mod config;
+mod cpu_data;
 pub mod data;
 pub mod elmo;
 pub mod embedding;

@@ -13,6 +13,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
+use crate::cpu_data::f32_data;
 use crate::fast_exp::nll_row;
 
 /// Whether the forward pass also forms the gradients (training) or only the loss (evaluation;
@@ -125,17 +126,6 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
     (nll.iter().map(|&x| x as f64).sum(), grads)
 }
 
-/// The contiguous f32 data of a CPU storage.
-fn f32_data<'a>(s: &'a CpuStorage, l: &Layout) -> candle_core::Result<&'a [f32]> {
-    let CpuStorage::F32(data) = s else {
-        candle_core::bail!("linear-nll expects f32 inputs")
-    };
-    let Some((a, b)) = l.contiguous_offsets() else {
-        candle_core::bail!("linear-nll expects contiguous inputs")
-    };
-    Ok(&data[a..b])
-}
-
 impl LinearNll {
     fn inputs<'a>(
         &'a self,
@@ -195,9 +185,9 @@ impl CustomOp3 for LinearNll {
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let inp = self.inputs(
-            (f32_data(s1, l1)?, l1.shape()),
-            (f32_data(s2, l2)?, l2.shape()),
-            f32_data(s3, l3)?,
+            (f32_data(s1, l1, "linear-nll")?, l1.shape()),
+            (f32_data(s2, l2, "linear-nll")?, l2.shape()),
+            f32_data(s3, l3, "linear-nll")?,
         )?;
         let (sum, grads) = run(&inp, self.pass == NllPass::Train);
         if let Some(g) = grads {
