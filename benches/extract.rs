@@ -5,7 +5,12 @@
 //! T = 128: 62 sequences/s on this kind of machine.
 //!
 //! Run: `cargo bench -p lmsplit --bench extract` (needs ../shared/models/all-MiniLM-L6-v2 and
-//! ../shared/data/wikitext-2/train.txt).
+//! ../shared/data/wikitext-2/train.txt). The glibc allocator keeps freed buffers for reuse
+//! (`lmsplit::alloc::retain_freed_memory`) unless `EXTRACT_SYSTEM_MALLOC=1` is set.
+//!
+//! Whole-process timing beside a Python peer: `EXTRACT_ONESHOT=4 target/release/deps/extract-*`
+//! loads the model, runs 4 batches of 32 and exits, printing seq/s and a JSON line;
+//! `EXTRACT_GEMM=1` prints the f32 GEMM rate of candle and faer at the feed-forward's shape.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,13 +46,117 @@ fn long_texts(n: usize) -> Vec<String> {
         .collect()
 }
 
-fn bench(c: &mut Criterion) {
+/// Loads MiniLM and tokenizes one batch that fills T.
+fn setup() -> (
+    lmsplit::lmd::encoder::LoadedEncoder,
+    Vec<String>,
+    Vec<Vec<u32>>,
+) {
+    if std::env::var_os("EXTRACT_SYSTEM_MALLOC").is_none() {
+        lmsplit::alloc::retain_freed_memory();
+    }
     let enc = load(shared("models/all-MiniLM-L6-v2"), &LoadOptions::default()).expect("MiniLM");
     let texts = long_texts(BATCH);
     assert_eq!(texts.len(), BATCH);
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ids = enc.tokenize(&refs, T).expect("tokenize");
     assert!(ids.iter().all(|s| s.len() == T), "every sequence fills T");
+    (enc, texts, ids)
+}
+
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`, 100 ticks/s), NaN elsewhere.
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if f.len() == 2 {
+        (f[0] + f[1]) / 100.0
+    } else {
+        f64::NAN
+    }
+}
+
+/// `EXTRACT_ONESHOT=n`: n timed batches without criterion (for whole-process comparisons).
+fn oneshot(reps: usize) {
+    let (enc, _, ids) = setup();
+    let start = std::time::Instant::now();
+    for i in 0..reps {
+        let (t0, c0) = (std::time::Instant::now(), process_cpu_seconds());
+        enc.embed_ids(&ids, T, Pooling::MaskedMean).expect("embed");
+        // Wall far above CPU / threads means the process waited for a core (a loaded machine).
+        eprintln!(
+            "batch {i}: wall {:.2} s, process CPU {:.2} s",
+            t0.elapsed().as_secs_f64(),
+            process_cpu_seconds() - c0
+        );
+    }
+    let s = start.elapsed().as_secs_f64();
+    let seq_s = (reps * BATCH) as f64 / s;
+    let gflops = seq_s * bert_flops(6, 384, 1536, T) / 1e9;
+    println!("{{\"seq_per_s\":{seq_s:.2},\"gflop_per_s\":{gflops:.1},\"batches\":{reps}}}");
+}
+
+/// `EXTRACT_GEMM=1`: f32 GEMM rate of candle (gemm crate) and faer at the feed-forward's shape
+/// (batch 32 × T rows, 384 → 1536), the ceiling the encoder's projections run against.
+fn gemm_rate() {
+    use lmsplit_gemm_probe::*;
+    lmsplit::alloc::retain_freed_memory();
+    let (m, k, n) = (BATCH * T, 384, 1536);
+    let flop = 2.0 * (m * k * n) as f64;
+    let dev = candle_core::Device::Cpu;
+    let a = candle_core::Tensor::randn(0f32, 1.0, (m, k), &dev).unwrap();
+    let w = candle_core::Tensor::randn(0f32, 1.0, (n, k), &dev).unwrap();
+    let reps = 20;
+    let _ = a.matmul(&w.t().unwrap()).unwrap();
+    let t0 = std::time::Instant::now();
+    for _ in 0..reps {
+        let _ = a.matmul(&w.t().unwrap()).unwrap();
+    }
+    let candle = flop * reps as f64 / t0.elapsed().as_secs_f64() / 1e9;
+    let av = a.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let wv = w.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let fa = faer::MatRef::from_row_major_slice(&av, m, k);
+    let fw = faer::MatRef::from_row_major_slice(&wv, n, k);
+    let mut out = faer::Mat::<f32>::zeros(m, n);
+    let par = faer::Par::rayon(2);
+    faer_mm(out.as_mut(), fa, fw.transpose(), par);
+    let t0 = std::time::Instant::now();
+    for _ in 0..reps {
+        faer_mm(out.as_mut(), fa, fw.transpose(), par);
+    }
+    let faer_r = flop * reps as f64 / t0.elapsed().as_secs_f64() / 1e9;
+    println!("{{\"gemm_m\":{m},\"k\":{k},\"n\":{n},\"candle_gflop_s\":{candle:.1},\"faer_gflop_s\":{faer_r:.1}}}");
+}
+
+mod lmsplit_gemm_probe {
+    pub fn faer_mm(
+        dst: faer::MatMut<f32>,
+        a: faer::MatRef<f32>,
+        b: faer::MatRef<f32>,
+        par: faer::Par,
+    ) {
+        faer::linalg::matmul::matmul(dst, faer::Accum::Replace, a, b, 1.0, par);
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    if std::env::var_os("EXTRACT_GEMM").is_some() {
+        gemm_rate();
+        std::process::exit(0);
+    }
+    if let Some(n) = std::env::var("EXTRACT_ONESHOT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        oneshot(n);
+        std::process::exit(0);
+    }
+    let (enc, texts, ids) = setup();
     let flops = bert_flops(6, 384, 1536, T);
     eprintln!(
         "all-MiniLM-L6-v2, T = {T}, batch {BATCH}: {:.2} GFLOP per sequence (peer: HF PyTorch fp32, 2 threads: 62 seq/s)",

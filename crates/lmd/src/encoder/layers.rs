@@ -1,9 +1,15 @@
 //! Inference building blocks shared by the encoder files: activations, finite attention masks,
 //! multi-head attention, and the post-LayerNorm transformer block of the BERT family.
+//!
+//! On the CPU at f32 the exact GELU and the whole post-LN block take fused, vectorised paths
+//! ([`super::simd`], [`super::cpu_block`]); every other device and dtype runs candle's ops.
 
-use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Tensor};
 use candle_nn::{LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
+
+use super::cpu_block::{self, BiasView, BlockWeights};
+use super::simd;
 
 /// A hidden activation as named in `config.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -27,11 +33,33 @@ impl Activation {
     /// Applies the activation.
     pub fn forward(self, x: &Tensor) -> Result<Tensor> {
         match self {
+            Activation::Gelu if x.dtype() == DType::F32 && x.device().is_cpu() => {
+                x.contiguous()?.apply_op1_no_bwd(&GeluErfF32)
+            }
             Activation::Gelu => x.gelu_erf(),
             Activation::GeluTanh => x.gelu(),
             Activation::Relu => x.relu(),
             Activation::Silu => x.silu(),
         }
+    }
+}
+
+/// Exact-form GELU on contiguous CPU f32 data through the vectorised kernel (inference only:
+/// no backward).
+struct GeluErfF32;
+
+impl CustomOp1 for GeluErfF32 {
+    fn name(&self) -> &'static str {
+        "gelu-erf-f32"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let Some((a, b)) = layout.contiguous_offsets() else {
+            candle_core::bail!("gelu-erf-f32 needs a contiguous input")
+        };
+        let mut v = storage.as_slice::<f32>()?[a..b].to_vec();
+        simd::gelu_erf_inplace(&mut v);
+        Ok((CpuStorage::F32(v), layout.shape().clone()))
     }
 }
 
@@ -160,10 +188,9 @@ pub struct BlockDims {
 }
 
 /// A post-LayerNorm block: x ← LN(x + Attn(x)); x ← LN(x + W2 act(W1 x)).
+/// Q, K and V are stored as one projection [3H, H] (one GEMM instead of three).
 pub struct PostLnBlock {
-    q: Linear,
-    k: Linear,
-    v: Linear,
+    qkv: Linear,
     o: Linear,
     ln1: LayerNorm,
     ff_in: Linear,
@@ -178,10 +205,24 @@ impl PostLnBlock {
     pub fn new(d: BlockDims, names: &BlockNames, vb: VarBuilder) -> Result<Self> {
         let lin = |i, o, n: &str| candle_nn::linear(i, o, vb.pp(n));
         let ln = |n: &str| candle_nn::layer_norm(d.hidden, d.eps, vb.pp(n));
+        let (q, k, v) = (
+            lin(d.hidden, d.hidden, names.q)?,
+            lin(d.hidden, d.hidden, names.k)?,
+            lin(d.hidden, d.hidden, names.v)?,
+        );
+        let cat = |f: fn(&Linear) -> Option<&Tensor>| -> Result<Tensor> {
+            let parts = [&q, &k, &v]
+                .into_iter()
+                .map(|l| {
+                    f(l).cloned()
+                        .ok_or_else(|| candle_core::Error::Msg("bias".into()))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Tensor::cat(&parts, 0)
+        };
+        let qkv = Linear::new(cat(|l| Some(l.weight()))?, Some(cat(Linear::bias)?));
         Ok(Self {
-            q: lin(d.hidden, d.hidden, names.q)?,
-            k: lin(d.hidden, d.hidden, names.k)?,
-            v: lin(d.hidden, d.hidden, names.v)?,
+            qkv,
             o: lin(d.hidden, d.hidden, names.o)?,
             ln1: ln(names.ln1)?,
             ff_in: lin(d.hidden, d.ffn, names.ff_in)?,
@@ -192,12 +233,22 @@ impl PostLnBlock {
         })
     }
 
-    /// x [n, L, H] with the additive key bias [n, 1, 1, L].
+    /// x [n, L, H] with the additive key bias [n or 1, 1, 1 or L, L].
     pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        if let Some(y) = self.forward_cpu_f32(x, bias) {
+            return y;
+        }
+        self.forward_ops(x, bias)
+    }
+
+    /// The block as candle ops (any device and dtype).
+    pub fn forward_ops(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        let h = x.dim(2)?;
+        let qkv = self.qkv.forward(x)?;
         let ctx = attend(
-            &self.q.forward(x)?,
-            &self.k.forward(x)?,
-            &self.v.forward(x)?,
+            &qkv.narrow(2, 0, h)?,
+            &qkv.narrow(2, h, h)?,
+            &qkv.narrow(2, 2 * h, h)?,
             self.heads,
             Some(bias),
         )?;
@@ -207,7 +258,174 @@ impl PostLnBlock {
     }
 }
 
+impl PostLnBlock {
+    /// The fused CPU f32 path ([`cpu_block`]); `None` when x, the bias or the weights are not
+    /// contiguous CPU f32 or the activation is not the exact GELU.
+    fn forward_cpu_f32(&self, x: &Tensor, bias: &Tensor) -> Option<Result<Tensor>> {
+        if self.act != Activation::Gelu {
+            return None;
+        }
+        let (n, l, hidden) = x.dims3().ok()?;
+        if n * l * hidden == 0 || hidden % self.heads != 0 {
+            return None;
+        }
+        let (seq_stride, row_stride) = cpu_block::bias_strides(bias.dims(), n, l)?;
+        let ts = [
+            x,
+            bias,
+            self.qkv.weight(),
+            self.qkv.bias()?,
+            self.o.weight(),
+            self.o.bias()?,
+            self.ln1.weight(),
+            self.ln1.bias()?,
+            self.ff_in.weight(),
+            self.ff_in.bias()?,
+            self.ff_out.weight(),
+            self.ff_out.bias()?,
+            self.ln2.weight(),
+            self.ln2.bias()?,
+        ];
+        let y = cpu_block::with_host_f32(&ts, |s| {
+            let w = BlockWeights {
+                qkv_w: s[2],
+                qkv_b: s[3],
+                o_w: s[4],
+                o_b: s[5],
+                ln1_g: s[6],
+                ln1_b: s[7],
+                ff_in_w: s[8],
+                ff_in_b: s[9],
+                ff_out_w: s[10],
+                ff_out_b: s[11],
+                ln2_g: s[12],
+                ln2_b: s[13],
+                eps1: self.ln1.eps() as f32,
+                eps2: self.ln2.eps() as f32,
+                heads: self.heads,
+            };
+            let bias = BiasView {
+                data: s[1],
+                seq_stride,
+                row_stride,
+            };
+            cpu_block::post_ln_block(s[0], n, l, bias, &w)
+        })?;
+        Some(Tensor::from_vec(y, (n, l, hidden), x.device()))
+    }
+}
+
 /// Position ids 0..L (plus `offset`), as a [L] u32 tensor.
 pub fn positions(l: usize, offset: usize, device: &Device) -> Result<Tensor> {
     Tensor::arange(offset as u32, (offset + l) as u32, device)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use candle_core::{DType, Device, Tensor};
+    use candle_nn::VarBuilder;
+    use rand::SeedableRng;
+    use rand_distr::{Distribution, Normal};
+
+    use super::*;
+
+    /// A block with seeded random weights (hidden 24, 3 heads, ffn 40).
+    fn random_block(act: Activation) -> PostLnBlock {
+        let (h, f) = (24, 40);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let normal = Normal::new(0.0f32, 0.3).expect("normal");
+        let mut t = |shape: &[usize]| {
+            let n = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|_| normal.sample(&mut rng)).collect();
+            Tensor::from_vec(v, shape, &Device::Cpu).expect("tensor")
+        };
+        let mut m = HashMap::new();
+        for (name, i, o) in [
+            ("attention.self.query", h, h),
+            ("attention.self.key", h, h),
+            ("attention.self.value", h, h),
+            ("attention.output.dense", h, h),
+            ("intermediate.dense", h, f),
+            ("output.dense", f, h),
+        ] {
+            m.insert(format!("{name}.weight"), t(&[o, i]));
+            m.insert(format!("{name}.bias"), t(&[o]));
+        }
+        for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+            m.insert(format!("{name}.weight"), (t(&[h]) + 1.0).expect("gamma"));
+            m.insert(format!("{name}.bias"), t(&[h]));
+        }
+        let vb = VarBuilder::from_tensors(m, DType::F32, &Device::Cpu);
+        let dims = BlockDims {
+            hidden: h,
+            ffn: f,
+            heads: 3,
+            eps: 1e-12,
+            act,
+        };
+        PostLnBlock::new(dims, &BERT_NAMES, vb).expect("block")
+    }
+
+    fn max_diff(a: &Tensor, b: &Tensor) -> f32 {
+        (a - b)
+            .and_then(|d| d.abs())
+            .and_then(|d| d.max_all())
+            .and_then(|d| d.to_scalar::<f32>())
+            .expect("diff")
+    }
+
+    #[test]
+    fn fused_cpu_block_equals_candle_ops_for_every_mask_shape() {
+        let dev = Device::Cpu;
+        let block = random_block(Activation::Gelu);
+        let (n, l) = (3, 13);
+        let x = Tensor::randn(0f32, 1.0, (n, l, 24), &dev).expect("x");
+        let lengths = [13usize, 9, 1];
+        let mask: Vec<f32> = lengths
+            .iter()
+            .flat_map(|&k| (0..l).map(move |j| if j < k { 1.0 } else { 0.0 }))
+            .collect();
+        let mask = Tensor::from_vec(mask, (n, l), &dev).expect("mask");
+        let pad = padding_bias(&mask, DType::F32).expect("pad");
+        let band = band_bias(l, 2, DType::F32, &dev).expect("band");
+        let biases = [
+            pad.clone(),
+            pad.broadcast_add(&band).expect("pad + band"),
+            causal_bias(l, DType::F32, &dev).expect("causal"),
+        ];
+        for bias in &biases {
+            let fused = block
+                .forward_cpu_f32(&x, bias)
+                .expect("the fused path applies")
+                .expect("fused");
+            let ops = block.forward_ops(&x, bias).expect("ops");
+            let d = max_diff(&fused, &ops);
+            assert!(d < 2e-5, "bias {:?}: max diff {d}", bias.dims());
+        }
+    }
+
+    #[test]
+    fn other_activations_and_dtypes_take_candle_ops() {
+        let dev = Device::Cpu;
+        let x = Tensor::randn(0f32, 1.0, (2, 5, 24), &dev).expect("x");
+        let bias = Tensor::zeros((2, 1, 1, 5), DType::F32, &dev).expect("bias");
+        assert!(random_block(Activation::GeluTanh)
+            .forward_cpu_f32(&x, &bias)
+            .is_none());
+        let block = random_block(Activation::Gelu);
+        let xh = x.to_dtype(DType::F64).expect("f64");
+        assert!(block.forward_cpu_f32(&xh, &bias).is_none());
+        let odd = Tensor::zeros((2, 2, 1, 5), DType::F32, &dev).expect("odd bias");
+        assert!(block.forward_cpu_f32(&x, &odd).is_none());
+    }
+
+    #[test]
+    fn gelu_activation_matches_candle_exact_gelu() {
+        let x = Tensor::randn(0f32, 3.0, (4, 33), &Device::Cpu).expect("x");
+        let fast = Activation::Gelu.forward(&x).expect("fast");
+        let exact = x.gelu_erf().expect("exact");
+        assert!(max_diff(&fast, &exact) < 2e-6);
+    }
 }

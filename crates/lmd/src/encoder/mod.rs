@@ -7,6 +7,7 @@
 
 pub mod albert;
 pub mod bert;
+mod cpu_block;
 pub mod deberta;
 pub mod deberta_v2;
 pub mod distilbert;
@@ -14,6 +15,7 @@ pub mod gpt2;
 pub mod hub;
 pub mod layers;
 pub mod llama2c;
+pub mod simd;
 pub mod tokenize;
 pub(crate) mod weights;
 pub mod xlnet;
