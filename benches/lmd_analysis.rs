@@ -3,12 +3,22 @@
 //! covariance, and linear CKA. The moments are the planted structure's exact population
 //! moments (no sampling in the setup); only the analysis is timed.
 //!
-//! `cargo bench -p lmsplit --bench lmd_analysis` (LMD_BENCH_MODELS / LMD_BENCH_DIM change the size)
+//! First a one-shot pass prints every stage's seconds, its flop count and GFLOP/s beside a
+//! faer f64 and f32 GEMM measured in the same run (so the rates share the machine's load);
+//! then criterion times the full analysis in both arithmetics.
+//!
+//! `LMD_BENCH_MODELS=12 cargo bench -p lmsplit --bench lmd_analysis`
+//! (LMD_BENCH_MODELS / LMD_BENCH_DIM change the size; LMD_BENCH_ONESHOT=1 stops after the
+//! one-shot pass: ten criterion samples at 12 × 768 take several minutes.)
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use lmsplit::lmd::analysis::{analyze, group_r2, pairwise_r2};
+use std::time::Instant;
+
+use criterion::{BenchmarkId, Criterion};
+use faer::{Accum, Mat};
+use lmsplit::lmd::analysis::{analyze_with, group_r2_with, pairwise_r2, Arithmetic};
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
+use lmsplit::lmd::moments::Moments;
 use lmsplit::lmd::synthetic::{Planted, PlantedSpec};
 
 fn env(name: &str, default: usize) -> usize {
@@ -18,7 +28,144 @@ fn env(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn bench(c: &mut Criterion) {
+/// Flops of the group precision path (see `lmd::analysis`): two Cholesky factorisations, the
+/// triangular inverse X, Z = X L'' (two lower triangles), P_ii and U_i per block, all U_iᵀ Z,
+/// and R_i⁻ᵀ on each block's rows. Returns (f64 flops, flops of the U_iᵀ Z product).
+fn group_flops(m: usize, d: usize) -> (f64, f64) {
+    let dd = (m * d) as f64;
+    let di = d as f64;
+    let mut small = 0.0;
+    let mut product = 0.0;
+    for i in 0..m {
+        let o = (i * d) as f64;
+        product += di * (dd * dd - o * o);
+        small += (dd - o) * di * di * 2.0 + dd * di * di;
+    }
+    (4.0 * dd * dd * dd / 3.0 + small, product)
+}
+
+/// Flops of the pairwise fits (whitened, fixed ridge): per basis two Cholesky factorisations
+/// and Z_b = L⁻¹ L'' (d³ together) and three d × d by d × d_t triangular products
+/// (G = L⁻¹ C_bt, H = L⁻¹ S'_bt, Z_bᵀ G: 3 d² d_t).
+fn pairwise_flops(m: usize, d: usize) -> f64 {
+    let (di, dt) = (d as f64, ((m - 1) * d) as f64);
+    m as f64 * (di * di * di + 3.0 * dt * di * di)
+}
+
+/// GFLOP/s of one square n × n faer GEMM in the given precision (global parallelism).
+fn gemm_rate<T: faer::traits::ComplexField + Copy>(n: usize, one: T) -> f64 {
+    let a = Mat::<T>::from_fn(n, n, |_, _| one);
+    let mut c = Mat::<T>::zeros(n, n);
+    let t = Instant::now();
+    faer::linalg::matmul::matmul(
+        c.as_mut(),
+        Accum::Replace,
+        a.as_ref(),
+        a.as_ref(),
+        one,
+        faer::get_global_parallelism(),
+    );
+    2.0 * (n as f64).powi(3) / t.elapsed().as_secs_f64() / 1e9
+}
+
+/// CPU seconds (user + system, all threads) of this process, from /proc/self/stat (Linux; 0
+/// elsewhere): beside wall time it shows the cost when other work shares the cores.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let tick = |k: usize| {
+        fields
+            .get(k)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
+fn one_shot(train: &Moments, test: &Moments, models: usize, dim: usize) {
+    let ridge = Ridge::REFERENCE;
+    let r64 = gemm_rate(4096, 1.0f64);
+    let r32 = gemm_rate(4096, 1.0f32);
+    println!(
+        "faer GEMM 4096² ({:?}): f64 {r64:.1} GFLOP/s, f32 {r32:.1} GFLOP/s",
+        faer::get_global_parallelism()
+    );
+    let mut cpu = Vec::new();
+    let mut time = |f: &mut dyn FnMut()| {
+        let (t, c) = (Instant::now(), cpu_seconds());
+        f();
+        cpu.push(cpu_seconds() - c);
+        t.elapsed().as_secs_f64()
+    };
+    let t_pair = time(&mut || {
+        pairwise_r2(train, test, ridge).unwrap();
+    });
+    let mut exact = None;
+    let t_g64 = time(&mut || {
+        exact = Some(group_r2_with(train, test, ridge, Arithmetic::F64).unwrap());
+    });
+    let mut mixed = None;
+    let t_gmix = time(&mut || {
+        mixed = Some(group_r2_with(train, test, ridge, Arithmetic::MixedF32).unwrap());
+    });
+    let (exact, mixed) = (exact.unwrap(), mixed.unwrap());
+    let mixed_dev = exact
+        .r2
+        .iter()
+        .zip(&mixed.r2)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let t_cka = time(&mut || {
+        linear_cka(test).unwrap();
+    });
+    let (c_pair, c_g64, c_gmix, c_cka) = (cpu[0], cpu[1], cpu[2], cpu[3]);
+    println!(
+        "CPU seconds: pairwise {c_pair:.1}, group f64 {c_g64:.1}, group mixed {c_gmix:.1}, cka {c_cka:.1}"
+    );
+    let fp = pairwise_flops(models, dim);
+    let (g64, gprod) = group_flops(models, dim);
+    println!(
+        "pairwise: {t_pair:.2} s, {:.2e} flops, {:.1} GFLOP/s",
+        fp,
+        fp / t_pair / 1e9
+    );
+    println!(
+        "group f64: {t_g64:.2} s, {:.2e} flops, {:.1} GFLOP/s",
+        g64 + gprod,
+        (g64 + gprod) / t_g64 / 1e9
+    );
+    println!(
+        "group mixed: {t_gmix:.2} s, {:.2e} f64 + {:.2e} f32 flops, {:.1} GFLOP/s overall",
+        g64,
+        gprod,
+        (g64 + gprod) / t_gmix / 1e9
+    );
+    println!("cka: {t_cka:.2} s; max |group R² mixed − f64| = {mixed_dev:.2e}");
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "lmd_analysis", "models": models, "dim": dim,
+            "gemm_gflops": {"f64": r64, "f32": r32},
+            "max_abs_group_r2_mixed_vs_f64": mixed_dev,
+            "flops": {"pairwise": fp, "group_f64_part": g64, "group_product": gprod},
+            "seconds": {
+                "pairwise": t_pair, "group_f64": t_g64, "group_mixed": t_gmix, "cka": t_cka,
+                "total_f64": t_pair + t_g64 + t_cka, "total_mixed": t_pair + t_gmix + t_cka,
+            },
+            "cpu_seconds": {
+                "pairwise": c_pair, "group_f64": c_g64, "group_mixed": c_gmix, "cka": c_cka,
+                "total_f64": c_pair + c_g64 + c_cka, "total_mixed": c_pair + c_gmix + c_cka,
+            },
+        })
+    );
+}
+
+fn main() {
     let (models, dim) = (env("LMD_BENCH_MODELS", 12), env("LMD_BENCH_DIM", 768));
     let planted = Planted::new(PlantedSpec {
         models,
@@ -29,30 +176,26 @@ fn bench(c: &mut Criterion) {
     .unwrap();
     let train = planted.population_moments(128_000).unwrap();
     let test = planted.population_moments(16_000).unwrap();
+    one_shot(&train, &test, models, dim);
+    if env("LMD_BENCH_ONESHOT", 0) == 1 {
+        return;
+    }
+    // criterion's plots need a system font; the numbers are what matter here.
+    let mut c = Criterion::default().without_plots().configure_from_args();
     let size = format!("{models}x{dim}");
     let mut g = c.benchmark_group("lmd_analysis");
     g.sample_size(10);
     g.warm_up_time(std::time::Duration::from_millis(1));
     g.measurement_time(std::time::Duration::from_secs(1));
-    g.bench_function(BenchmarkId::new("pairwise_r2", &size), |b| {
-        b.iter(|| pairwise_r2(&train, &test, Ridge::REFERENCE).unwrap())
-    });
-    g.bench_function(BenchmarkId::new("group_r2_precision", &size), |b| {
-        b.iter(|| group_r2(&train, &test, Ridge::REFERENCE).unwrap())
-    });
-    g.bench_function(BenchmarkId::new("linear_cka", &size), |b| {
-        b.iter(|| linear_cka(&test).unwrap())
-    });
-    g.bench_function(BenchmarkId::new("full_analysis", &size), |b| {
-        b.iter(|| analyze(&train, &test, Ridge::REFERENCE).unwrap())
-    });
+    for (label, arithmetic) in [
+        ("f64", Arithmetic::F64),
+        ("mixed_f32", Arithmetic::MixedF32),
+    ] {
+        g.bench_function(
+            BenchmarkId::new(format!("full_analysis_{label}"), &size),
+            |b| b.iter(|| analyze_with(&train, &test, Ridge::REFERENCE, arithmetic).unwrap()),
+        );
+    }
     g.finish();
+    c.final_summary();
 }
-
-criterion_group! {
-    name = benches;
-    // criterion's plots need a system font; the numbers are what matter here.
-    config = Criterion::default().without_plots();
-    targets = bench
-}
-criterion_main!(benches);
