@@ -1,7 +1,9 @@
 //! Linear layers and activations. Weights are f32 master variables; `forward` casts them to
 //! the input's dtype, so a bf16 forward pass sends f32 gradients back to the masters.
 
-use candle_core::{Tensor, D};
+use candle_core::{DType, Tensor, D};
+
+use crate::fused_linear::FusedLinear;
 
 use crate::params::Init;
 use crate::Result;
@@ -46,14 +48,29 @@ impl Linear {
         let mut dims = x.dims().to_vec();
         let d_in = dims.pop().unwrap_or(1);
         let n: usize = dims.iter().product();
-        let w = self.weight.to_dtype(dt)?;
-        let mut y = x.reshape((n, d_in))?.matmul(&w.t()?)?;
-        if let Some(b) = &self.bias {
-            y = y.broadcast_add(&b.to_dtype(dt)?)?;
-        }
+        let x2 = x.reshape((n, d_in))?;
+        let y = match &self.bias {
+            Some(b) if x.device().is_cpu() && dt == DType::F32 => x2.contiguous()?.apply_op3(
+                &self.weight.contiguous()?,
+                &b.contiguous()?,
+                FusedLinear,
+            )?,
+            _ => composed_linear(&x2, &self.weight, self.bias.as_ref())?,
+        };
         dims.push(self.weight.dim(0)?);
         Ok(y.reshape(dims)?)
     }
+}
+
+/// x Wᵀ + b from tensor ops for x [N, in] (any device or dtype; W and b are cast to x's dtype
+/// so that gradients flow back to f32 masters).
+pub fn composed_linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    let dt = x.dtype();
+    let y = x.matmul(&weight.to_dtype(dt)?.t()?)?;
+    Ok(match bias {
+        Some(b) => y.broadcast_add(&b.to_dtype(dt)?)?,
+        None => y,
+    })
 }
 
 /// GELU with the exact erf form (PyTorch's `nn.GELU()` default); candle has its backward.
@@ -69,4 +86,57 @@ pub fn sigmoid(x: &Tensor) -> Result<Tensor> {
 /// Splits the last dimension into `n` equal chunks.
 pub fn chunk_last(x: &Tensor, n: usize) -> Result<Vec<Tensor>> {
     Ok(x.chunk(n, D::Minus1)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::{Device, Var};
+
+    #[test]
+    fn fused_linear_matches_composed_values_and_gradients() {
+        let dev = Device::Cpu;
+        let var = |n: usize, k: usize, shape: &[usize]| {
+            let d: Vec<f32> = (0..n)
+                .map(|i| ((i * k) % 211) as f32 / 105.5 - 1.0)
+                .collect();
+            Var::from_tensor(&Tensor::from_vec(d, shape, &dev).unwrap()).unwrap()
+        };
+        let (x, w, b) = (
+            var(2 * 5 * 12, 7, &[2, 5, 12]),
+            var(9 * 12, 13, &[9, 12]),
+            var(9, 3, &[9]),
+        );
+        let lin = Linear::from_parts(w.as_tensor().clone(), Some(b.as_tensor().clone()));
+        let fused = lin.forward(&x).unwrap();
+        assert_eq!(fused.dims(), [2, 5, 9]);
+        let comp = composed_linear(
+            &x.reshape((10, 12)).unwrap(),
+            w.as_tensor(),
+            Some(b.as_tensor()),
+        )
+        .unwrap()
+        .reshape((2, 5, 9))
+        .unwrap();
+        let wt = Tensor::from_vec(
+            (0..90).map(|i| (i % 7) as f32 - 3.0).collect::<Vec<_>>(),
+            (2, 5, 9),
+            &dev,
+        )
+        .unwrap();
+        let max = |t: Tensor| -> f32 { t.abs().unwrap().max_all().unwrap().to_scalar().unwrap() };
+        assert!(max((&fused - &comp).unwrap()) < 1e-5);
+        let gf = (fused * &wt)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let gc = (comp * &wt).unwrap().sum_all().unwrap().backward().unwrap();
+        for v in [&x, &w, &b] {
+            let (a, c) = (gf.get(v).unwrap(), gc.get(v).unwrap());
+            let scale = max(c.clone());
+            assert!(scale > 0.0 && max((a - c).unwrap()) <= 1e-5 * scale);
+        }
+    }
 }

@@ -21,6 +21,7 @@ pub mod embedding;
 pub mod error;
 mod fast_exp;
 mod fused_attention;
+mod fused_linear;
 pub mod joint_head;
 pub mod layers;
 mod linear_nll;
