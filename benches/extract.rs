@@ -64,35 +64,21 @@ fn setup() -> (
     (enc, texts, ids)
 }
 
-/// User + system CPU seconds of this process (Linux `/proc/self/stat`, 100 ticks/s), NaN elsewhere.
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<f64> = after
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    if f.len() == 2 {
-        (f[0] + f[1]) / 100.0
-    } else {
-        f64::NAN
-    }
-}
-
 /// `EXTRACT_ONESHOT=n`: n timed batches without criterion (for whole-process comparisons).
 fn oneshot(reps: usize) {
     let (enc, _, ids) = setup();
     let start = std::time::Instant::now();
     for i in 0..reps {
-        let (t0, c0) = (std::time::Instant::now(), process_cpu_seconds());
+        let (t0, c0) = (
+            std::time::Instant::now(),
+            lmsplit::process::cpu_seconds().unwrap_or(f64::NAN),
+        );
         enc.embed_ids(&ids, T, Pooling::MaskedMean).expect("embed");
         // Wall far above CPU / threads means the process waited for a core (a loaded machine).
         eprintln!(
             "batch {i}: wall {:.2} s, process CPU {:.2} s",
             t0.elapsed().as_secs_f64(),
-            process_cpu_seconds() - c0
+            lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - c0
         );
     }
     let s = start.elapsed().as_secs_f64();

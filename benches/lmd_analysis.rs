@@ -68,25 +68,6 @@ fn gemm_rate<T: faer::traits::ComplexField + Copy>(n: usize, one: T) -> f64 {
     2.0 * (n as f64).powi(3) / t.elapsed().as_secs_f64() / 1e9
 }
 
-/// CPU seconds (user + system, all threads) of this process, from /proc/self/stat (Linux; 0
-/// elsewhere): beside wall time it shows the cost when other work shares the cores.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let tick = |k: usize| {
-        fields
-            .get(k)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / 100.0
-}
-
 fn one_shot(train: &Moments, test: &Moments, models: usize, dim: usize) {
     let ridge = Ridge::REFERENCE;
     let r64 = gemm_rate(4096, 1.0f64);
@@ -97,9 +78,12 @@ fn one_shot(train: &Moments, test: &Moments, models: usize, dim: usize) {
     );
     let mut cpu = Vec::new();
     let mut time = |f: &mut dyn FnMut()| {
-        let (t, c) = (Instant::now(), cpu_seconds());
+        let (t, c) = (
+            Instant::now(),
+            lmsplit::process::cpu_seconds().unwrap_or(f64::NAN),
+        );
         f();
-        cpu.push(cpu_seconds() - c);
+        cpu.push(lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - c);
         t.elapsed().as_secs_f64()
     };
     let t_pair = time(&mut || {

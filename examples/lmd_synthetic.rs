@@ -72,26 +72,6 @@ fn finite_n_r2(population: f64, n: usize, p: usize) -> f64 {
     1.0 - (1.0 - population) * (n + 1.0) * (n - 2.0) / (n * (n - p - 2.0))
 }
 
-/// CPU seconds (user + system, all threads) of this process so far, from /proc/self/stat on
-/// Linux (clock ticks of 1/100 s); 0 elsewhere. Beside wall time it shows what the analysis
-/// costs when other work shares the cores.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let tick = |k: usize| {
-        fields
-            .get(k)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / 100.0
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = Args::parse();
     let spec = PlantedSpec {
@@ -138,7 +118,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("moments: {t_acc:.1} s ({gflops:.1} GFLOP/s, lower-triangle Gram in f64); sampling {t_sample:.1} s");
 
     let ridge = Ridge::Fixed(a.lambda);
-    let cpu0 = cpu_seconds();
+    let cpu0 = lmsplit::process::cpu_seconds().unwrap_or(f64::NAN);
     let t = Instant::now();
     let pr = pairwise_r2(train, test, ridge)?;
     let t_pair = t.elapsed().as_secs_f64();
@@ -163,7 +143,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let t = Instant::now();
     let cka = linear_cka(test)?;
     let t_cka = t.elapsed().as_secs_f64();
-    let cpu_analysis = cpu_seconds() - cpu0;
+    let cpu_analysis = lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - cpu0;
     println!(
         "analysis from moments: {:.1} s wall, {cpu_analysis:.1} s CPU",
         t_pair + t_group + t_cka

@@ -1,9 +1,10 @@
 //! lmsplit: two-tower language-model preference and Language Model Decomposition on candle.
 //!
 //! This facade re-exports every crate of the workspace under one name, plus [`alloc`] (allocator
-//! tuning for CPU binaries).
+//! tuning for CPU binaries) and [`process`] (CPU time for timings).
 
 pub mod alloc;
+pub mod process;
 
 pub use corpus;
 pub use heads;
