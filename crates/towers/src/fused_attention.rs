@@ -15,7 +15,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use crate::cpu_data::f32_data;
+use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
 use crate::fast_exp::softmax_row;
 
 /// The custom op (inputs: qkv [B, T, 3H] and bias [B, 1, T, T], contiguous f32).
@@ -204,20 +204,15 @@ impl CustomOp2 for FusedAttention {
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>)> {
         let d = self.dims(qkv.shape(), bias.shape())?;
-        let x = qkv.flatten_all()?.to_vec1::<f32>()?;
-        let stored = self.probs.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let probs = match stored {
-            Some(p) => p,
-            None => {
-                let bv = bias.flatten_all()?.to_vec1::<f32>()?;
-                forward(&x, &bv, &mut vec![0f32; d.b * d.t * d.h], d)
-            }
-        };
-        let go = grad_res
-            .to_dtype(candle_core::DType::F32)?
-            .flatten_all()?
-            .to_vec1::<f32>()?;
-        let dqkv = backward(&x, &probs, &go, d);
+        // Taken, not cloned: a second backward pass over the same graph recomputes P.
+        let stored = self.probs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let go = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
+        let dqkv = with_host_f32(&[qkv, bias, &go], |s| {
+            let probs =
+                stored.unwrap_or_else(|| forward(s[0], s[1], &mut vec![0f32; d.b * d.t * d.h], d));
+            backward(s[0], &probs, s[2], d)
+        })
+        .ok_or_else(|| not_host_f32("fused-attention"))?;
         Ok((
             Some(Tensor::from_vec(dqkv, qkv.shape(), &Device::Cpu)?),
             None,

@@ -8,7 +8,7 @@ use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use crate::cpu_data::f32_data;
+use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
 
 /// The custom op: x [N, I], W [O, I], b [O] (contiguous f32) to y [N, O].
 pub(crate) struct FusedLinear;
@@ -22,9 +22,42 @@ fn dims(x: &Shape, w: &Shape, b: &Shape) -> candle_core::Result<(usize, usize, u
     Ok((n, i, o))
 }
 
-/// Contiguous f32 data of a CPU tensor (copied out of its storage).
-fn host(t: &Tensor) -> candle_core::Result<Vec<f32>> {
-    t.flatten_all()?.to_vec1::<f32>()
+/// (dx = dy W, dW = dyᵀ x, db = Σ_rows dy) for x [n, i], W [o, i], dy [n, o].
+fn grads(
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+    n: usize,
+    i: usize,
+    o: usize,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let dym = MatRef::from_row_major_slice(dy, n, o);
+    let par = Par::rayon(0);
+    let mut dx = vec![0f32; n * i];
+    matmul(
+        MatMut::from_row_major_slice_mut(&mut dx, n, i),
+        Accum::Replace,
+        dym,
+        MatRef::from_row_major_slice(w, o, i),
+        1.0,
+        par,
+    );
+    let mut dw = vec![0f32; o * i];
+    matmul(
+        MatMut::from_row_major_slice_mut(&mut dw, o, i),
+        Accum::Replace,
+        dym.transpose(),
+        MatRef::from_row_major_slice(x, n, i),
+        1.0,
+        par,
+    );
+    let mut db = vec![0f32; o];
+    for row in dy.chunks_exact(o) {
+        for (d, &g) in db.iter_mut().zip(row) {
+            *d += g;
+        }
+    }
+    (dx, dw, db)
 }
 
 impl CustomOp3 for FusedLinear {
@@ -69,34 +102,9 @@ impl CustomOp3 for FusedLinear {
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let (n, i, o) = dims(x.shape(), w.shape(), b.shape())?;
-        let (xv, wv) = (host(x)?, host(w)?);
-        let dy = host(&grad_res.to_dtype(candle_core::DType::F32)?)?;
-        let dym = MatRef::from_row_major_slice(&dy, n, o);
-        let par = Par::rayon(0);
-        let mut dx = vec![0f32; n * i];
-        matmul(
-            MatMut::from_row_major_slice_mut(&mut dx, n, i),
-            Accum::Replace,
-            dym,
-            MatRef::from_row_major_slice(&wv, o, i),
-            1.0,
-            par,
-        );
-        let mut dw = vec![0f32; o * i];
-        matmul(
-            MatMut::from_row_major_slice_mut(&mut dw, o, i),
-            Accum::Replace,
-            dym.transpose(),
-            MatRef::from_row_major_slice(&xv, n, i),
-            1.0,
-            par,
-        );
-        let mut db = vec![0f32; o];
-        for row in dy.chunks_exact(o) {
-            for (d, &g) in db.iter_mut().zip(row) {
-                *d += g;
-            }
-        }
+        let dy = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
+        let (dx, dw, db) = with_host_f32(&[x, w, &dy], |s| grads(s[0], s[1], s[2], n, i, o))
+            .ok_or_else(|| not_host_f32("fused-linear"))?;
         let dev = Device::Cpu;
         Ok((
             Some(Tensor::from_vec(dx, (n, i), &dev)?),

@@ -13,7 +13,7 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-use crate::cpu_data::f32_data;
+use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
 use crate::fast_exp::nll_row;
 
 /// Whether the forward pass also forms the gradients (training) or only the loss (evaluation;
@@ -209,17 +209,13 @@ impl CustomOp3 for LinearNll {
         let stored = self.grads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let (dx, dw, db) = match stored {
             Some(t) => t,
-            None => {
-                let (xv, wv, bv) = (
-                    x.flatten_all()?.to_vec1::<f32>()?,
-                    w.flatten_all()?.to_vec1::<f32>()?,
-                    b.to_vec1::<f32>()?,
-                );
-                let inp = self.inputs((&xv, x.shape()), (&wv, w.shape()), &bv)?;
+            None => with_host_f32(&[x, w, b], |s| -> candle_core::Result<_> {
+                let inp = self.inputs((s[0], x.shape()), (s[1], w.shape()), s[2])?;
                 let (_, g) = run(&inp, true);
                 let g = g.ok_or_else(|| candle_core::Error::Msg("no gradients".into()))?;
-                Self::grad_tensors(g, &inp)?
-            }
+                Self::grad_tensors(g, &inp)
+            })
+            .ok_or_else(|| not_host_f32("linear-nll"))??,
         };
         let g = grad_res.to_dtype(candle_core::DType::F32)?;
         Ok((

@@ -29,11 +29,6 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
     Ok(log_softmax_last(logits)?.gather(&lab, 1)?.squeeze(1)?)
 }
 
-/// Mean negative log-likelihood of `labels` under `logits` [N, V]; errors on N = 0.
-pub fn cross_entropy(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
-    composed_cross_entropy(logits, labels, dev)
-}
-
 /// Mean negative log-likelihood of `labels` under the logits x·wᵀ + bias of an output layer
 /// (x [N, E], w [V, E], bias [V]); errors on N = 0. On CPU with f32 inputs a fused kernel
 /// (`linear_nll.rs`) never materialises the [N, V] logits and, for
@@ -61,12 +56,12 @@ pub fn linear_cross_entropy(
         .matmul(&w.to_dtype(x.dtype())?.t()?)?
         .to_dtype(DType::F32)?
         .broadcast_add(&bias.to_dtype(DType::F32)?)?;
-    composed_cross_entropy(&logits, labels, dev)
+    cross_entropy(&logits, labels, dev)
 }
 
-/// [`cross_entropy`] from composed tensor ops (any device or dtype; the reference for the
-/// fused CPU kernel).
-pub fn composed_cross_entropy(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
+/// Mean negative log-likelihood of `labels` under `logits` [N, V] from composed tensor ops
+/// (any device or dtype; the reference for the fused kernel); errors on N = 0.
+pub fn cross_entropy(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
     if labels.is_empty() {
         return Err(TowersError::NoTargets);
     }
@@ -108,7 +103,7 @@ mod tests {
         let w = var(v * e, 104_729, (v, e));
         let b = Var::from_tensor(&var(v, 31, (1, v)).as_tensor().squeeze(0).unwrap()).unwrap();
         let labels: Vec<u32> = (0..n as u32).map(|i| (i * 331) % v as u32).collect();
-        let composed = composed_cross_entropy(
+        let composed = cross_entropy(
             &x.matmul(&w.t().unwrap())
                 .unwrap()
                 .broadcast_add(b.as_tensor())

@@ -3,10 +3,11 @@
 
 use std::collections::HashMap;
 
-use candle_core::{backprop::GradStore, CpuStorage, DType, Storage, Tensor};
+use candle_core::{backprop::GradStore, DType, Tensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::cpu_data::with_host_f32;
 use crate::params::Param;
 use crate::{Result, TowersError};
 
@@ -189,7 +190,7 @@ impl AdamW {
 pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
     let mut sq = 0f64;
     for g in grads.iter().flatten() {
-        sq += match with_f32(g, sum_sq) {
+        sq += match with_host_f32(&[g], |s| sum_sq(s[0])) {
             Some(s) => s,
             None => g
                 .to_dtype(DType::F64)?
@@ -252,15 +253,6 @@ struct Coeffs {
     lr: f32,
 }
 
-/// `f` on the contiguous f32 CPU data of `t`, or None for other devices, dtypes or layouts.
-fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Option<R> {
-    let (storage, layout) = t.storage_and_layout();
-    match (&*storage, layout.contiguous_offsets()) {
-        (Storage::Cpu(CpuStorage::F32(d)), Some((a, b))) => Some(f(&d[a..b])),
-        _ => None,
-    }
-}
-
 /// One element of the update (the same operation order as [`composed_update`]).
 #[inline(always)]
 fn adamw_elem(theta: f32, g: f32, m: f32, v: f32, k: &Coeffs) -> (f32, f32, f32) {
@@ -284,34 +276,32 @@ fn fused_update(
     k: &Coeffs,
 ) -> Result<Option<Updated>> {
     let n = theta.elem_count();
-    let guards = [theta, g, m, v].map(|t| t.storage_and_layout());
-    let slices: Option<Vec<&[f32]>> = guards
-        .iter()
-        .map(|(s, l)| match (&**s, l.contiguous_offsets()) {
-            (Storage::Cpu(CpuStorage::F32(d)), Some((a, b))) if b - a == n => Some(&d[a..b]),
-            _ => None,
-        })
-        .collect();
-    let Some(x) = slices else { return Ok(None) };
-    let (th, gs, ms, vs) = (x[0], x[1], x[2], x[3]);
+    if [g, m, v].iter().any(|t| t.elem_count() != n) {
+        return Ok(None);
+    }
     let (mut nt, mut nm, mut nv) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-    const CH: usize = 1 << 14;
-    nt.par_chunks_mut(CH)
-        .zip(nm.par_chunks_mut(CH))
-        .zip(nv.par_chunks_mut(CH))
-        .enumerate()
-        .for_each(|(c, ((ot, om), ov))| {
-            let r = c * CH..c * CH + ot.len();
-            let inputs = th[r.clone()]
-                .iter()
-                .zip(&gs[r.clone()])
-                .zip(&ms[r.clone()])
-                .zip(&vs[r]);
-            for (j, (((&t, &g), &m), &v)) in inputs.enumerate() {
-                (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
-            }
-        });
-    drop(guards);
+    let done = with_host_f32(&[theta, g, m, v], |x| {
+        let (th, gs, ms, vs) = (x[0], x[1], x[2], x[3]);
+        const CH: usize = 1 << 14;
+        nt.par_chunks_mut(CH)
+            .zip(nm.par_chunks_mut(CH))
+            .zip(nv.par_chunks_mut(CH))
+            .enumerate()
+            .for_each(|(c, ((ot, om), ov))| {
+                let r = c * CH..c * CH + ot.len();
+                let inputs = th[r.clone()]
+                    .iter()
+                    .zip(&gs[r.clone()])
+                    .zip(&ms[r.clone()])
+                    .zip(&vs[r]);
+                for (j, (((&t, &g), &m), &v)) in inputs.enumerate() {
+                    (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
+                }
+            });
+    });
+    if done.is_none() {
+        return Ok(None);
+    }
     let (dev, shape) = (theta.device(), theta.shape());
     Ok(Some((
         Tensor::from_vec(nt, shape, dev)?,
