@@ -12,6 +12,8 @@
 //! loads the model, runs 4 batches of 32 and exits, printing seq/s and a JSON line;
 //! `EXTRACT_GEMM=1` prints the f32 GEMM rate of candle and faer at the feed-forward's shape.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -90,7 +92,6 @@ fn oneshot(reps: usize) {
 /// `EXTRACT_GEMM=1`: f32 GEMM rate of candle (gemm crate) and faer at the feed-forward's shape
 /// (batch 32 × T rows, 384 → 1536), the ceiling the encoder's projections run against.
 fn gemm_rate() {
-    use lmsplit_gemm_probe::*;
     lmsplit::alloc::retain_freed_memory();
     let (m, k, n) = (BATCH * T, 384, 1536);
     let flop = 2.0 * (m * k * n) as f64;
@@ -104,30 +105,8 @@ fn gemm_rate() {
         let _ = a.matmul(&w.t().unwrap()).unwrap();
     }
     let candle = flop * reps as f64 / t0.elapsed().as_secs_f64() / 1e9;
-    let av = a.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let wv = w.flatten_all().unwrap().to_vec1::<f32>().unwrap();
-    let fa = faer::MatRef::from_row_major_slice(&av, m, k);
-    let fw = faer::MatRef::from_row_major_slice(&wv, n, k);
-    let mut out = faer::Mat::<f32>::zeros(m, n);
-    let par = faer::Par::rayon(2);
-    faer_mm(out.as_mut(), fa, fw.transpose(), par);
-    let t0 = std::time::Instant::now();
-    for _ in 0..reps {
-        faer_mm(out.as_mut(), fa, fw.transpose(), par);
-    }
-    let faer_r = flop * reps as f64 / t0.elapsed().as_secs_f64() / 1e9;
+    let faer_r = common::faer_gemm_gflops(m, k, n, 1.0f32, reps);
     println!("{{\"gemm_m\":{m},\"k\":{k},\"n\":{n},\"candle_gflop_s\":{candle:.1},\"faer_gflop_s\":{faer_r:.1}}}");
-}
-
-mod lmsplit_gemm_probe {
-    pub fn faer_mm(
-        dst: faer::MatMut<f32>,
-        a: faer::MatRef<f32>,
-        b: faer::MatRef<f32>,
-        par: faer::Par,
-    ) {
-        faer::linalg::matmul::matmul(dst, faer::Accum::Replace, a, b, 1.0, par);
-    }
 }
 
 fn bench(c: &mut Criterion) {

@@ -11,10 +11,11 @@
 //! (LMD_BENCH_MODELS / LMD_BENCH_DIM change the size; LMD_BENCH_ONESHOT=1 stops after the
 //! one-shot pass: ten criterion samples at 12 × 768 take several minutes.)
 
+mod common;
+
 use std::time::Instant;
 
 use criterion::{BenchmarkId, Criterion};
-use faer::{Accum, Mat};
 use lmsplit::lmd::analysis::{analyze_with, group_r2_with, pairwise_r2, Arithmetic};
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
@@ -52,26 +53,10 @@ fn pairwise_flops(m: usize, d: usize) -> f64 {
     m as f64 * (di * di * di + 3.0 * dt * di * di)
 }
 
-/// GFLOP/s of one square n × n faer GEMM in the given precision (global parallelism).
-fn gemm_rate<T: faer::traits::ComplexField + Copy>(n: usize, one: T) -> f64 {
-    let a = Mat::<T>::from_fn(n, n, |_, _| one);
-    let mut c = Mat::<T>::zeros(n, n);
-    let t = Instant::now();
-    faer::linalg::matmul::matmul(
-        c.as_mut(),
-        Accum::Replace,
-        a.as_ref(),
-        a.as_ref(),
-        one,
-        faer::get_global_parallelism(),
-    );
-    2.0 * (n as f64).powi(3) / t.elapsed().as_secs_f64() / 1e9
-}
-
 fn one_shot(train: &Moments, test: &Moments, models: usize, dim: usize) {
     let ridge = Ridge::REFERENCE;
-    let r64 = gemm_rate(4096, 1.0f64);
-    let r32 = gemm_rate(4096, 1.0f32);
+    let r64 = common::faer_gemm_gflops(4096, 4096, 4096, 1.0f64, 1);
+    let r32 = common::faer_gemm_gflops(4096, 4096, 4096, 1.0f32, 1);
     println!(
         "faer GEMM 4096² ({:?}): f64 {r64:.1} GFLOP/s, f32 {r32:.1} GFLOP/s",
         faer::get_global_parallelism()
