@@ -13,10 +13,10 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
-use rayon::prelude::*;
 
 use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::fast_exp::softmax_row;
+use crate::par::{for_each_chunk_mut, pieces, take};
+use kernels::softmax_row;
 
 /// The custom op (inputs: qkv [B, T, 3H] and bias [B, 1, T, T], contiguous f32).
 pub(crate) struct FusedAttention {
@@ -65,35 +65,35 @@ fn head_mut<'a>(x: &'a mut [f32], d: Dims, col: usize, stride: usize) -> MatMut<
 fn forward(qkv: &[f32], bias: &[f32], out: &mut [f32], d: Dims) -> Vec<f32> {
     let (t, h) = (d.t, d.h);
     let mut probs = vec![0f32; d.b * d.nh * t * t];
-    out.par_chunks_mut(t * h)
-        .zip(probs.par_chunks_mut(d.nh * t * t))
-        .enumerate()
-        .for_each(|(bi, (o, p))| {
-            let x = &qkv[bi * t * 3 * h..(bi + 1) * t * 3 * h];
-            let bias = &bias[bi * t * t..(bi + 1) * t * t];
-            for (hi, p) in p.chunks_mut(t * t).enumerate() {
-                let c = hi * d.hd;
-                matmul(
-                    MatMut::from_row_major_slice_mut(p, t, t),
-                    Accum::Replace,
-                    head(x, d, c, 3 * h),
-                    head(x, d, h + c, 3 * h).transpose(),
-                    d.scale(),
-                    Par::Seq,
-                );
-                for (row, brow) in p.chunks_mut(t).zip(bias.chunks(t)) {
-                    softmax_row(row, brow);
-                }
-                matmul(
-                    head_mut(o, d, c, h),
-                    Accum::Replace,
-                    MatRef::from_row_major_slice(p, t, t),
-                    head(x, d, 2 * h + c, 3 * h),
-                    1.0,
-                    Par::Seq,
-                );
+    let prob_rows = pieces(&mut probs, d.nh * t * t);
+    for_each_chunk_mut(out, t * h, |bi, o| {
+        let mut p = take(&prob_rows[bi]);
+        let x = &qkv[bi * t * 3 * h..(bi + 1) * t * 3 * h];
+        let bias = &bias[bi * t * t..(bi + 1) * t * t];
+        for (hi, p) in p.chunks_mut(t * t).enumerate() {
+            let c = hi * d.hd;
+            matmul(
+                MatMut::from_row_major_slice_mut(p, t, t),
+                Accum::Replace,
+                head(x, d, c, 3 * h),
+                head(x, d, h + c, 3 * h).transpose(),
+                d.scale(),
+                Par::Seq,
+            );
+            for (row, brow) in p.chunks_mut(t).zip(bias.chunks(t)) {
+                softmax_row(row, brow, 1.0);
             }
-        });
+            matmul(
+                head_mut(o, d, c, h),
+                Accum::Replace,
+                MatRef::from_row_major_slice(p, t, t),
+                head(x, d, 2 * h + c, 3 * h),
+                1.0,
+                Par::Seq,
+            );
+        }
+    });
+    drop(prob_rows);
     probs
 }
 
@@ -101,57 +101,55 @@ fn forward(qkv: &[f32], bias: &[f32], out: &mut [f32], d: Dims) -> Vec<f32> {
 fn backward(qkv: &[f32], probs: &[f32], dout: &[f32], d: Dims) -> Vec<f32> {
     let (t, h) = (d.t, d.h);
     let mut dqkv = vec![0f32; d.b * t * 3 * h];
-    dqkv.par_chunks_mut(t * 3 * h)
-        .enumerate()
-        .for_each(|(bi, dx)| {
-            let x = &qkv[bi * t * 3 * h..(bi + 1) * t * 3 * h];
-            let go = &dout[bi * t * h..(bi + 1) * t * h];
-            let mut ds = vec![0f32; t * t];
-            for hi in 0..d.nh {
-                let c = hi * d.hd;
-                let p = &probs[(bi * d.nh + hi) * t * t..(bi * d.nh + hi + 1) * t * t];
-                let pm = MatRef::from_row_major_slice(p, t, t);
-                matmul(
-                    head_mut(dx, d, 2 * h + c, 3 * h),
-                    Accum::Replace,
-                    pm.transpose(),
-                    head(go, d, c, h),
-                    1.0,
-                    Par::Seq,
-                );
-                matmul(
-                    MatMut::from_row_major_slice_mut(&mut ds, t, t),
-                    Accum::Replace,
-                    head(go, d, c, h),
-                    head(x, d, 2 * h + c, 3 * h).transpose(),
-                    1.0,
-                    Par::Seq,
-                );
-                for (dsr, pr) in ds.chunks_mut(t).zip(p.chunks(t)) {
-                    let dot: f32 = dsr.iter().zip(pr).map(|(a, b)| a * b).sum();
-                    for (g, &pv) in dsr.iter_mut().zip(pr) {
-                        *g = pv * (*g - dot);
-                    }
+    for_each_chunk_mut(&mut dqkv, t * 3 * h, |bi, dx| {
+        let x = &qkv[bi * t * 3 * h..(bi + 1) * t * 3 * h];
+        let go = &dout[bi * t * h..(bi + 1) * t * h];
+        let mut ds = vec![0f32; t * t];
+        for hi in 0..d.nh {
+            let c = hi * d.hd;
+            let p = &probs[(bi * d.nh + hi) * t * t..(bi * d.nh + hi + 1) * t * t];
+            let pm = MatRef::from_row_major_slice(p, t, t);
+            matmul(
+                head_mut(dx, d, 2 * h + c, 3 * h),
+                Accum::Replace,
+                pm.transpose(),
+                head(go, d, c, h),
+                1.0,
+                Par::Seq,
+            );
+            matmul(
+                MatMut::from_row_major_slice_mut(&mut ds, t, t),
+                Accum::Replace,
+                head(go, d, c, h),
+                head(x, d, 2 * h + c, 3 * h).transpose(),
+                1.0,
+                Par::Seq,
+            );
+            for (dsr, pr) in ds.chunks_mut(t).zip(p.chunks(t)) {
+                let dot: f32 = dsr.iter().zip(pr).map(|(a, b)| a * b).sum();
+                for (g, &pv) in dsr.iter_mut().zip(pr) {
+                    *g = pv * (*g - dot);
                 }
-                let dsm = MatRef::from_row_major_slice(&ds, t, t);
-                matmul(
-                    head_mut(dx, d, c, 3 * h),
-                    Accum::Replace,
-                    dsm,
-                    head(x, d, h + c, 3 * h),
-                    d.scale(),
-                    Par::Seq,
-                );
-                matmul(
-                    head_mut(dx, d, h + c, 3 * h),
-                    Accum::Replace,
-                    dsm.transpose(),
-                    head(x, d, c, 3 * h),
-                    d.scale(),
-                    Par::Seq,
-                );
             }
-        });
+            let dsm = MatRef::from_row_major_slice(&ds, t, t);
+            matmul(
+                head_mut(dx, d, c, 3 * h),
+                Accum::Replace,
+                dsm,
+                head(x, d, h + c, 3 * h),
+                d.scale(),
+                Par::Seq,
+            );
+            matmul(
+                head_mut(dx, d, h + c, 3 * h),
+                Accum::Replace,
+                dsm.transpose(),
+                head(x, d, c, 3 * h),
+                d.scale(),
+                Par::Seq,
+            );
+        }
+    });
     dqkv
 }
 

@@ -5,10 +5,10 @@
 //! reduction ops. The composed `matmul` + `broadcast_add` is the reference in the tests.
 
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
+use faer::{Accum, MatMut, MatRef};
 
 use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
+use crate::par::gemm;
 
 /// The custom op: x [N, I], W [O, I], b [O] (contiguous f32) to y [N, O].
 pub(crate) struct FusedLinear;
@@ -32,24 +32,21 @@ fn grads(
     o: usize,
 ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let dym = MatRef::from_row_major_slice(dy, n, o);
-    let par = Par::rayon(0);
     let mut dx = vec![0f32; n * i];
-    matmul(
+    gemm(
         MatMut::from_row_major_slice_mut(&mut dx, n, i),
         Accum::Replace,
         dym,
         MatRef::from_row_major_slice(w, o, i),
         1.0,
-        par,
     );
     let mut dw = vec![0f32; o * i];
-    matmul(
+    gemm(
         MatMut::from_row_major_slice_mut(&mut dw, o, i),
         Accum::Replace,
         dym.transpose(),
         MatRef::from_row_major_slice(x, n, i),
         1.0,
-        par,
     );
     let mut db = vec![0f32; o];
     for row in dy.chunks_exact(o) {
@@ -81,14 +78,13 @@ impl CustomOp3 for FusedLinear {
         );
         let b = f32_data(s3, l3, "fused-linear")?;
         // Start from the broadcast bias and accumulate the product onto it.
-        let mut y: Vec<f32> = (0..n).flat_map(|_| b.iter().copied()).collect();
-        matmul(
+        let mut y: Vec<f32> = b.repeat(n);
+        gemm(
             MatMut::from_row_major_slice_mut(&mut y, n, o),
             Accum::Add,
             MatRef::from_row_major_slice(x, n, i),
             MatRef::from_column_major_slice(w, i, o),
             1.0,
-            Par::rayon(0),
         );
         Ok((CpuStorage::F32(y), Shape::from((n, o))))
     }

@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
+use crate::fused_gelu::FusedGelu;
 use crate::fused_linear::FusedLinear;
 
 use crate::params::Init;
@@ -73,9 +74,14 @@ pub fn composed_linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Re
     })
 }
 
-/// GELU with the exact erf form (PyTorch's `nn.GELU()` default); candle has its backward.
+/// GELU with the exact erf form (PyTorch's `nn.GELU()` default): one fused op with its
+/// backward for f32 on CPU, candle's `gelu_erf` (which has a backward) elsewhere.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
-    Ok(x.gelu_erf()?)
+    if x.device().is_cpu() && x.dtype() == DType::F32 {
+        Ok(x.contiguous()?.apply_op1(FusedGelu)?)
+    } else {
+        Ok(x.gelu_erf()?)
+    }
 }
 
 /// Logistic sigmoid from `tanh`, whose backward candle implements: σ(x) = (1 + tanh(x/2)) / 2.
@@ -92,6 +98,47 @@ pub fn chunk_last(x: &Tensor, n: usize) -> Result<Vec<Tensor>> {
 mod tests {
     use super::*;
     use candle_core::{Device, Var};
+
+    #[test]
+    fn fused_gelu_matches_candles_values_and_gradients() {
+        let dev = Device::Cpu;
+        // A strided input (transposed) also exercises the contiguous copy.
+        let x = Var::from_vec(
+            (0..3 * 50_000)
+                .map(|i| ((i * 7919) % 4001) as f32 / 250.0 - 8.0)
+                .collect::<Vec<_>>(),
+            (50_000, 3),
+            &dev,
+        )
+        .unwrap();
+        let xt = x.t().unwrap();
+        let wt = Tensor::from_vec(
+            (0..3 * 50_000)
+                .map(|i| ((i % 13) as f32 - 6.0) * 0.1)
+                .collect::<Vec<_>>(),
+            (3, 50_000),
+            &dev,
+        )
+        .unwrap();
+        let fused = gelu(&xt).unwrap();
+        let reference = xt.gelu_erf().unwrap();
+        let max = |t: Tensor| -> f32 { t.abs().unwrap().max_all().unwrap().to_scalar().unwrap() };
+        assert!(max((&fused - &reference).unwrap()) < 2e-6);
+        let gf = (fused * &wt)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let gc = (reference * &wt)
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap();
+        let (a, c) = (gf.get(&x).unwrap(), gc.get(&x).unwrap());
+        assert!(max(c.clone()) > 0.1 && max((a - c).unwrap()) < 2e-6);
+    }
 
     #[test]
     fn fused_linear_matches_composed_values_and_gradients() {

@@ -9,12 +9,11 @@
 use std::sync::Mutex;
 
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
-use faer::linalg::matmul::matmul;
-use faer::{Accum, MatMut, MatRef, Par};
-use rayon::prelude::*;
+use faer::{Accum, MatMut, MatRef};
 
 use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::fast_exp::nll_row;
+use crate::par::{for_each_chunk_mut, gemm, pieces, take, threads};
+use kernels::nll_row;
 
 /// Whether the forward pass also forms the gradients (training) or only the loss (evaluation;
 /// a later backward pass then recomputes them).
@@ -69,7 +68,6 @@ struct GradBufs {
 /// order, per-row results summed sequentially).
 fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
     let (n, e, v) = (inp.labels.len(), inp.e, inp.v);
-    let par = Par::rayon(0);
     let scale = 1.0 / n as f32;
     let mut grads = want.then(|| GradBufs {
         dx: vec![0f32; n * e],
@@ -84,21 +82,22 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
         let rc = rows.min(n - r0);
         let xc = MatRef::from_row_major_slice(&inp.x[r0 * e..(r0 + rc) * e], rc, e);
         let logits = &mut buf[..rc * v];
-        matmul(
+        gemm(
             MatMut::from_row_major_slice_mut(logits, rc, v),
             Accum::Replace,
             xc,
             wt,
             1.0,
-            par,
         );
-        logits
-            .par_chunks_mut(v)
-            .zip(nll[r0..r0 + rc].par_iter_mut())
-            .zip(inp.labels[r0..r0 + rc].par_iter())
-            .for_each(|((row, out), &label)| {
-                *out = nll_row(row, inp.b, label as usize, scale, want);
-            });
+        let block = rc.div_ceil(4 * threads());
+        let outs = pieces(&mut nll[r0..r0 + rc], block);
+        for_each_chunk_mut(logits, block * v, |p, rows| {
+            let mut out = take(&outs[p]);
+            let labels = &inp.labels[r0 + p * block..];
+            for ((row, o), &label) in rows.chunks_exact_mut(v).zip(out.iter_mut()).zip(labels) {
+                *o = nll_row(row, inp.b, label as usize, scale, want);
+            }
+        });
         let Some(g) = grads.as_mut() else { continue };
         for row in logits.chunks_exact(v) {
             for (d, &x) in g.db.iter_mut().zip(row) {
@@ -106,21 +105,19 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
             }
         }
         let gc = MatRef::from_row_major_slice(logits, rc, v);
-        matmul(
+        gemm(
             MatMut::from_row_major_slice_mut(&mut g.dx[r0 * e..(r0 + rc) * e], rc, e),
             Accum::Replace,
             gc,
             MatRef::from_row_major_slice(inp.w, v, e),
             1.0,
-            par,
         );
-        matmul(
+        gemm(
             MatMut::from_row_major_slice_mut(&mut g.dw, v, e),
             if c == 0 { Accum::Replace } else { Accum::Add },
             gc.transpose(),
             xc,
             1.0,
-            par,
         );
     }
     (nll.iter().map(|&x| x as f64).sum(), grads)

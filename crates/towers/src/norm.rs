@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
+use crate::fused_layer_norm::FusedLayerNorm;
 use crate::params::Init;
 use crate::Result;
 
@@ -23,8 +24,23 @@ pub fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
 }
 
 /// Layer normalisation over the last dimension, computed in f32 for half-precision inputs
-/// (BertLayerNorm: epsilon inside the square root), then cast back.
+/// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on CPU runs as one
+/// fused op with its backward pass; other devices and dtypes run [`composed_layer_norm`].
 pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+    if f32_cpu(x) && f32_cpu(gamma) && f32_cpu(beta) {
+        let dims = x.dims().to_vec();
+        let h = dims.last().copied().unwrap_or(1);
+        let x2 = x.reshape(((), h))?.contiguous()?;
+        let op = FusedLayerNorm { eps: eps as f32 };
+        let y = x2.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)?;
+        return Ok(y.reshape(dims)?);
+    }
+    composed_layer_norm(x, gamma, beta, eps)
+}
+
+/// [`layer_norm`] from basic tensor ops (any device or dtype; the fused op's reference).
+pub fn composed_layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
     let dt = x.dtype();
     // Half precision is normalised in f32; f32 and f64 stay as they are.
     let work = if dt == DType::F64 {
@@ -144,6 +160,43 @@ pub(crate) mod tests {
         .unwrap();
         let m: Vec<f64> = y.mean(1).unwrap().to_vec1().unwrap();
         assert!(m.iter().all(|v| v.abs() < 1e-12));
+    }
+
+    #[test]
+    fn fused_f32_layer_norm_matches_the_composed_graph_values_and_gradients() {
+        let dev = Device::Cpu;
+        let f32var = |n: usize, seed: u64, shape: &[usize]| {
+            let d: Vec<f32> = pseudo(n, seed).iter().map(|&v| v as f32 * 3.0).collect();
+            Var::from_tensor(&Tensor::from_vec(d, shape, &dev).unwrap()).unwrap()
+        };
+        // 2 x 70 rows: more than one row block of the op; width 37: not a multiple of 8.
+        let (x, g, b) = (
+            f32var(2 * 70 * 37, 7, &[2, 70, 37]),
+            f32var(37, 8, &[37]),
+            f32var(37, 9, &[37]),
+        );
+        let w = Tensor::from_vec(
+            pseudo(2 * 70 * 37, 10)
+                .iter()
+                .map(|&v| v as f32)
+                .collect::<Vec<_>>(),
+            (2, 70, 37),
+            &dev,
+        )
+        .unwrap();
+        let (gt, bt) = (g.as_tensor(), b.as_tensor());
+        let fused = layer_norm(x.as_tensor(), gt, bt, 1e-5).unwrap();
+        let comp = composed_layer_norm(x.as_tensor(), gt, bt, 1e-5).unwrap();
+        assert_eq!(fused.dims(), [2, 70, 37]);
+        let max = |t: Tensor| -> f32 { t.abs().unwrap().max_all().unwrap().to_scalar().unwrap() };
+        assert!(max((&fused - &comp).unwrap()) < 2e-5);
+        let gf = (fused * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        let gc = (comp * &w).unwrap().sum_all().unwrap().backward().unwrap();
+        for v in [&x, &g, &b] {
+            let (a, c) = (gf.get(v).unwrap(), gc.get(v).unwrap());
+            let scale = max(c.clone());
+            assert!(scale > 0.0 && max((a - c).unwrap()) <= 2e-5 * scale.max(1.0));
+        }
     }
 
     #[test]

@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use candle_core::{backprop::GradStore, DType, Tensor};
-use rayon::prelude::*;
+
 use serde::{Deserialize, Serialize};
 
 use crate::cpu_data::with_host_f32;
+use crate::par::{for_each_chunk_mut, pieces, take};
 use crate::params::Param;
 use crate::{Result, TowersError};
 
@@ -232,10 +233,12 @@ pub fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> Result<f64
 
 /// Σ x² in f64 over fixed chunks summed in order (deterministic with any thread count).
 fn sum_sq(x: &[f32]) -> f64 {
-    let parts: Vec<f64> = x
-        .par_chunks(1 << 16)
-        .map(|c| c.iter().map(|&v| (v as f64) * (v as f64)).sum())
-        .collect();
+    const CH: usize = 1 << 16;
+    let mut parts = vec![0f64; x.len().div_ceil(CH)];
+    for_each_chunk_mut(&mut parts, 1, |p, out| {
+        let c = &x[p * CH..((p + 1) * CH).min(x.len())];
+        out[0] = c.iter().map(|&v| (v as f64) * (v as f64)).sum();
+    });
     parts.iter().sum()
 }
 
@@ -283,21 +286,19 @@ fn fused_update(
     let done = with_host_f32(&[theta, g, m, v], |x| {
         let (th, gs, ms, vs) = (x[0], x[1], x[2], x[3]);
         const CH: usize = 1 << 14;
-        nt.par_chunks_mut(CH)
-            .zip(nm.par_chunks_mut(CH))
-            .zip(nv.par_chunks_mut(CH))
-            .enumerate()
-            .for_each(|(c, ((ot, om), ov))| {
-                let r = c * CH..c * CH + ot.len();
-                let inputs = th[r.clone()]
-                    .iter()
-                    .zip(&gs[r.clone()])
-                    .zip(&ms[r.clone()])
-                    .zip(&vs[r]);
-                for (j, (((&t, &g), &m), &v)) in inputs.enumerate() {
-                    (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
-                }
-            });
+        let (ms_out, vs_out) = (pieces(&mut nm, CH), pieces(&mut nv, CH));
+        for_each_chunk_mut(&mut nt, CH, |c, ot| {
+            let (mut om, mut ov) = (take(&ms_out[c]), take(&vs_out[c]));
+            let r = c * CH..c * CH + ot.len();
+            let inputs = th[r.clone()]
+                .iter()
+                .zip(&gs[r.clone()])
+                .zip(&ms[r.clone()])
+                .zip(&vs[r]);
+            for (j, (((&t, &g), &m), &v)) in inputs.enumerate() {
+                (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
+            }
+        });
     });
     if done.is_none() {
         return Ok(None);

@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use candle_core::{Storage, Tensor};
 use faer::{Accum, MatMut, MatRef, Par};
 
-use super::simd;
 
 /// Borrows the f32 data of contiguous CPU tensors (read guards held for the call), or `None`
 /// when any is on another device, of another dtype or strided.
@@ -180,7 +179,7 @@ fn attention(qkv: &[f32], n: usize, l: usize, heads: usize, bias: BiasView) -> V
         let sm = MatMut::from_row_major_slice_mut(&mut scores[..], l, l);
         faer::linalg::matmul::matmul(sm, Accum::Replace, q, k.transpose(), 1.0, Par::Seq);
         for (i, row) in scores.chunks_exact_mut(l).enumerate() {
-            simd::softmax_row(row, bias.row(seq, i, l), scale);
+            kernels::softmax_row(row, bias.row(seq, i, l), scale);
         }
         let p = MatRef::from_row_major_slice(&scores[..], l, l);
         // SAFETY: rows seq·l .. seq·l + l, columns head·d .. head·d + d of the [n·l, h] buffer
@@ -210,15 +209,15 @@ pub(crate) fn post_ln_block(
     let mut a = linear(&ctx, rows, w.o_w, hidden, None, par);
     drop(ctx);
     par_rows_with(&mut a, x, hidden, |rows_a, rows_x| {
-        simd::residual_layer_norm(rows_a, w.o_b, rows_x, w.ln1_g, w.ln1_b, w.eps1)
+        kernels::residual_layer_norm(rows_a, w.o_b, rows_x, w.ln1_g, w.ln1_b, w.eps1)
     });
     let ffn = w.ff_in_b.len();
     let mut f = linear(&a, rows, w.ff_in_w, ffn, None, par);
-    par_rows(&mut f, ffn, |r| simd::bias_gelu_rows(r, w.ff_in_b));
+    par_rows(&mut f, ffn, |r| kernels::bias_gelu_rows(r, w.ff_in_b));
     let mut y = linear(&f, rows, w.ff_out_w, hidden, None, par);
     drop(f);
     par_rows_with(&mut y, &a, hidden, |rows_y, rows_a| {
-        simd::residual_layer_norm(rows_y, w.ff_out_b, rows_a, w.ln2_g, w.ln2_b, w.eps2)
+        kernels::residual_layer_norm(rows_y, w.ff_out_b, rows_a, w.ln2_g, w.ln2_b, w.eps2)
     });
     y
 }

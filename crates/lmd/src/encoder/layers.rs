@@ -2,14 +2,13 @@
 //! multi-head attention, and the post-LayerNorm transformer block of the BERT family.
 //!
 //! On the CPU at f32 the exact GELU and the whole post-LN block take fused, vectorised paths
-//! ([`super::simd`], [`super::cpu_block`]); every other device and dtype runs candle's ops.
+//! ([`kernels`], [`super::cpu_block`]); every other device and dtype runs candle's ops.
 
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Tensor};
 use candle_nn::{LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
 use super::cpu_block::{self, BiasView, BlockWeights};
-use super::simd;
 
 /// A hidden activation as named in `config.json`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -58,7 +57,7 @@ impl CustomOp1 for GeluErfF32 {
             candle_core::bail!("gelu-erf-f32 needs a contiguous input")
         };
         let mut v = storage.as_slice::<f32>()?[a..b].to_vec();
-        simd::gelu_erf_inplace(&mut v);
+        kernels::gelu_erf_inplace(&mut v);
         Ok((CpuStorage::F32(v), layout.shape().clone()))
     }
 }

@@ -15,7 +15,6 @@ pub mod gpt2;
 pub mod hub;
 pub mod layers;
 pub mod llama2c;
-pub mod simd;
 pub mod tokenize;
 pub(crate) mod weights;
 pub mod xlnet;

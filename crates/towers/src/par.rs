@@ -1,0 +1,126 @@
+//! Parallel work of the CPU custom ops on candle's own worker pool.
+//!
+//! candle runs its CPU ops on a pool whose workers spin for a while after each op before
+//! parking. Custom ops that parallelise on other pools (rayon, faer's) then run with those
+//! spinning workers competing for the same cores; on a 2-core machine that cost more than a
+//! tenth of a training step. Running the ops' parallel parts on candle's pool instead keeps one
+//! set of threads busy. The split is static (a fixed number of parts), so results do not
+//! depend on the scheduling.
+
+use std::sync::{Mutex, MutexGuard};
+
+use candle_core::utils::barrier_pool;
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+
+/// Threads that share the work: candle's workers plus the calling thread.
+pub(crate) fn threads() -> usize {
+    barrier_pool().n_workers() + 1
+}
+
+/// Runs `f(part)` for every part in `0..parts` on candle's CPU pool.
+pub(crate) fn for_each_part(parts: usize, f: impl Fn(usize) + Sync) {
+    if parts <= 1 {
+        if parts == 1 {
+            f(0);
+        }
+        return;
+    }
+    barrier_pool().execute_chunked(parts, |range| {
+        for p in range {
+            f(p)
+        }
+    });
+}
+
+/// `data` cut into consecutive `chunk`-long pieces, each behind its own lock, so that part p
+/// of a [`for_each_part`] call can take piece p (see [`take`]).
+pub(crate) fn pieces<T>(data: &mut [T], chunk: usize) -> Vec<Mutex<&mut [T]>> {
+    data.chunks_mut(chunk.max(1)).map(Mutex::new).collect()
+}
+
+/// Locks one piece (each is taken by one part only, so this never waits).
+pub(crate) fn take<'a, 'b, T>(piece: &'a Mutex<&'b mut [T]>) -> MutexGuard<'a, &'b mut [T]> {
+    piece.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs `f(index, chunk)` on consecutive `chunk`-long pieces of `data` in parallel.
+pub(crate) fn for_each_chunk_mut<T: Send>(
+    data: &mut [T],
+    chunk: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    let all = pieces(data, chunk);
+    for_each_part(all.len(), |p| f(p, &mut take(&all[p])));
+}
+
+/// dst ← alpha·lhs·rhs (+ dst with [`Accum::Add`]), split by rows of dst over the pool, each
+/// block a sequential faer GEMM.
+pub(crate) fn gemm(
+    dst: MatMut<'_, f32>,
+    accum: Accum,
+    lhs: MatRef<'_, f32>,
+    rhs: MatRef<'_, f32>,
+    alpha: f32,
+) {
+    let m = dst.nrows();
+    // Below ~32 rows per thread the split costs more than it saves.
+    let parts = threads().min(m / 32).max(1);
+    if parts == 1 {
+        matmul(dst, accum, lhs, rhs, alpha, Par::Seq);
+        return;
+    }
+    let rows = m.div_ceil(parts);
+    let mut blocks = Vec::with_capacity(parts);
+    let mut rest = dst;
+    for p in 0..parts {
+        let take = rows.min(m - p * rows);
+        let (top, bottom) = rest.split_at_row_mut(take);
+        blocks.push(Mutex::new(top));
+        rest = bottom;
+    }
+    for_each_part(parts, |p| {
+        let mut block = blocks[p].lock().unwrap_or_else(|e| e.into_inner());
+        // Rows of dst and lhs correspond one to one.
+        let r0 = p * rows;
+        let lhs_rows = lhs.subrows(r0, block.nrows());
+        matmul(block.as_mut(), accum, lhs_rows, rhs, alpha, Par::Seq);
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faer::Mat;
+
+    #[test]
+    fn split_gemm_equals_a_single_gemm_for_awkward_shapes() {
+        for (m, k, n) in [(1, 3, 2), (31, 5, 7), (97, 13, 11), (250, 40, 33)] {
+            let a = Mat::<f32>::from_fn(m, k, |i, j| ((i * 7 + j * 3) % 11) as f32 - 5.0);
+            let b = Mat::<f32>::from_fn(k, n, |i, j| ((i * 5 + j * 2) % 13) as f32 - 6.0);
+            let mut want = Mat::<f32>::from_fn(m, n, |i, j| (i + j) as f32);
+            let mut got = want.clone();
+            matmul(
+                want.as_mut(),
+                Accum::Add,
+                a.as_ref(),
+                b.as_ref(),
+                0.5,
+                Par::Seq,
+            );
+            gemm(got.as_mut(), Accum::Add, a.as_ref(), b.as_ref(), 0.5);
+            assert_eq!(got, want, "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_data_once_in_order() {
+        let mut v = vec![0usize; 1003];
+        for_each_chunk_mut(&mut v, 100, |p, c| {
+            for (k, x) in c.iter_mut().enumerate() {
+                *x += p * 100 + k + 1;
+            }
+        });
+        assert!(v.iter().enumerate().all(|(i, &x)| x == i + 1));
+    }
+}
