@@ -14,8 +14,8 @@ use candle_core::{CpuStorage, CustomOp2, Device, Layout, Shape, Tensor};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::par::{for_each_chunk_mut, pieces, take};
+use kernels::host::{f32_data, not_host_f32, with_host_f32};
+use kernels::par::{for_each_chunk_mut, pieces, take};
 use kernels::softmax_row;
 
 /// The custom op (inputs: qkv [B, T, 3H] and bias [B, 1, T, T], contiguous f32).

@@ -6,8 +6,8 @@
 
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 
-use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::par::for_each_chunk_mut;
+use kernels::host::{f32_data, not_host_f32, with_host_f32};
+use kernels::par::for_each_chunk_mut;
 
 /// Elements per parallel task (big enough to amortise scheduling, small enough to balance).
 const CHUNK: usize = 1 << 14;

@@ -7,8 +7,8 @@
 
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 
-use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::par::{for_each_chunk_mut, pieces, take};
+use kernels::host::{f32_data, not_host_f32, with_host_f32};
+use kernels::par::{for_each_chunk_mut, pieces, take};
 
 /// Rows per parallel task.
 const ROWS: usize = 64;

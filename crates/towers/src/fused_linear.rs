@@ -7,8 +7,8 @@
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 use faer::{Accum, MatMut, MatRef};
 
-use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::par::gemm;
+use kernels::host::{f32_data, not_host_f32, with_host_f32};
+use kernels::par::gemm;
 
 /// The custom op: x [N, I], W [O, I], b [O] (contiguous f32) to y [N, O].
 pub(crate) struct FusedLinear;

@@ -14,7 +14,6 @@
 pub mod attention;
 pub mod checkpoint;
 pub mod config;
-mod cpu_data;
 pub mod data;
 pub mod elmo;
 pub mod embedding;
@@ -32,7 +31,6 @@ pub mod metrics;
 pub mod model;
 pub mod norm;
 pub mod optim;
-mod par;
 pub mod params;
 pub mod schedule;
 pub mod train;

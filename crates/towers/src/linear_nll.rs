@@ -11,9 +11,9 @@ use std::sync::Mutex;
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 use faer::{Accum, MatMut, MatRef};
 
-use crate::cpu_data::{f32_data, not_host_f32, with_host_f32};
-use crate::par::{for_each_chunk_mut, gemm, pieces, take, threads};
+use kernels::host::{f32_data, not_host_f32, with_host_f32};
 use kernels::nll_row;
+use kernels::par::{for_each_chunk_mut, gemm, pieces, take, threads};
 
 /// Whether the forward pass also forms the gradients (training) or only the loss (evaluation;
 /// a later backward pass then recomputes them).

@@ -7,10 +7,10 @@ use candle_core::{backprop::GradStore, DType, Tensor};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cpu_data::with_host_f32;
-use crate::par::{for_each_chunk_mut, pieces, take};
 use crate::params::Param;
 use crate::{Result, TowersError};
+use kernels::host::with_host_f32;
+use kernels::par::{for_each_chunk_mut, pieces, take};
 
 /// Hyper-parameters of [`AdamW`] (the learning rate comes from the schedule at each step).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

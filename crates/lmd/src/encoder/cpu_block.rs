@@ -6,36 +6,11 @@
 //! pre-filled, accumulated onto), attention per (sequence, head) on strided views of that
 //! buffer (QKᵀ, mask + softmax row by row, ·V written straight into the context rows), the
 //! output projection, residual + LayerNorm in one pass, the feed-forward with a vectorised
-//! exact GELU, and a second residual + LayerNorm. GEMMs go through faer; the row-wise passes
-//! and the attention are split over the same number of threads candle uses.
+//! exact GELU, and a second residual + LayerNorm. GEMMs go through faer; GEMMs, row passes and
+//! attention run on candle's own worker pool ([`kernels::par`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-use candle_core::{Storage, Tensor};
 use faer::{Accum, MatMut, MatRef, Par};
-
-
-/// Borrows the f32 data of contiguous CPU tensors (read guards held for the call), or `None`
-/// when any is on another device, of another dtype or strided.
-pub(crate) fn with_host_f32<R>(ts: &[&Tensor], f: impl FnOnce(&[&[f32]]) -> R) -> Option<R> {
-    let guards: Vec<_> = ts.iter().map(|t| t.storage_and_layout()).collect();
-    let mut slices = Vec::with_capacity(ts.len());
-    for (st, layout) in &guards {
-        let Storage::Cpu(cpu) = &**st else {
-            return None;
-        };
-        let data = cpu.as_slice::<f32>().ok()?;
-        let (a, b) = layout.contiguous_offsets()?;
-        slices.push(&data[a..b]);
-    }
-    Some(f(&slices))
-}
-
-/// Threads for the row passes and the attention: candle's own count (`RAYON_NUM_THREADS`, else
-/// every core).
-fn threads() -> usize {
-    candle_core::utils::get_num_threads().max(1)
-}
+use kernels::par::{for_each_chunk_mut, for_each_part, gemm, threads};
 
 /// The additive attention bias [nb, 1, lb, L] with nb ∈ {1, n} and lb ∈ {1, L}, read in place.
 #[derive(Clone, Copy)]
@@ -89,60 +64,36 @@ pub(crate) struct BlockWeights<'a> {
 /// `x·Wᵀ (+ b)` for row-major x [rows, k] and W [out, k]. With a bias, the bias fills the
 /// output and the GEMM accumulates onto it; without, the caller fuses the bias into its next
 /// pass.
-fn linear(x: &[f32], rows: usize, w: &[f32], out: usize, b: Option<&[f32]>, par: Par) -> Vec<f32> {
+fn linear(x: &[f32], rows: usize, w: &[f32], out: usize, b: Option<&[f32]>) -> Vec<f32> {
     let k = x.len() / rows.max(1);
     let (mut y, accum) = match b {
-        Some(b) => {
-            let mut y = Vec::with_capacity(rows * out);
-            for _ in 0..rows {
-                y.extend_from_slice(b);
-            }
-            (y, Accum::Add)
-        }
+        Some(b) => (b.repeat(rows), Accum::Add),
         None => (vec![0f32; rows * out], Accum::Replace),
     };
     let xm = MatRef::from_row_major_slice(x, rows, k);
     let wm = MatRef::from_row_major_slice(w, out, k);
     let ym = MatMut::from_row_major_slice_mut(&mut y, rows, out);
-    faer::linalg::matmul::matmul(ym, accum, xm, wm.transpose(), 1.0, par);
+    gemm(ym, accum, xm, wm.transpose(), 1.0);
     y
 }
 
-/// Runs `f(rows_chunk)` on consecutive groups of whole rows, in parallel.
+/// Runs `f(rows_chunk)` on consecutive groups of whole rows, one group per thread.
 fn par_rows(data: &mut [f32], width: usize, f: impl Fn(&mut [f32]) + Sync) {
-    let rows = data.len() / width.max(1);
-    let per = rows.div_ceil(threads()).max(1);
-    std::thread::scope(|s| {
-        let mut chunks = data.chunks_mut(per * width);
-        let first = chunks.next();
-        for c in chunks {
-            let f = &f;
-            s.spawn(move || f(c));
-        }
-        if let Some(c) = first {
-            f(c);
-        }
-    });
+    par_rows_with(data, &[], width, |c, _| f(c));
 }
 
-/// Runs `f(i)` for i in 0..n on every thread, each taking the next index.
-fn par_tasks(n: usize, f: impl Fn(usize, &mut Vec<f32>) + Sync) {
-    let next = AtomicUsize::new(0);
-    let work = || {
-        let mut scratch = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
-            }
-            f(i, &mut scratch);
-        }
-    };
-    std::thread::scope(|s| {
-        for _ in 1..threads().min(n) {
-            s.spawn(work);
-        }
-        work();
+/// [`par_rows`] over `data` with the matching rows of `other` (same width, or empty).
+fn par_rows_with(
+    data: &mut [f32],
+    other: &[f32],
+    width: usize,
+    f: impl Fn(&mut [f32], &[f32]) + Sync,
+) {
+    let rows = data.len() / width.max(1);
+    let per = rows.div_ceil(threads()).max(1) * width;
+    for_each_chunk_mut(data, per, |p, c| {
+        let o = other.get(p * per..p * per + c.len()).unwrap_or(&[]);
+        f(c, o)
     });
 }
 
@@ -169,13 +120,13 @@ fn attention(qkv: &[f32], n: usize, l: usize, heads: usize, bias: BiasView) -> V
     let scale = 1.0 / (d as f32).sqrt();
     let mut ctx = vec![0f32; n * l * h];
     let out = SharedOut(ctx.as_mut_ptr());
-    par_tasks(n * heads, |task, scores| {
+    for_each_part(n * heads, |task| {
+        let mut scores = vec![0f32; l * l];
         let (seq, head) = (task / heads, task % heads);
         let base = seq * l * h3 + head * d;
         let q = MatRef::from_row_major_slice_with_stride(&qkv[base..], l, d, h3);
         let k = MatRef::from_row_major_slice_with_stride(&qkv[base + h..], l, d, h3);
         let v = MatRef::from_row_major_slice_with_stride(&qkv[base + 2 * h..], l, d, h3);
-        scores.resize(l * l, 0.0);
         let sm = MatMut::from_row_major_slice_mut(&mut scores[..], l, l);
         faer::linalg::matmul::matmul(sm, Accum::Replace, q, k.transpose(), 1.0, Par::Seq);
         for (i, row) in scores.chunks_exact_mut(l).enumerate() {
@@ -202,44 +153,21 @@ pub(crate) fn post_ln_block(
 ) -> Vec<f32> {
     let rows = n * l;
     let hidden = w.ln1_g.len();
-    let par = Par::rayon(threads());
-    let qkv = linear(x, rows, w.qkv_w, w.qkv_b.len(), Some(w.qkv_b), par);
+    let qkv = linear(x, rows, w.qkv_w, w.qkv_b.len(), Some(w.qkv_b));
     let ctx = attention(&qkv, n, l, w.heads, bias);
     drop(qkv);
-    let mut a = linear(&ctx, rows, w.o_w, hidden, None, par);
+    let mut a = linear(&ctx, rows, w.o_w, hidden, None);
     drop(ctx);
     par_rows_with(&mut a, x, hidden, |rows_a, rows_x| {
         kernels::residual_layer_norm(rows_a, w.o_b, rows_x, w.ln1_g, w.ln1_b, w.eps1)
     });
     let ffn = w.ff_in_b.len();
-    let mut f = linear(&a, rows, w.ff_in_w, ffn, None, par);
+    let mut f = linear(&a, rows, w.ff_in_w, ffn, None);
     par_rows(&mut f, ffn, |r| kernels::bias_gelu_rows(r, w.ff_in_b));
-    let mut y = linear(&f, rows, w.ff_out_w, hidden, None, par);
+    let mut y = linear(&f, rows, w.ff_out_w, hidden, None);
     drop(f);
     par_rows_with(&mut y, &a, hidden, |rows_y, rows_a| {
         kernels::residual_layer_norm(rows_y, w.ff_out_b, rows_a, w.ln2_g, w.ln2_b, w.eps2)
     });
     y
-}
-
-/// [`par_rows`] over `data` with the matching rows of `other` (same width).
-fn par_rows_with(
-    data: &mut [f32],
-    other: &[f32],
-    width: usize,
-    f: impl Fn(&mut [f32], &[f32]) + Sync,
-) {
-    let rows = data.len() / width.max(1);
-    let per = rows.div_ceil(threads()).max(1) * width;
-    std::thread::scope(|s| {
-        let mut pairs = data.chunks_mut(per).zip(other.chunks(per));
-        let first = pairs.next();
-        for (c, o) in pairs {
-            let f = &f;
-            s.spawn(move || f(c, o));
-        }
-        if let Some((c, o)) = first {
-            f(c, o);
-        }
-    });
 }

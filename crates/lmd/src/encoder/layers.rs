@@ -285,7 +285,7 @@ impl PostLnBlock {
             self.ln2.weight(),
             self.ln2.bias()?,
         ];
-        let y = cpu_block::with_host_f32(&ts, |s| {
+        let y = kernels::host::with_host_f32(&ts, |s| {
             let w = BlockWeights {
                 qkv_w: s[2],
                 qkv_b: s[3],

@@ -1,4 +1,4 @@
-//! Parallel work of the CPU custom ops on candle's own worker pool.
+//! Parallel work of CPU custom ops on candle's own worker pool.
 //!
 //! candle runs its CPU ops on a pool whose workers spin for a while after each op before
 //! parking. Custom ops that parallelise on other pools (rayon, faer's) then run with those
@@ -13,13 +13,14 @@ use candle_core::utils::barrier_pool;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 
-/// Threads that share the work: candle's workers plus the calling thread.
-pub(crate) fn threads() -> usize {
+/// Threads that share the work: candle's workers plus the calling thread (`RAYON_NUM_THREADS`
+/// or `CANDLE_NUM_THREADS`, else every core).
+pub fn threads() -> usize {
     barrier_pool().n_workers() + 1
 }
 
 /// Runs `f(part)` for every part in `0..parts` on candle's CPU pool.
-pub(crate) fn for_each_part(parts: usize, f: impl Fn(usize) + Sync) {
+pub fn for_each_part(parts: usize, f: impl Fn(usize) + Sync) {
     if parts <= 1 {
         if parts == 1 {
             f(0);
@@ -35,17 +36,17 @@ pub(crate) fn for_each_part(parts: usize, f: impl Fn(usize) + Sync) {
 
 /// `data` cut into consecutive `chunk`-long pieces, each behind its own lock, so that part p
 /// of a [`for_each_part`] call can take piece p (see [`take`]).
-pub(crate) fn pieces<T>(data: &mut [T], chunk: usize) -> Vec<Mutex<&mut [T]>> {
+pub fn pieces<T>(data: &mut [T], chunk: usize) -> Vec<Mutex<&mut [T]>> {
     data.chunks_mut(chunk.max(1)).map(Mutex::new).collect()
 }
 
 /// Locks one piece (each is taken by one part only, so this never waits).
-pub(crate) fn take<'a, 'b, T>(piece: &'a Mutex<&'b mut [T]>) -> MutexGuard<'a, &'b mut [T]> {
+pub fn take<'a, 'b, T>(piece: &'a Mutex<&'b mut [T]>) -> MutexGuard<'a, &'b mut [T]> {
     piece.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs `f(index, chunk)` on consecutive `chunk`-long pieces of `data` in parallel.
-pub(crate) fn for_each_chunk_mut<T: Send>(
+pub fn for_each_chunk_mut<T: Send>(
     data: &mut [T],
     chunk: usize,
     f: impl Fn(usize, &mut [T]) + Sync,
@@ -56,7 +57,7 @@ pub(crate) fn for_each_chunk_mut<T: Send>(
 
 /// dst ← alpha·lhs·rhs (+ dst with [`Accum::Add`]), split by rows of dst over the pool, each
 /// block a sequential faer GEMM.
-pub(crate) fn gemm(
+pub fn gemm(
     dst: MatMut<'_, f32>,
     accum: Accum,
     lhs: MatRef<'_, f32>,

@@ -4,11 +4,7 @@
 use candle_core::{CpuStorage, Layout, Storage, Tensor};
 
 /// The contiguous f32 data of a CPU storage, or an error naming the custom op `op`.
-pub(crate) fn f32_data<'a>(
-    s: &'a CpuStorage,
-    l: &Layout,
-    op: &str,
-) -> candle_core::Result<&'a [f32]> {
+pub fn f32_data<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {
         candle_core::bail!("{op} expects f32 inputs")
     };
@@ -20,7 +16,7 @@ pub(crate) fn f32_data<'a>(
 
 /// Runs `f` on the f32 data of contiguous CPU tensors, borrowed in place (their read guards are
 /// held for the call); `None` when any is on another device, of another dtype or strided.
-pub(crate) fn with_host_f32<R>(ts: &[&Tensor], f: impl FnOnce(&[&[f32]]) -> R) -> Option<R> {
+pub fn with_host_f32<R>(ts: &[&Tensor], f: impl FnOnce(&[&[f32]]) -> R) -> Option<R> {
     let guards: Vec<_> = ts.iter().map(|t| t.storage_and_layout()).collect();
     let mut slices = Vec::with_capacity(ts.len());
     for (storage, layout) in &guards {
@@ -34,6 +30,6 @@ pub(crate) fn with_host_f32<R>(ts: &[&Tensor], f: impl FnOnce(&[&[f32]]) -> R) -
 }
 
 /// The error of a backward pass handed tensors [`with_host_f32`] cannot borrow.
-pub(crate) fn not_host_f32(op: &str) -> candle_core::Error {
+pub fn not_host_f32(op: &str) -> candle_core::Error {
     candle_core::Error::Msg(format!("{op}: backward needs contiguous f32 CPU tensors"))
 }
