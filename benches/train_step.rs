@@ -8,9 +8,14 @@
 //! shapes.
 //!
 //! `cargo bench -p lmsplit --bench train_step`
+//!
+//! Whole-process timing beside the PyTorch peer (`scripts/peer_two_tower_gpt.py`):
+//! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape,
+//! runs one warm-up step and 10 timed steps, prints JSON and exits.
 
 use candle_core::Device;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use lmsplit::corpus::TokenBatch;
 use lmsplit::towers::data::BatchSource;
 use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
 
@@ -59,21 +64,69 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     v
 }
 
+/// A model of `cfg` and one batch of B x T tokens.
+fn setup(style: Style, cfg: &ModelConfig, b: usize, t: usize) -> (TwoTowerLm, TokenBatch) {
+    let model = TwoTowerLm::new(cfg, &Device::Cpu, 0).unwrap();
+    let mut src = MarkovSource::new(style, cfg.vocab_size, 4, b, t, 1, 2).unwrap();
+    (model, src.next_batch().unwrap())
+}
+
+/// The default trainer (AdamW, clipping, schedule) with a budget the bench never reaches.
+fn trainer(model: &TwoTowerLm) -> Trainer<'_, TwoTowerLm> {
+    let tc = TrainConfig {
+        budget: Budget::Steps(1_000_000),
+        ..TrainConfig::default()
+    };
+    Trainer::new(model, tc, None).unwrap()
+}
+
+/// `TRAIN_STEP_ONESHOT=style/shape/steps`: times `steps` steps after one warm-up step.
+fn oneshot(spec: &str) {
+    let parts: Vec<&str> = spec.split('/').collect();
+    let [style, shape, steps] = parts[..] else {
+        panic!("TRAIN_STEP_ONESHOT wants style/shape/steps, got {spec}")
+    };
+    let style = match style {
+        "gpt" => Style::Gpt,
+        "bert" => Style::Bert,
+        "elmo" => Style::Elmo,
+        other => panic!("unknown style {other}"),
+    };
+    let steps: usize = steps.parse().expect("steps");
+    let (_, cfg, b, t) = shapes(style)
+        .into_iter()
+        .find(|s| s.0 == shape)
+        .unwrap_or_else(|| panic!("unknown shape {shape}"));
+    let (model, batch) = setup(style, &cfg, b, t);
+    let mut tr = trainer(&model);
+    tr.step(std::slice::from_ref(&batch)).unwrap();
+    let start = std::time::Instant::now();
+    for _ in 0..steps {
+        tr.step(std::slice::from_ref(&batch)).unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({
+            "style": format!("{style:?}"), "shape": shape,
+            "tokens_per_s": (steps * b * t) as f64 / secs, "s_per_step": secs / steps as f64,
+        })
+    );
+}
+
 fn train_step(c: &mut Criterion) {
     // As the examples do: freed buffers stay in the process (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
+    if let Ok(spec) = std::env::var("TRAIN_STEP_ONESHOT") {
+        oneshot(&spec);
+        std::process::exit(0);
+    }
     for style in [Style::Gpt, Style::Bert, Style::Elmo] {
         let mut g = c.benchmark_group(format!("train_step_{style:?}").to_lowercase());
         g.sample_size(10);
         for (name, cfg, b, t) in shapes(style) {
-            let model = TwoTowerLm::new(&cfg, &Device::Cpu, 0).unwrap();
-            let mut src = MarkovSource::new(style, cfg.vocab_size, 4, b, t, 1, 2).unwrap();
-            let batch = src.next_batch().unwrap();
-            let tc = TrainConfig {
-                budget: Budget::Steps(1_000_000),
-                ..TrainConfig::default()
-            };
-            let mut tr = Trainer::new(&model, tc, None).unwrap();
+            let (model, batch) = setup(style, &cfg, b, t);
+            let mut tr = trainer(&model);
             g.throughput(Throughput::Elements((b * t) as u64));
             g.bench_function(BenchmarkId::new(name, format!("B{b}xT{t}")), |bench| {
                 bench.iter(|| tr.step(std::slice::from_ref(&batch)).unwrap())
