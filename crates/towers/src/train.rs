@@ -122,6 +122,10 @@ pub struct TrainState {
     pub cursor: Value,
     /// The training configuration in force.
     pub train: TrainConfig,
+    /// Losses of the last (up to) 10 updates with a finite loss, so that a resumed run reports
+    /// the same final training loss as an uninterrupted one (empty in older checkpoints).
+    #[serde(default)]
+    pub recent_losses: Vec<f64>,
 }
 
 /// What one update did.
@@ -146,13 +150,14 @@ pub struct TrainSummary {
     pub steps: u64,
     /// Token positions consumed in total.
     pub tokens: u64,
-    /// Mean training loss of the last (up to) 10 updates.
+    /// Mean training loss of the last (up to) 10 updates (NaN before any finite-loss update).
     pub train_loss: f64,
     /// Final validation loss (nats per labelled position), if validation batches were given.
     pub val_loss: Option<f64>,
     /// exp(val_loss).
     pub val_ppl: Option<f64>,
-    /// Token positions per second in this call.
+    /// Token positions per second in this call; for a finished run resumed (no update in this
+    /// call), over the training time of the runs that did the updates.
     pub tokens_per_s: f64,
     /// The final checkpoint, if an output directory was given.
     pub checkpoint: Option<PathBuf>,
@@ -203,6 +208,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 elapsed_s: 0.0,
                 cursor: Value::Null,
                 train: cfg,
+                recent_losses: Vec::new(),
             },
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
@@ -393,7 +399,6 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         };
         let start = Instant::now();
         let tokens0 = self.state.tokens;
-        let mut recent: Vec<f64> = Vec::new();
         let mut val_loss = None;
         let mut interrupted = false;
         while !self.done() {
@@ -404,6 +409,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             let s = self.step(&micro)?;
             self.state.elapsed_s += t0.elapsed().as_secs_f64();
             if s.loss.is_finite() {
+                let recent = &mut self.state.recent_losses;
                 recent.push(s.loss);
                 if recent.len() > 10 {
                     recent.remove(0);
@@ -458,6 +464,13 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             None
         };
         let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let recent = &self.state.recent_losses;
+        let tokens_per_s = if self.state.tokens > tokens0 {
+            (self.state.tokens - tokens0) as f64 / secs
+        } else {
+            // A finished run resumed: report the rate of the runs that did the updates.
+            self.state.tokens as f64 / self.state.elapsed_s.max(1e-9)
+        };
         Ok(TrainSummary {
             steps: self.state.step,
             tokens: self.state.tokens,
@@ -468,7 +481,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             },
             val_loss,
             val_ppl: val_loss.map(f64::exp),
-            tokens_per_s: (self.state.tokens - tokens0) as f64 / secs,
+            tokens_per_s,
             checkpoint,
             interrupted,
         })

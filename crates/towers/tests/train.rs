@@ -59,7 +59,7 @@ fn killed_run_resumes_to_identical_weights() {
 
     let a = model(&mc, 21);
     let mut sa = source(&mc, 4, 12, 5);
-    Trainer::new(&a, tc.clone(), Some(&dir.path().join("a")))
+    let summary_a = Trainer::new(&a, tc.clone(), Some(&dir.path().join("a")))
         .unwrap()
         .train(&mut sa, &valid)
         .unwrap();
@@ -80,6 +80,17 @@ fn killed_run_resumes_to_identical_weights() {
     assert_eq!(tr.state().step, 6);
     let s = tr.train(&mut sb2, &valid).unwrap();
     assert_eq!(s.steps, 8);
+    // The last-10 training loss spans the interruption (the checkpoint keeps the losses).
+    assert_eq!(s.train_loss, summary_a.train_loss);
+    assert!(s.train_loss.is_finite());
+    // Resuming a finished run does no update and still reports its loss and rate.
+    let a2 = model(&mc, 5);
+    let mut sa2 = source(&mc, 4, 12, 5);
+    let mut done =
+        Trainer::resume_or_new(&a2, tc.clone(), &dir.path().join("a"), &mut sa2).unwrap();
+    let again = done.train(&mut sa2, &valid).unwrap();
+    assert_eq!((again.steps, again.train_loss), (8, summary_a.train_loss));
+    assert!(again.tokens_per_s.is_finite() && again.tokens_per_s > 0.0);
 
     let wa = a.params().snapshot().unwrap();
     let wb = b2.params().snapshot().unwrap();
