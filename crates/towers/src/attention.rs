@@ -92,6 +92,7 @@ pub fn attend_composed(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Te
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::assert_same_op;
     use candle_core::Var;
 
     #[test]
@@ -118,24 +119,7 @@ mod tests {
             .unwrap();
             let fused = attend(&qkv, &bias, nh).unwrap();
             let comp = attend_composed(&qkv, &bias, nh).unwrap();
-            let diff = |a: &Tensor, c: &Tensor| -> (f32, f32) {
-                let d = (a - c).unwrap().abs().unwrap().max_all().unwrap();
-                let s = c.abs().unwrap().max_all().unwrap();
-                (d.to_scalar().unwrap(), s.to_scalar().unwrap())
-            };
-            let (d, s) = diff(&fused, &comp);
-            assert!(
-                d <= 1e-6 * s.max(1.0),
-                "causal {causal}: values differ by {d}"
-            );
-            let gf = (fused * &w).unwrap().sum_all().unwrap().backward().unwrap();
-            let gc = (comp * &w).unwrap().sum_all().unwrap().backward().unwrap();
-            let (gf, gc) = (gf.get(&qkv).unwrap(), gc.get(&qkv).unwrap());
-            let (d, s) = diff(gf, gc);
-            assert!(
-                s > 0.0 && d <= 1e-5 * s,
-                "causal {causal}: gradients differ by {d} (scale {s})"
-            );
+            assert_same_op(&fused, &comp, &w, &[&qkv], 1e-5);
         }
     }
 }

@@ -33,6 +33,8 @@ pub mod norm;
 pub mod optim;
 pub mod params;
 pub mod schedule;
+#[cfg(test)]
+mod test_util;
 pub mod train;
 pub mod transformer;
 
