@@ -7,9 +7,9 @@ pub mod alloc;
 pub mod process;
 
 pub use corpus;
-pub use kernels;
 pub use heads;
 pub use ica;
+pub use kernels;
 pub use lmd;
 pub use prefscore;
 pub use report;
