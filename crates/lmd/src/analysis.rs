@@ -6,15 +6,21 @@
 //! Cholesky factorisation, the regression of block i on all the others is
 //! W_i = −P_ii⁻¹ P_i,−i (the precision-matrix identity; it holds for the ridge too, because λI
 //! only touches diagonal blocks). P is never formed: the residuals are scored in the basis
-//! whitened by the Cholesky factor (see `group_precision`, ≈ 2 D³ flops). Where the ridge must be computed for each basis block alone
-//! ([`Ridge::MinEigen`]) or the joint covariance is numerically singular under [`Ridge::None`],
-//! every group fit is done directly instead ([`group_r2_direct`]).
+//! whitened by the Cholesky factor (see `group_precision`, ≈ 2 D³ flops). Where the ridge must
+//! be computed for each basis block alone ([`Ridge::MinEigen`]) or the joint covariance is
+//! numerically singular under [`Ridge::None`], every group fit is done directly instead
+//! ([`group_r2_direct`]).
+//!
+//! Pairwise fits under a fixed ridge whiten each basis once and serve all targets from two
+//! triangular solves on d_b × d_t panels copied whole from the moments (`pairwise_whitened`).
 
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::{matmul, triangular_inverse};
+use faer::prelude::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatRef, Par, Side};
 
 use crate::cka;
+use crate::dense;
 use crate::error::{LmdError, Result};
 use crate::fit::{self, pinv_tolerance, pool, residual_ss, solve_w, Ridge, Solver};
 use crate::moments::Moments;
@@ -74,7 +80,7 @@ pub enum Arithmetic {
     #[default]
     F64,
     /// Factorisations and whitening in f64, the product Ũ_i Z of the residual rows and the
-    /// whitened test factor (a third of the flops) in f32: ≈ 12 % less CPU time at D = 9216;
+    /// whitened test factor (a third of the flops) in f32: 5–15 % less time at D = 9216;
     /// R² agrees with [`Arithmetic::F64`] to ~1e-7 (4.9e-8 at 12 × 768; tested to 1e-5 on a
     /// nearly collinear zoo).
     MixedF32,
@@ -145,6 +151,7 @@ pub fn pairwise_r2(train: &Moments, test: &Moments, ridge: Ridge) -> Result<Pair
     check_compatible(train, test)?;
     let m = train.names().len();
     let mut values = vec![1.0; m * m];
+    let mut panels = None;
     for j in 0..m {
         let bcols: Vec<usize> = train.range(j).collect();
         let targets: Vec<usize> = (0..m).filter(|&i| i != j).collect();
@@ -158,16 +165,20 @@ pub fn pairwise_r2(train: &Moments, test: &Moments, ridge: Ridge) -> Result<Pair
                 dim: bcols.len() + 1,
             });
         }
-        let tcols = train.columns(&targets);
         let whitened = match ridge {
             Ridge::Fixed(l) if l.is_finite() && l >= 0.0 => {
-                pairwise_whitened(train, test, &tcols, &bcols, l)?
+                let panels = match &mut panels {
+                    Some(p) => p,
+                    None => panels.insert(PairPanels::new(train, test)?),
+                };
+                pairwise_whitened(train, test, j, l, panels)
             }
             _ => None,
         };
         let parts = match whitened {
             Some(parts) => parts,
             None => {
+                let tcols = train.columns(&targets);
                 let c_bb = train.cov_block(&bcols, &bcols);
                 let solver = Solver::new(
                     c_bb.as_ref(),
@@ -192,76 +203,133 @@ pub fn pairwise_r2(train: &Moments, test: &Moments, ridge: Ridge) -> Result<Pair
     })
 }
 
-/// Per target dimension (SSR/n', SST/n') of the fits of `tcols` on `bcols` under a fixed ridge,
-/// whitened by the basis factor (3 d_b² d_t flops instead of 4 for solve + quadratic form):
-/// with C_bb + λI = L Lᵀ, G = L⁻¹ C_bt gives W = Gᵀ L⁻¹, so with S' the test second moment about
-/// the train mean, w_r·S'_br = g_r·h_r (H = L⁻¹ S'_bt) and w_rᵀ S'_bb w_r = ‖Z_bᵀ g_r‖² − ‖g_r‖²,
-/// Z_b = L⁻¹ L'' with L'' L''ᵀ = S'_bb + C_bb + λI (positive definite even when S'_bb is
-/// singular). `None` when a factorisation fails (the general path then reports the error).
+/// What every basis of the whitened pairwise fits shares: the train-to-test mean shift, the
+/// test variances, and three d_b × d_t panels allocated once (at 12 × 768, fresh panels for
+/// each basis would cost more in page faults than their products cost in flops).
+struct PairPanels {
+    delta: Vec<f64>,
+    var_test: Vec<f64>,
+    g: Mat<f64>,
+    h: Mat<f64>,
+    q: Mat<f64>,
+}
+
+impl PairPanels {
+    fn new(train: &Moments, test: &Moments) -> Result<Self> {
+        test.require_samples(1, "held-out scoring")?;
+        let (mean_tr, mean_te) = (train.mean()?, test.mean()?);
+        let d = train.dim();
+        let (rows, cols) = (
+            train.widths().iter().copied().max().unwrap_or(0),
+            d - train.widths().iter().copied().min().unwrap_or(0),
+        );
+        Ok(Self {
+            delta: mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect(),
+            var_test: test.variances(),
+            g: Mat::zeros(rows, cols),
+            h: Mat::zeros(rows, cols),
+            q: Mat::zeros(rows, cols),
+        })
+    }
+}
+
+/// Per target dimension (SSR/n', SST/n') of the fits of every other model on basis `j` under a
+/// fixed ridge, whitened by the basis factor (3 d_b² d_t flops instead of 4 for solve +
+/// quadratic form): with C_bb + λI = L Lᵀ, G = L⁻¹ C_bt gives W = Gᵀ L⁻¹, so with S' the test
+/// second moment about the train mean, w_r·S'_br = g_r·h_r (H = L⁻¹ S'_bt) and
+/// w_rᵀ S'_bb w_r = ‖Z_bᵀ g_r‖² − ‖g_r‖², Z_b = L⁻¹ L'' with L'' L''ᵀ = S'_bb + C_bb + λI
+/// (positive definite even when S'_bb is singular). All targets share one pair of triangular
+/// solves on the d_b × d_t panels [C_bt | S'_bt], whose blocks are copied whole from the stored
+/// moments. `None` when a factorisation fails (the general path then reports the error).
 fn pairwise_whitened(
     train: &Moments,
     test: &Moments,
-    tcols: &[usize],
-    bcols: &[usize],
+    j: usize,
     lambda: f64,
-) -> Result<Option<Vec<(f64, f64)>>> {
-    test.require_samples(1, "held-out scoring")?;
+    p: &mut PairPanels,
+) -> Option<Vec<(f64, f64)>> {
     let par = faer::get_global_parallelism();
-    let (mean_tr, mean_te) = (train.mean()?, test.mean()?);
-    let delta: Vec<f64> = mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect();
-    let mut c_bb = train.cov_block(bcols, bcols);
-    for k in 0..bcols.len() {
+    let bj = train.range(j);
+    let db = bj.len();
+    let targets: Vec<usize> = (0..train.names().len()).filter(|&i| i != j).collect();
+    let dt: usize = targets.iter().map(|&i| train.widths()[i]).sum();
+    let mut c_bb = Mat::<f64>::zeros(db, db);
+    train.cov_range_into(bj.clone(), bj.clone(), c_bb.as_mut());
+    for k in 0..db {
         c_bb[(k, k)] += lambda;
     }
-    let Ok(l) = c_bb.llt(Side::Lower) else {
-        return Ok(None);
-    };
-    let mut g = train.cov_block(bcols, tcols);
-    l.L().solve_lower_triangular_in_place(g.as_mut());
-    let mut h = test.cov_block(bcols, tcols);
-    for (c, &t) in tcols.iter().enumerate() {
-        for (r, &b) in bcols.iter().enumerate() {
-            h[(r, c)] += delta[b] * delta[t];
+    let l = c_bb.llt(Side::Lower).ok()?;
+    let mut g = p.g.as_mut().submatrix_mut(0, 0, db, dt);
+    let mut h = p.h.as_mut().submatrix_mut(0, 0, db, dt);
+    let mut start = 0;
+    for &i in &targets {
+        let (ri, w) = (train.range(i), train.widths()[i]);
+        train.cov_range_into(bj.clone(), ri.clone(), g.rb_mut().subcols_mut(start, w));
+        let mut hb = h.rb_mut().subcols_mut(start, w);
+        test.cov_range_into(bj.clone(), ri.clone(), hb.rb_mut());
+        // S' = S + δδᵀ: the second moment about the train mean (panel columns are contiguous).
+        let db_delta = &p.delta[bj.clone()];
+        for (k, t) in ri.enumerate() {
+            let dt_ = p.delta[t];
+            let col = hb.rb_mut().col_mut(k).try_as_col_major_mut()?;
+            for (v, &b) in col.as_slice_mut().iter_mut().zip(db_delta) {
+                *v += b * dt_;
+            }
+        }
+        start += w;
+    }
+    l.L().solve_lower_triangular_in_place(g.rb_mut());
+    l.L().solve_lower_triangular_in_place(h.rb_mut());
+    let mut s2 = Mat::<f64>::zeros(db, db);
+    test.cov_range_into(bj.clone(), bj.clone(), s2.as_mut());
+    for (c, bc) in bj.clone().enumerate() {
+        for (r, br) in bj.clone().enumerate() {
+            s2[(r, c)] += p.delta[br] * p.delta[bc] + c_bb[(r, c)];
         }
     }
-    l.L().solve_lower_triangular_in_place(h.as_mut());
-    let s_bb = test.cov_block(bcols, bcols);
-    let s2 = Mat::<f64>::from_fn(bcols.len(), bcols.len(), |r, c| {
-        s_bb[(r, c)] + delta[bcols[r]] * delta[bcols[c]] + c_bb[(r, c)]
-    });
-    let Ok(ls) = s2.llt(Side::Lower) else {
-        return Ok(None);
-    };
+    let ls = s2.llt(Side::Lower).ok()?;
     let mut zb = ls.L().to_owned();
+    dense::zero_upper(zb.as_mut());
     l.L().solve_lower_triangular_in_place(zb.as_mut());
-    let mut q = Mat::<f64>::zeros(bcols.len(), tcols.len());
-    triangular::matmul(
-        q.as_mut(),
-        BlockStructure::Rectangular,
-        Accum::Replace,
-        zb.transpose(),
-        BlockStructure::TriangularUpper,
-        g.as_ref(),
-        BlockStructure::Rectangular,
-        1.0,
-        par,
-    );
-    let col = |m: &Mat<f64>, a: &Mat<f64>, c: usize| -> f64 {
-        (0..m.nrows()).map(|r| m[(r, c)] * a[(r, c)]).sum()
-    };
-    Ok(Some(
-        tcols
+    // Q = Z_bᵀ G, Z_bᵀ upper triangular with zeros stored below: one GEMM per row block of
+    // Z_bᵀ over the rows of G it touches (faer's triangular product ran at half its GEMM rate
+    // on these 768 × 8448 panels).
+    let mut q = p.q.as_mut().submatrix_mut(0, 0, db, dt);
+    let zt = zb.transpose();
+    let mut r0 = 0;
+    while r0 < db {
+        let r1 = (r0 + dense::BLOCK).min(db);
+        matmul::matmul(
+            q.rb_mut().subrows_mut(r0, r1 - r0),
+            Accum::Replace,
+            zt.submatrix(r0, r0, r1 - r0, db - r0),
+            g.rb().subrows(r0, db - r0),
+            1.0,
+            par,
+        );
+        r0 = r1;
+    }
+    let dot = |a: MatRef<'_, f64>, b: MatRef<'_, f64>, c: usize| -> f64 {
+        a.col(c)
             .iter()
+            .zip(b.col(c).iter())
+            .map(|(x, y)| x * y)
+            .sum()
+    };
+    let (g, h, q) = (g.rb(), h.rb(), q.rb());
+    let tcols = targets.iter().flat_map(|&i| train.range(i));
+    Some(
+        tcols
             .enumerate()
-            .map(|(c, &t)| {
-                let sst = test.cov_block(&[t], &[t])[(0, 0)];
-                let ssr = sst + delta[t] * delta[t] - 2.0 * col(&g, &h, c) + col(&q, &q, c)
-                    - col(&g, &g, c);
+            .map(|(c, t)| {
+                let sst = p.var_test[t];
+                let ssr = sst + p.delta[t] * p.delta[t] - 2.0 * dot(g, h, c) + dot(q, q, c)
+                    - dot(g, g, c);
                 // Rounding can take an exact fit a hair below zero.
                 (ssr.max(0.0), sst)
             })
             .collect(),
-    ))
+    )
 }
 
 /// Group R²(u_i, {u_-i}) for every model: through the precision identity when the ridge allows
@@ -346,6 +414,11 @@ pub fn group_r2_direct(train: &Moments, test: &Moments, ridge: Ridge) -> Result<
 /// exploiting that Ũ_i starts at block i and Z is triangular) ≈ 2 D³, of which the last
 /// 2D³/3 multiplies a whitened Z by rows whose norms are the train residual scale (an
 /// orthonormal basis scaled by R_i⁻ᵀ): [`Arithmetic::MixedF32`] runs it in f32.
+///
+/// Memory: three D × D buffers (C + λI → L → S'' → L'' in one, X, Z). At D = 9216 each fresh
+/// 680 MB buffer costs ~0.5 s of page faults on a 2-core VM, so nothing else of that size is
+/// allocated; both Cholesky factorisations run in place ([`dense::cholesky_in_place`]) and
+/// the covariances are assembled column slice by column slice ([`Moments::add_cov_lower`]).
 fn group_precision(
     train: &Moments,
     test: &Moments,
@@ -366,35 +439,45 @@ fn group_precision(
     }
     test.require_samples(1, "held-out scoring")?;
     let par = faer::get_global_parallelism();
-    let mut c = train.covariance()?;
+    // One D × D buffer carries C + λI, then its factor L, then S'' and its factor L'': every
+    // fresh D² allocation costs ~0.5 s of page faults at D = 9216, and faer's own Cholesky
+    // copies its input.
+    let mut a = Mat::<f64>::zeros(d, d);
+    train.add_cov_lower(&mut a, 1.0);
     for k in 0..d {
-        c[(k, k)] += lambda;
+        a[(k, k)] += lambda;
     }
-    let Ok(llt) = c.llt(Side::Lower) else {
+    // The rank check needs C itself (symmetric); only Ridge::None asks for it.
+    let c_full = check_rank.then(|| symmetric_from_lower(a.as_ref()));
+    if !dense::cholesky_in_place(a.as_mut(), par) {
         return Ok(None);
-    };
+    }
     let mut x = Mat::<f64>::zeros(d, d);
-    triangular_inverse::invert_lower_triangular(x.as_mut(), llt.L(), par);
-    drop(llt);
-    if check_rank && !full_rank(&c, &x) {
-        return Ok(None);
-    }
-    // S'' = S' + (C + λI), S' = the test second moment about the train mean.
-    let mean_tr = train.mean()?;
-    let mean_te = test.mean()?;
-    let mut s = test.covariance()?;
-    let sst: Vec<f64> = (0..d).map(|k| s[(k, k)]).collect();
-    let delta: Vec<f64> = mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect();
-    for cc in 0..d {
-        for rr in cc..d {
-            s[(rr, cc)] += delta[rr] * delta[cc] + c[(rr, cc)];
+    triangular_inverse::invert_lower_triangular(x.as_mut(), a.as_ref(), par);
+    if let Some(c) = &c_full {
+        if !full_rank(c, &x) {
+            return Ok(None);
         }
     }
-    drop(c);
-    let Ok(ls) = s.llt(Side::Lower) else {
+    drop(c_full);
+    // S'' = S' + (C + λI), S' = the test second moment about the train mean (lower triangle).
+    let mean_tr = train.mean()?;
+    let mean_te = test.mean()?;
+    let delta: Vec<f64> = mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect();
+    a.fill(0.0);
+    test.add_cov_lower(&mut a, 1.0);
+    let sst: Vec<f64> = (0..d).map(|k| a[(k, k)]).collect();
+    train.add_cov_lower(&mut a, 1.0);
+    for c in 0..d {
+        let col = &mut a.col_as_slice_mut(c)[c..];
+        for (v, &dr) in col.iter_mut().zip(&delta[c..]) {
+            *v += dr * delta[c];
+        }
+        col[0] += lambda;
+    }
+    if !dense::cholesky_in_place(a.as_mut(), par) {
         return Ok(None);
-    };
-    drop(s);
+    }
     let mut z = Mat::<f64>::zeros(d, d);
     triangular::matmul(
         z.as_mut(),
@@ -402,16 +485,16 @@ fn group_precision(
         Accum::Replace,
         x.as_ref(),
         BlockStructure::TriangularLower,
-        ls.L(),
+        a.as_ref(),
         BlockStructure::TriangularLower,
         1.0,
         par,
     );
-    drop(ls);
+    drop(a);
     let z32 = match arithmetic {
         Arithmetic::F64 => None,
         Arithmetic::MixedF32 => {
-            let z32 = Mat::<f32>::from_fn(d, d, |r, c| z[(r, c)] as f32);
+            let z32 = to_f32(z.as_ref());
             z = Mat::zeros(0, 0);
             Some(z32)
         }
@@ -446,15 +529,14 @@ fn group_precision(
             .transpose()
             .solve_upper_triangular_in_place(ut.as_mut());
         let g = match &z32 {
-            None => block_rows(ut.as_ref(), z.as_ref(), o, 1.0, par),
+            None => row_norms2(block_rows(ut.as_ref(), z.as_ref(), o, 1.0, par).as_ref()),
             Some(z32) => {
-                let ut32 = Mat::<f32>::from_fn(di, d - o, |a, b| ut[(a, b)] as f32);
-                let g32 = block_rows(ut32.as_ref(), z32.as_ref(), o, 1.0f32, par);
-                Mat::<f64>::from_fn(di, d, |a, b| g32[(a, b)] as f64)
+                let g32 = block_rows(to_f32(ut.as_ref()).as_ref(), z32.as_ref(), o, 1.0f32, par);
+                row_norms2(g32.as_ref())
             }
         };
         // SSR per dimension = ‖row of Ũ Z‖² (test + the added I) − ‖row of Ũ‖² (the I part).
-        let (both, train_part) = (row_norms2(g.as_ref()), row_norms2(ut.as_ref()));
+        let (both, train_part) = (g, row_norms2(ut.as_ref()));
         let parts: Vec<(f64, f64)> = (0..di)
             .map(|k| ((both[k] - train_part[k]).max(0.0), sst[o + k]))
             .collect();
@@ -463,15 +545,35 @@ fn group_precision(
     Ok(Some(r2))
 }
 
-/// Squared Euclidean norm of every row (column-major walk).
-fn row_norms2(a: MatRef<'_, f64>) -> Vec<f64> {
+/// Squared Euclidean norm of every row, accumulated in f64 (column-major walk on slices).
+fn row_norms2<T: Copy + Into<f64>>(a: MatRef<'_, T>) -> Vec<f64> {
     let mut out = vec![0.0; a.nrows()];
     for c in 0..a.ncols() {
+        let col = a.col(c);
         for (k, o) in out.iter_mut().enumerate() {
-            *o += a[(k, c)] * a[(k, c)];
+            let v: f64 = col[k].into();
+            *o += v * v;
         }
     }
     out
+}
+
+/// An f32 copy of an f64 matrix (column by column).
+fn to_f32(a: MatRef<'_, f64>) -> Mat<f32> {
+    let mut out = Mat::<f32>::zeros(a.nrows(), a.ncols());
+    for c in 0..a.ncols() {
+        let src = a.col(c);
+        for (k, v) in out.col_as_slice_mut(c).iter_mut().enumerate() {
+            *v = src[k] as f32;
+        }
+    }
+    out
+}
+
+/// The full symmetric matrix whose lower triangle `a` holds.
+fn symmetric_from_lower(a: MatRef<'_, f64>) -> Mat<f64> {
+    let n = a.nrows();
+    Mat::from_fn(n, n, |r, c| if r >= c { a[(r, c)] } else { a[(c, r)] })
 }
 
 /// Ũ Z restricted to what is non-zero: `ut` holds Ũ on rows ≥ `o` (d_i × (D − o)), Z is
@@ -660,18 +762,69 @@ mod tests {
     }
 
     #[test]
+    fn unequal_widths_take_the_dense_paths_and_equal_single_fits() {
+        // Widths 3, 7, 5, 2: the reused pairwise panels are sliced differently for every basis.
+        let widths = [3usize, 7, 5, 2];
+        let names: Vec<String> = (0..4).map(|k| format!("m{k}")).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut split = |n: usize| {
+            let mut rows = Vec::with_capacity(n * 17);
+            for _ in 0..n {
+                let z: Vec<f64> = (0..6).map(|_| rng.sample(StandardNormal)).collect();
+                for k in 0..17 {
+                    let e: f64 = rng.sample(StandardNormal);
+                    rows.push((z[k % 6] * (1.0 + k as f64 / 9.0) + 0.3 * e + 1.5) as f32);
+                }
+            }
+            let mut m = Moments::new(names.clone(), widths.to_vec()).unwrap();
+            m.update_stacked(&rows).unwrap();
+            m
+        };
+        let (train, test) = (split(500), split(200));
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        for ridge in [Ridge::REFERENCE, Ridge::Fixed(0.5)] {
+            let pr = pairwise_r2(&train, &test, ridge).unwrap();
+            for i in 0..4 {
+                for j in (0..4).filter(|&j| j != i) {
+                    let single = subset_r2(&train, &test, refs[i], &[refs[j]], ridge).unwrap();
+                    let got = pr.get(i, j);
+                    assert!(
+                        (got - single).abs() < 1e-10 * (1.0 + single.abs()),
+                        "{ridge:?} ({i},{j}): {got} vs {single}"
+                    );
+                }
+            }
+            let group = group_r2(&train, &test, ridge).unwrap();
+            let direct = group_r2_direct(&train, &test, ridge).unwrap();
+            assert_eq!(group.method, GroupMethod::Precision);
+            for (a, b) in group.r2.iter().zip(&direct.r2) {
+                assert!((a - b).abs() < 1e-10, "{ridge:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
     fn whitened_path_reproduces_the_closed_form_on_population_moments() {
-        let p = Planted::new(PlantedSpec {
-            models: 4,
-            dim: 6,
-            latent: 9,
-            ..PlantedSpec::default()
-        })
-        .unwrap();
+        // 4 × 6, and 3 × 100: D = 300 > dense::BLOCK takes the recursive Cholesky.
+        for (models, dim, latent) in [(4, 6, 9), (3, 100, 150)] {
+            let p = Planted::new(PlantedSpec {
+                models,
+                dim,
+                latent,
+                ..PlantedSpec::default()
+            })
+            .unwrap();
+            closed_form_case(&p);
+        }
+    }
+
+    fn closed_form_case(p: &Planted) {
         let m = p.population_moments(10_000).unwrap();
         let truth = p.group_r2().unwrap();
+        assert!(m.dim() <= 6 * 4 || m.dim() > dense::BLOCK);
         for arithmetic in [Arithmetic::F64, Arithmetic::MixedF32] {
             let g = group_r2_with(&m, &m, Ridge::None, arithmetic).unwrap();
+            assert_ne!(g.method, GroupMethod::Direct);
             let tol = if arithmetic == Arithmetic::F64 {
                 1e-10
             } else {

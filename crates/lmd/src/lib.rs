@@ -10,6 +10,7 @@ pub mod error;
 // --- the mathematical core (moments, fits, scores, reports) ---
 pub mod analysis;
 pub mod cka;
+mod dense;
 pub mod fit;
 pub mod moments;
 pub mod synthetic;
