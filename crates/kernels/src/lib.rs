@@ -48,6 +48,7 @@ mod exp;
 mod gelu;
 pub mod host;
 mod layer_norm;
+mod lstm;
 pub mod par;
 mod reduce;
 mod softmax;
@@ -55,6 +56,7 @@ mod softmax;
 pub use exp::exp_inplace;
 pub use gelu::{bias_gelu_rows, gelu_erf_backward, gelu_erf_inplace};
 pub use layer_norm::{layer_norm_backward_rows, layer_norm_rows, residual_layer_norm};
+pub use lstm::{lstm_cell_backward, lstm_cell_forward};
 pub use softmax::{nll_row, softmax_row};
 
 #[cfg(test)]

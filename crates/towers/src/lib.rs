@@ -22,6 +22,7 @@ mod fused_attention;
 mod fused_gelu;
 mod fused_layer_norm;
 mod fused_linear;
+mod fused_lstm_cell;
 pub mod joint_head;
 pub mod layers;
 mod linear_nll;

@@ -1,8 +1,9 @@
 //! A multi-layer LSTM run over time (PyTorch `nn.LSTM` gate order i, f, g, o), with the input
 //! projection hoisted out of the time loop and PAD steps resetting the state to zero.
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
+use crate::fused_lstm_cell::FusedLstmCell;
 use crate::layers::{chunk_last, sigmoid, Linear};
 use crate::params::Init;
 use crate::Result;
@@ -10,9 +11,23 @@ use crate::Result;
 /// One LSTM step. `gx` [B, 4C] is the precomputed input part W_ih x_t + b, `w_hh_t` [C, 4C] the
 /// transposed recurrent weight. Returns (h_t, c_t):
 /// i, f, g, o = σ, σ, tanh, σ of (gx + h W_hhᵀ); c_t = f c + i g; h_t = o tanh(c_t).
+/// f32 on CPU runs the elementwise part as one fused op; elsewhere [`composed_gates`].
 pub fn lstm_cell(gx: &Tensor, h: &Tensor, c: &Tensor, w_hh_t: &Tensor) -> Result<(Tensor, Tensor)> {
     let gates = (gx + h.matmul(w_hh_t)?)?;
-    let parts = chunk_last(&gates, 4)?;
+    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
+    if f32_cpu(&gates) && f32_cpu(c) {
+        let hc = gates
+            .contiguous()?
+            .apply_op2(&c.contiguous()?, FusedLstmCell)?;
+        return Ok((hc.get(0)?, hc.get(1)?));
+    }
+    composed_gates(&gates, c)
+}
+
+/// The elementwise part of [`lstm_cell`] from tensor ops (any device or dtype; the fused op's
+/// reference): (h_t, c_t) from the gate pre-activations [B, 4C] and c [B, C].
+pub fn composed_gates(gates: &Tensor, c: &Tensor) -> Result<(Tensor, Tensor)> {
+    let parts = chunk_last(gates, 4)?;
     let i = sigmoid(&parts[0])?;
     let f = sigmoid(&parts[1])?;
     let g = parts[2].tanh()?;
@@ -95,6 +110,7 @@ impl Lstm {
 mod tests {
     use super::*;
     use crate::norm::tests::check_grads;
+    use crate::test_util::assert_same_op;
     use candle_core::{Device, Var};
 
     fn var(n: usize, shape: &[usize], seed: u64) -> Var {
@@ -120,6 +136,37 @@ mod tests {
                 .unwrap()
         };
         check_grads(&[gx.clone(), h.clone(), cc.clone(), w.clone()], &f);
+    }
+
+    #[test]
+    fn fused_f32_cell_matches_the_composed_gates_values_and_gradients() {
+        let dev = Device::Cpu;
+        let f32var = |n: usize, shape: &[usize], seed: u64| {
+            let v = var(n, shape, seed)
+                .as_tensor()
+                .to_dtype(DType::F32)
+                .unwrap();
+            Var::from_tensor(&(v * 3.0).unwrap()).unwrap()
+        };
+        let (b, c) = (3, 13);
+        let gates = f32var(b * 4 * c, &[b, 4 * c], 5);
+        let cp = f32var(b * c, &[b, c], 6);
+        let hc = |(h, c): (Tensor, Tensor)| Tensor::stack(&[h, c], 0).unwrap();
+        let fused = hc(gates
+            .as_tensor()
+            .apply_op2(cp.as_tensor(), FusedLstmCell)
+            .map(|t| (t.get(0).unwrap(), t.get(1).unwrap()))
+            .unwrap());
+        let comp = hc(composed_gates(gates.as_tensor(), cp.as_tensor()).unwrap());
+        let w = Tensor::from_vec(
+            (0..2 * b * c)
+                .map(|i| (i as f32 * 0.37).sin())
+                .collect::<Vec<_>>(),
+            (2, b, c),
+            &dev,
+        )
+        .unwrap();
+        assert_same_op(&fused, &comp, &w, &[&gates, &cp], 2e-6);
     }
 
     #[test]
