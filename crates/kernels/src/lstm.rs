@@ -171,28 +171,18 @@ mod tests {
         );
         let (mut da, mut dcp) = (vec![0f32; a.len()], vec![0f32; cp.len()]);
         lstm_cell_backward(&a, &cp, cell, &dh, &dc, &mut da, &mut dcp);
-        let e = 1e-6;
-        for j in 0..a.len() {
-            let (mut p, mut m) = (a64.clone(), a64.clone());
-            p[j] += e;
-            m[j] -= e;
-            let want = (loss(&p, &cp64) - loss(&m, &cp64)) / (2.0 * e);
-            assert!(
-                (da[j] as f64 - want).abs() < 1e-5,
-                "dgates[{j}] {} vs {want}",
-                da[j]
-            );
-        }
-        for j in 0..cp.len() {
-            let (mut p, mut m) = (cp64.clone(), cp64.clone());
-            p[j] += e;
-            m[j] -= e;
-            let want = (loss(&a64, &p) - loss(&a64, &m)) / (2.0 * e);
-            assert!(
-                (dcp[j] as f64 - want).abs() < 1e-5,
-                "dc_prev[{j}] {} vs {want}",
-                dcp[j]
-            );
-        }
+        let check = |name: &str, got: &[f32], base: &[f64], at: &dyn Fn(&[f64]) -> f64| {
+            let e = 1e-6;
+            for j in 0..base.len() {
+                let (mut p, mut m) = (base.to_vec(), base.to_vec());
+                p[j] += e;
+                m[j] -= e;
+                let want = (at(&p) - at(&m)) / (2.0 * e);
+                let g = got[j] as f64;
+                assert!((g - want).abs() < 1e-5, "{name}[{j}] {g} vs {want}");
+            }
+        };
+        check("dgates", &da, &a64, &|a| loss(a, &cp64));
+        check("dc_prev", &dcp, &cp64, &|cp| loss(&a64, cp));
     }
 }
