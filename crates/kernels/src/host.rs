@@ -3,6 +3,13 @@
 
 use candle_core::{CpuStorage, Layout, Storage, Tensor};
 
+/// Whether every tensor is f32 on the CPU: the domain of the custom ops built on this crate
+/// (other devices and dtypes take candle's composed ops).
+pub fn on_host_f32(ts: &[&Tensor]) -> bool {
+    ts.iter()
+        .all(|t| t.device().is_cpu() && t.dtype() == candle_core::DType::F32)
+}
+
 /// The contiguous f32 data of a CPU storage, or an error naming the custom op `op`.
 pub fn f32_data<'a>(s: &'a CpuStorage, l: &Layout, op: &str) -> candle_core::Result<&'a [f32]> {
     let CpuStorage::F32(data) = s else {

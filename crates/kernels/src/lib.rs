@@ -1,7 +1,7 @@
 //! `kernels`: vectorised f32 row kernels for the CPU paths of `towers` (training, with
 //! derivatives) and `lmd` (encoder inference), the in-place access to candle's CPU tensor data
-//! that custom ops need ([`host`]), and their parallel execution on candle's own worker pool
-//! ([`par`]).
+//! that custom ops need ([`host`]), their parallel execution on candle's own worker pool
+//! ([`par`]), and the custom ops both crates apply ([`ops`]).
 //!
 //! candle's CPU `gelu_erf` calls a scalar `erff` per element, its elementwise ops are one pass
 //! each, and `f32::exp` is a libm call the compiler cannot vectorise. These kernels are
@@ -12,7 +12,7 @@
 //! contracted by rustc), so the results are identical whichever CPU runs them: training stays
 //! bit-reproducible across machines of one architecture.
 //!
-//! The row kernels need nothing; [`host`] and [`par`] use candle-core and faer. `towers` and
+//! The row kernels need nothing; [`host`], [`par`] and [`ops`] use candle-core and faer. `towers` and
 //! `lmd` both sit above this crate.
 
 #![deny(missing_docs)]
@@ -49,6 +49,7 @@ mod gelu;
 pub mod host;
 mod layer_norm;
 mod lstm;
+pub mod ops;
 pub mod par;
 mod reduce;
 mod softmax;

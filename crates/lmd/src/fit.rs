@@ -314,11 +314,12 @@ pub(crate) fn residual_ss(
     let c_bb = test.cov_block(bcols, bcols);
     let c_bt = test.cov_block(bcols, tcols);
     let wc = w * c_bb.as_ref();
+    let var = test.variances();
     Ok(tcols
         .iter()
         .enumerate()
         .map(|(r, &t)| {
-            let sst = test.cov_block(&[t], &[t])[(0, 0)];
+            let sst = var[t];
             let mut cross = 0.0;
             let mut quad = 0.0;
             let mut pred = b[r];

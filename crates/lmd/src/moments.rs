@@ -261,19 +261,8 @@ impl Moments {
         let mr: Vec<f64> = rows.map(|r| self.sum[r] / n).collect();
         for (k, c) in cols.enumerate() {
             let mc = self.sum[c] / n;
-            let col = dst.rb_mut().col_mut(k);
-            match col.try_as_col_major_mut() {
-                Some(col) => {
-                    for (v, &m) in col.as_slice_mut().iter_mut().zip(&mr) {
-                        *v = *v / n - m * mc;
-                    }
-                }
-                None => {
-                    let mut col = dst.rb_mut().col_mut(k);
-                    for (i, &m) in mr.iter().enumerate() {
-                        col[i] = col[i] / n - m * mc;
-                    }
-                }
+            for (v, &m) in dst.rb_mut().col_mut(k).iter_mut().zip(&mr) {
+                *v = *v / n - m * mc;
             }
         }
     }

@@ -8,6 +8,7 @@ use crate::layers::Linear;
 use crate::norm::softmax_last;
 use crate::params::Init;
 use crate::Result;
+use kernels::host::on_host_f32;
 
 /// Additive attention bias [B, 1, T, T] (f32): 0 where query i may attend key j, -1e9 where
 /// key j is PAD or (when `causal`) j > i. A query always keeps itself, so no row is empty.
@@ -62,7 +63,7 @@ impl SelfAttention {
 /// [B, T, H]. On CPU in f32 a fused kernel with its own backward pass; elsewhere
 /// [`attend_composed`]. Both give the same values and gradients.
 pub fn attend(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Tensor> {
-    if qkv.device().is_cpu() && qkv.dtype() == DType::F32 && bias.dtype() == DType::F32 {
+    if on_host_f32(&[qkv, bias]) {
         let op = FusedAttention::new(n_heads);
         return Ok(qkv.contiguous()?.apply_op2(&bias.contiguous()?, op)?);
     }

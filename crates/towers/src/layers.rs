@@ -1,10 +1,11 @@
 //! Linear layers and activations. Weights are f32 master variables; `forward` casts them to
 //! the input's dtype, so a bf16 forward pass sends f32 gradients back to the masters.
 
-use candle_core::{DType, Tensor, D};
+use candle_core::{Tensor, D};
 
-use crate::fused_gelu::FusedGelu;
 use crate::fused_linear::FusedLinear;
+use kernels::host::on_host_f32;
+use kernels::ops::GeluErf;
 
 use crate::params::Init;
 use crate::Result;
@@ -45,13 +46,12 @@ impl Linear {
 
     /// Applies the layer to the last dimension of `x` (any leading shape).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let dt = x.dtype();
         let mut dims = x.dims().to_vec();
         let d_in = dims.pop().unwrap_or(1);
         let n: usize = dims.iter().product();
         let x2 = x.reshape((n, d_in))?;
         let y = match &self.bias {
-            Some(b) if x.device().is_cpu() && dt == DType::F32 => x2.contiguous()?.apply_op3(
+            Some(b) if on_host_f32(&[x]) => x2.contiguous()?.apply_op3(
                 &self.weight.contiguous()?,
                 &b.contiguous()?,
                 FusedLinear,
@@ -77,8 +77,8 @@ pub fn composed_linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Re
 /// GELU with the exact erf form (PyTorch's `nn.GELU()` default): one fused op with its
 /// backward for f32 on CPU, candle's `gelu_erf` (which has a backward) elsewhere.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == DType::F32 {
-        Ok(x.contiguous()?.apply_op1(FusedGelu)?)
+    if on_host_f32(&[x]) {
+        Ok(x.contiguous()?.apply_op1(GeluErf)?)
     } else {
         Ok(x.gelu_erf()?)
     }

@@ -19,7 +19,6 @@ pub mod elmo;
 pub mod embedding;
 pub mod error;
 mod fused_attention;
-mod fused_gelu;
 mod fused_layer_norm;
 mod fused_linear;
 mod fused_lstm_cell;

@@ -8,6 +8,7 @@ use crate::linear_nll::LinearNll;
 pub use crate::linear_nll::NllPass;
 use crate::norm::log_softmax_last;
 use crate::{Result, TowersError};
+use kernels::host::on_host_f32;
 
 /// Flat indices (into B·T) of labelled positions and their labels.
 pub fn labelled_positions(batch: &TokenBatch) -> (Vec<u32>, Vec<u32>) {
@@ -44,9 +45,7 @@ pub fn linear_cross_entropy(
     if labels.is_empty() {
         return Err(TowersError::NoTargets);
     }
-    let dev = x.device();
-    let f32_inputs = [x, w, bias].iter().all(|t| t.dtype() == DType::F32);
-    if dev.is_cpu() && f32_inputs {
+    if on_host_f32(&[x, w, bias]) {
         let op = LinearNll::new(labels, pass);
         return Ok(x
             .contiguous()?
@@ -56,7 +55,7 @@ pub fn linear_cross_entropy(
         .matmul(&w.to_dtype(x.dtype())?.t()?)?
         .to_dtype(DType::F32)?
         .broadcast_add(&bias.to_dtype(DType::F32)?)?;
-    cross_entropy(&logits, labels, dev)
+    cross_entropy(&logits, labels, x.device())
 }
 
 /// Mean negative log-likelihood of `labels` under `logits` [N, V] from composed tensor ops

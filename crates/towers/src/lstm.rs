@@ -1,12 +1,13 @@
 //! A multi-layer LSTM run over time (PyTorch `nn.LSTM` gate order i, f, g, o), with the input
 //! projection hoisted out of the time loop and PAD steps resetting the state to zero.
 
-use candle_core::{DType, Tensor};
+use candle_core::Tensor;
 
 use crate::fused_lstm_cell::FusedLstmCell;
 use crate::layers::{chunk_last, sigmoid, Linear};
 use crate::params::Init;
 use crate::Result;
+use kernels::host::on_host_f32;
 
 /// One LSTM step. `gx` [B, 4C] is the precomputed input part W_ih x_t + b, `w_hh_t` [C, 4C] the
 /// transposed recurrent weight. Returns (h_t, c_t):
@@ -14,8 +15,7 @@ use crate::Result;
 /// f32 on CPU runs the elementwise part as one fused op; elsewhere [`composed_gates`].
 pub fn lstm_cell(gx: &Tensor, h: &Tensor, c: &Tensor, w_hh_t: &Tensor) -> Result<(Tensor, Tensor)> {
     let gates = (gx + h.matmul(w_hh_t)?)?;
-    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
-    if f32_cpu(&gates) && f32_cpu(c) {
+    if on_host_f32(&[&gates, c]) {
         let hc = gates
             .contiguous()?
             .apply_op2(&c.contiguous()?, FusedLstmCell)?;
@@ -144,7 +144,7 @@ mod tests {
         let f32var = |n: usize, shape: &[usize], seed: u64| {
             let v = var(n, shape, seed)
                 .as_tensor()
-                .to_dtype(DType::F32)
+                .to_dtype(candle_core::DType::F32)
                 .unwrap();
             Var::from_tensor(&(v * 3.0).unwrap()).unwrap()
         };

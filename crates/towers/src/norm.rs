@@ -6,6 +6,7 @@ use candle_core::{DType, Tensor, D};
 use crate::fused_layer_norm::FusedLayerNorm;
 use crate::params::Init;
 use crate::Result;
+use kernels::host::on_host_f32;
 
 /// Softmax over the last dimension: exp(x - max) / sum exp(x - max). The max is detached: it
 /// cancels mathematically, so no gradient needs to flow through it.
@@ -27,8 +28,7 @@ pub fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
 /// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on CPU runs as one
 /// fused op with its backward pass; other devices and dtypes run [`composed_layer_norm`].
 pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
-    let f32_cpu = |t: &Tensor| t.device().is_cpu() && t.dtype() == DType::F32;
-    if f32_cpu(x) && f32_cpu(gamma) && f32_cpu(beta) {
+    if on_host_f32(&[x, gamma, beta]) {
         let dims = x.dims().to_vec();
         let h = dims.last().copied().unwrap_or(1);
         let x2 = x.reshape(((), h))?.contiguous()?;

@@ -4,7 +4,7 @@
 //! On the CPU at f32 the exact GELU and the whole post-LN block take fused, vectorised paths
 //! ([`kernels`], [`super::cpu_block`]); every other device and dtype runs candle's ops.
 
-use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Tensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
@@ -32,33 +32,14 @@ impl Activation {
     /// Applies the activation.
     pub fn forward(self, x: &Tensor) -> Result<Tensor> {
         match self {
-            Activation::Gelu if x.dtype() == DType::F32 && x.device().is_cpu() => {
-                x.contiguous()?.apply_op1_no_bwd(&GeluErfF32)
+            Activation::Gelu if kernels::host::on_host_f32(&[x]) => {
+                x.contiguous()?.apply_op1_no_bwd(&kernels::ops::GeluErf)
             }
             Activation::Gelu => x.gelu_erf(),
             Activation::GeluTanh => x.gelu(),
             Activation::Relu => x.relu(),
             Activation::Silu => x.silu(),
         }
-    }
-}
-
-/// Exact-form GELU on contiguous CPU f32 data through the vectorised kernel (inference only:
-/// no backward).
-struct GeluErfF32;
-
-impl CustomOp1 for GeluErfF32 {
-    fn name(&self) -> &'static str {
-        "gelu-erf-f32"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        let Some((a, b)) = layout.contiguous_offsets() else {
-            candle_core::bail!("gelu-erf-f32 needs a contiguous input")
-        };
-        let mut v = storage.as_slice::<f32>()?[a..b].to_vec();
-        kernels::gelu_erf_inplace(&mut v);
-        Ok((CpuStorage::F32(v), layout.shape().clone()))
     }
 }
 

@@ -1,28 +1,29 @@
-//! Exact-form GELU as one CPU custom op with its backward pass. candle's CPU `gelu_erf` calls
-//! a scalar `erff` per element and builds its backward from several elementwise ops (each a
-//! full pass over the [N, 4H] activations); here both directions are one vectorised pass
-//! ([`kernels::gelu_erf_inplace`], [`kernels::gelu_erf_backward`]). candle's `gelu_erf` is the
-//! reference in the tests.
+//! candle custom ops built on the row kernels, shared by training (`towers`, with the backward
+//! pass) and inference (`lmd`, through `apply_op1_no_bwd`).
 
 use candle_core::{CpuStorage, CustomOp1, Device, Layout, Shape, Tensor};
 
-use kernels::host::{f32_data, not_host_f32, with_host_f32};
-use kernels::par::for_each_chunk_mut;
+use crate::host::{f32_data, not_host_f32, with_host_f32};
+use crate::par::for_each_chunk_mut;
 
 /// Elements per parallel task (big enough to amortise scheduling, small enough to balance).
 const CHUNK: usize = 1 << 14;
 
-/// The custom op: any shape, contiguous f32.
-pub(crate) struct FusedGelu;
+/// Exact-form GELU on contiguous f32 CPU data, any shape, with its backward pass. candle's CPU
+/// `gelu_erf` calls a scalar `erff` per element and builds its backward from several
+/// elementwise ops (each a full pass over the activations); here both directions are one
+/// vectorised pass ([`crate::gelu_erf_inplace`], [`crate::gelu_erf_backward`]), split over
+/// candle's pool. candle's `gelu_erf` is the reference in the tests.
+pub struct GeluErf;
 
-impl CustomOp1 for FusedGelu {
+impl CustomOp1 for GeluErf {
     fn name(&self) -> &'static str {
         "fused-gelu"
     }
 
     fn cpu_fwd(&self, s: &CpuStorage, l: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let mut y = f32_data(s, l, "fused-gelu")?.to_vec();
-        for_each_chunk_mut(&mut y, CHUNK, |_, c| kernels::gelu_erf_inplace(c));
+        for_each_chunk_mut(&mut y, CHUNK, |_, c| crate::gelu_erf_inplace(c));
         Ok((CpuStorage::F32(y), l.shape().clone()))
     }
 
@@ -37,7 +38,7 @@ impl CustomOp1 for FusedGelu {
             let mut dx = vec![0f32; s[0].len()];
             for_each_chunk_mut(&mut dx, CHUNK, |p, d| {
                 let r = p * CHUNK..p * CHUNK + d.len();
-                kernels::gelu_erf_backward(&s[0][r.clone()], &s[1][r], d)
+                crate::gelu_erf_backward(&s[0][r.clone()], &s[1][r], d)
             });
             dx
         })
