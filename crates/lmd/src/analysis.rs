@@ -203,6 +203,14 @@ pub fn pairwise_r2(train: &Moments, test: &Moments, ridge: Ridge) -> Result<Pair
     })
 }
 
+/// μ_test − μ_train per stacked column: the shift that turns the test covariance into the test
+/// second moment about the train mean, S' = S + δδᵀ (the fits' intercepts come from the train
+/// split).
+fn mean_shift(train: &Moments, test: &Moments) -> Result<Vec<f64>> {
+    let (mean_tr, mean_te) = (train.mean()?, test.mean()?);
+    Ok(mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect())
+}
+
 /// What every basis of the whitened pairwise fits shares: the train-to-test mean shift, the
 /// test variances, and three d_b × d_t panels allocated once (at 12 × 768, fresh panels for
 /// each basis would cost more in page faults than their products cost in flops).
@@ -217,14 +225,13 @@ struct PairPanels {
 impl PairPanels {
     fn new(train: &Moments, test: &Moments) -> Result<Self> {
         test.require_samples(1, "held-out scoring")?;
-        let (mean_tr, mean_te) = (train.mean()?, test.mean()?);
         let d = train.dim();
         let (rows, cols) = (
             train.widths().iter().copied().max().unwrap_or(0),
             d - train.widths().iter().copied().min().unwrap_or(0),
         );
         Ok(Self {
-            delta: mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect(),
+            delta: mean_shift(train, test)?,
             var_test: test.variances(),
             g: Mat::zeros(rows, cols),
             h: Mat::zeros(rows, cols),
@@ -271,8 +278,7 @@ fn pairwise_whitened(
         let db_delta = &p.delta[bj.clone()];
         for (k, t) in ri.enumerate() {
             let dt_ = p.delta[t];
-            let col = hb.rb_mut().col_mut(k).try_as_col_major_mut()?;
-            for (v, &b) in col.as_slice_mut().iter_mut().zip(db_delta) {
+            for (v, &b) in hb.rb_mut().col_mut(k).iter_mut().zip(db_delta) {
                 *v += b * dt_;
             }
         }
@@ -461,12 +467,10 @@ fn group_precision(
     }
     drop(c_full);
     // S'' = S' + (C + λI), S' = the test second moment about the train mean (lower triangle).
-    let mean_tr = train.mean()?;
-    let mean_te = test.mean()?;
-    let delta: Vec<f64> = mean_te.iter().zip(&mean_tr).map(|(a, b)| a - b).collect();
+    let delta = mean_shift(train, test)?;
+    let sst = test.variances();
     a.fill(0.0);
     test.add_cov_lower(&mut a, 1.0);
-    let sst: Vec<f64> = (0..d).map(|k| a[(k, k)]).collect();
     train.add_cov_lower(&mut a, 1.0);
     for c in 0..d {
         let col = &mut a.col_as_slice_mut(c)[c..];
