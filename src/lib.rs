@@ -7,6 +7,7 @@ pub mod alloc;
 pub mod process;
 
 pub use corpus;
+pub use experiment;
 pub use heads;
 pub use ica;
 pub use kernels;

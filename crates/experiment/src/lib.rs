@@ -1,0 +1,21 @@
+//! `experiment`: the papers' experiments as typed library API.
+//!
+//! The building-block crates (`corpus`, `towers`, `heads`, `prefscore`, `ica`, `lmd`, `report`)
+//! know nothing of the experiments; this crate composes them into what a user runs:
+//!
+//! - the two-tower experiment (He & Toyoizumi): a [`spec::RunSpec`] (saved as `run.json`) names
+//!   the corpus, the model and the three phases; [`run::ensure_run`] trains phase 1 (joint
+//!   head), retrains one head per frozen tower (phases 2/3) and scores every head on one fixed
+//!   [`scoring::ScoringSet`], resuming from checkpoints and reusing finished runs;
+//!   [`analysis`] turns scored runs into the paper's tables and figures with their controls;
+//! - the LMD study (Zhang): extraction, moments, analysis and tables.
+//!
+//! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
+//! `heads::retrain` (phases 2/3) → `heads::evaluate` on the scoring set → `prefscore` scores →
+//! correlations, reliability, POS and ICA tables (`report`).
+
+#![deny(missing_docs)]
+
+pub mod error;
+
+pub use error::{ExperimentError, Result};
