@@ -53,7 +53,7 @@ pub fn ranks(x: &[f64]) -> Vec<f64> {
     r
 }
 
-fn check_pairs(x: &[f64], y: &[f64]) -> Result<()> {
+pub(crate) fn check_pairs(x: &[f64], y: &[f64]) -> Result<()> {
     if x.len() != y.len() {
         return Err(Error::invalid(format!(
             "correlation of {} values with {} values",
@@ -103,7 +103,7 @@ fn finish(sxy: f64, sxx: f64, syy: f64, n: f64, mx: f64, my: f64) -> Result<f64>
 }
 
 /// r of paired data for `method`, ranking inside (used on resamples).
-fn coefficient(method: Method, x: &[f64], y: &[f64]) -> Result<f64> {
+pub(crate) fn coefficient(method: Method, x: &[f64], y: &[f64]) -> Result<f64> {
     match method {
         Method::Pearson => pearson_unchecked(x, y),
         Method::Spearman => pearson_unchecked(&ranks(x), &ranks(y)),
@@ -149,7 +149,7 @@ impl TieGroups {
 
 /// Computes the coefficient of a bootstrap resample given as multiplicities, without building
 /// the resample (Spearman re-ranks in O(n) from presorted tie groups).
-struct Resampler<'a> {
+pub(crate) struct Resampler<'a> {
     method: Method,
     x: &'a [f64],
     y: &'a [f64],
@@ -158,7 +158,7 @@ struct Resampler<'a> {
 }
 
 impl<'a> Resampler<'a> {
-    fn new(method: Method, x: &'a [f64], y: &'a [f64]) -> Self {
+    pub(crate) fn new(method: Method, x: &'a [f64], y: &'a [f64]) -> Self {
         let ties = (method == Method::Spearman).then(|| (TieGroups::new(x), TieGroups::new(y)));
         Resampler {
             method,
@@ -169,7 +169,7 @@ impl<'a> Resampler<'a> {
         }
     }
 
-    fn coefficient(&self, w: &[u32]) -> Result<f64> {
+    pub(crate) fn coefficient(&self, w: &[u32]) -> Result<f64> {
         match (&self.ties, self.method) {
             (Some((tx, ty)), Method::Spearman) => {
                 let mut buf = self.buf.borrow_mut();

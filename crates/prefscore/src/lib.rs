@@ -16,6 +16,11 @@
 //!    [`split_null`] (the sampling-noise null of a correlation).
 //! 5. Summaries: [`by_tag`] (POS, Fig. 4), [`group_summary`] (word groups, Table 3) and
 //!    [`sorted_profile`] (several runs in one run's score order, Fig. 3).
+//! 6. Reliability and the noise ceiling: [`split_half`] and [`split_half_reliability`]
+//!    (Spearman–Brown corrected, [`spearman_brown`]), [`retest_reliability`], [`disattenuate`]
+//!    and [`disattenuated_correlation`] (correction for attenuation with a joint bootstrap),
+//!    [`partial_correlation`] and [`partial_on_log_frequency`] (controlling for log frequency),
+//!    [`tokens_with_min_count`] (tokens seen at least [`DEFAULT_MIN_COUNT`] times in every run).
 
 #![warn(missing_docs)]
 
@@ -23,6 +28,7 @@ mod control;
 mod corr;
 mod error;
 mod profile;
+mod reliability;
 mod sample;
 mod score;
 mod stats;
@@ -35,6 +41,11 @@ pub use corr::{
 };
 pub use error::{Error, Result};
 pub use profile::sorted_profile;
+pub use reliability::{
+    disattenuate, disattenuated_correlation, partial_correlation, partial_on_log_frequency,
+    retest_reliability, spearman_brown, split_half, split_half_reliability, tokens_with_min_count,
+    Disattenuated, PartialCorrelation, Reliability, DEFAULT_MIN_COUNT,
+};
 pub use sample::{quantile_sorted, Bootstrap, Interval};
 pub use score::{ScoreKind, Scores};
 pub use stats::TokenStats;
