@@ -16,6 +16,19 @@
 
 #![deny(missing_docs)]
 
+pub mod analysis;
+pub mod data;
 pub mod error;
+pub mod pos;
+pub mod run;
+pub mod scoring;
+pub mod spec;
+pub mod study;
+pub mod tables;
 
+pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
+pub use run::{ensure_run, HeadQuality, RunOptions, RunRecord, RunResult, ScoredRun};
+pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec};
+pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
+pub use study::{run_study, Protocol, StudyOutcome, StudySpec};

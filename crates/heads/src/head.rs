@@ -7,7 +7,7 @@ use corpus::TokenBatch;
 use serde::{Deserialize, Serialize};
 use towers::layers::{gelu, Linear};
 use towers::loss::labelled_positions;
-use towers::norm::LayerNorm;
+use towers::norm::{layer_norm, LayerNorm};
 use towers::{Init, ParamStore, TwoTowerLm};
 
 use crate::{HeadsError, Result};
@@ -15,8 +15,13 @@ use crate::{HeadsError, Result};
 /// What each head reads from its frozen tower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HeadInput {
-    /// The tower's own output h_k (default: a head sees its tower only).
+    /// The tower's own output h_k as it is (BERT and ELMo towers end without a LayerNorm, so
+    /// the head's effective step size then depends on its tower's scale).
     TowerOutput,
+    /// The tower's own output normalised per position (zero mean, unit variance over its D
+    /// features, no learned gain): each head sees its own tower only, at a scale that does not
+    /// depend on the tower. The default of the experiment layer.
+    TowerLayerNorm,
     /// Slice k of the joint head's LayerNorm over concat(h_1..h_K), as the released code does
     /// (the normalisation statistics then mix all towers).
     JointLayerNormSlice,
@@ -181,6 +186,14 @@ impl TowerHeads {
         let d = self.cfg.tower_width;
         let sources: Vec<Tensor> = match self.cfg.input {
             HeadInput::TowerOutput => outs,
+            HeadInput::TowerLayerNorm => outs
+                .iter()
+                .map(|h| {
+                    let ones = Tensor::ones(d, candle_core::DType::F32, h.device())?;
+                    let zeros = Tensor::zeros(d, candle_core::DType::F32, h.device())?;
+                    Ok(layer_norm(h, &ones, &zeros, self.cfg.layer_norm_eps)?)
+                })
+                .collect::<Result<Vec<_>>>()?,
             HeadInput::JointLayerNormSlice => {
                 let n = model.normed_concat(&outs)?.detach();
                 (0..self.cfg.n_towers)

@@ -122,7 +122,8 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// A named preset for a style, K = 2: `tiny` (tests), `base_2tower` and `large_2tower` (the
+    /// A named preset for a style, K = 2: `tiny` (tests), `peer_small` (2 layers, width 128,
+    /// FFN 512, 4 heads; ELMo cell 512: the CPU reproduction), `base_2tower` and `large_2tower` (the
     /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
     /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
     pub fn preset(style: Style, name: &str) -> Result<Self> {
@@ -162,6 +163,15 @@ impl ModelConfig {
                     _ => tf(&mut c, 2, 32, 64, 4),
                 }
             }
+            // The CPU reproduction's shape (and the PyTorch peer's): 2 layers of width 128.
+            (Style::Elmo, "peer_small") => {
+                c.hidden_size = 128;
+                c.n_layers = 2;
+                c.lstm_size = 512;
+                c.n_heads = 0;
+                c.ffn_size = 0;
+            }
+            (_, "peer_small") => tf(&mut c, 2, 128, 512, 4),
             (Style::Elmo, "base_2tower")
             | (Style::Elmo, "large_2tower")
             | (Style::Elmo, "paper") => {
@@ -178,7 +188,7 @@ impl ModelConfig {
             (Style::Bert, "paper_large") => tf(&mut c, 24, 512, 2048, 16),
             _ => {
                 return Err(TowersError::Config(format!(
-                "unknown preset {name:?} for {style:?} (tiny, base_2tower, large_2tower, paper{})",
+                "unknown preset {name:?} for {style:?} (tiny, peer_small, base_2tower, large_2tower, paper{})",
                 if style == Style::Bert {
                     ", paper_large"
                 } else {
@@ -198,7 +208,7 @@ mod tests {
     #[test]
     fn presets_validate_and_roundtrip() {
         for style in [Style::Elmo, Style::Gpt, Style::Bert] {
-            for name in ["tiny", "base_2tower", "large_2tower", "paper"] {
+            for name in ["tiny", "peer_small", "base_2tower", "large_2tower", "paper"] {
                 let c = ModelConfig::preset(style, name).unwrap();
                 c.validate().unwrap();
                 let back: ModelConfig =

@@ -46,4 +46,4 @@ pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::LinearSchedule;
-pub use train::{Budget, TrainConfig, TrainSummary, Trainable, Trainer};
+pub use train::{Budget, EarlyStop, TrainConfig, TrainSummary, Trainable, Trainer};

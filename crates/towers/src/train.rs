@@ -88,6 +88,27 @@ pub struct TrainConfig {
     pub log_every: u64,
     /// Show a progress bar.
     pub progress: bool,
+    /// Stop before the budget once validation stops improving (the budget is then a maximum);
+    /// needs `eval_every > 0` and validation batches.
+    #[serde(default)]
+    pub early_stop: Option<EarlyStop>,
+    /// Clip each group of variables on its own: every entry is a variable-name prefix (e.g.
+    /// `head0.`), the gradients of the variables under it are clipped to `clip_norm` together,
+    /// independently of the other groups (variables under no prefix form one more group).
+    /// Empty: one global clip. Per-head clipping keeps one head's large gradient from
+    /// shrinking the other heads' steps.
+    #[serde(default)]
+    pub clip_groups: Vec<String>,
+}
+
+/// Early stopping on the validation loss: stop after `patience` consecutive validations that
+/// improved on the best one by less than `min_delta` nats.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EarlyStop {
+    /// Validations without improvement before stopping.
+    pub patience: u64,
+    /// The smallest decrease of the validation loss that counts as an improvement.
+    pub min_delta: f64,
 }
 
 impl Default for TrainConfig {
@@ -103,6 +124,8 @@ impl Default for TrainConfig {
             checkpoint_every: 0,
             log_every: 10,
             progress: false,
+            early_stop: None,
+            clip_groups: Vec::new(),
         }
     }
 }
@@ -126,6 +149,15 @@ pub struct TrainState {
     /// the same final training loss as an uninterrupted one (empty in older checkpoints).
     #[serde(default)]
     pub recent_losses: Vec<f64>,
+    /// The best validation loss so far (early stopping).
+    #[serde(default)]
+    pub best_val_loss: Option<f64>,
+    /// Validations since the best one (early stopping).
+    #[serde(default)]
+    pub evals_since_best: u64,
+    /// True once early stopping ended the run.
+    #[serde(default)]
+    pub stopped_early: bool,
 }
 
 /// What one update did.
@@ -163,6 +195,12 @@ pub struct TrainSummary {
     pub checkpoint: Option<PathBuf>,
     /// True when stopped by `stop_after` before the budget was spent.
     pub interrupted: bool,
+    /// True when early stopping ended training before the budget.
+    #[serde(default)]
+    pub stopped_early: bool,
+    /// The best validation loss seen (early stopping), if any.
+    #[serde(default)]
+    pub best_val_loss: Option<f64>,
 }
 
 /// Runs the optimisation of a [`Trainable`].
@@ -178,6 +216,11 @@ impl<'m, M: Trainable> Trainer<'m, M> {
     /// A fresh trainer; with `out_dir`, metrics go to `out_dir/metrics.jsonl` and checkpoints to
     /// `out_dir/checkpoint/`.
     pub fn new(model: &'m M, cfg: TrainConfig, out_dir: Option<&Path>) -> Result<Self> {
+        if cfg.early_stop.is_some() && cfg.eval_every == 0 {
+            return Err(TowersError::Config(
+                "early stopping needs eval_every > 0".into(),
+            ));
+        }
         if cfg.grad_accum == 0
             || cfg.lr.is_nan()
             || cfg.lr <= 0.0
@@ -209,6 +252,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 cursor: Value::Null,
                 train: cfg,
                 recent_losses: Vec::new(),
+                best_val_loss: None,
+                evals_since_best: 0,
+                stopped_early: false,
             },
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
@@ -312,10 +358,14 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 };
             }
         }
-        let grad_norm = if n_all > 0 {
+        let grad_norm = if n_all > 0 && self.state.train.clip_groups.is_empty() {
             let norm = grad_norm(&grads)?;
             let scale = clip_factor(norm, self.state.train.clip_norm);
             self.opt.step_scaled(&grads, lr, scale)?;
+            norm
+        } else if n_all > 0 {
+            let norm = self.clip_by_group(&mut grads)?;
+            self.opt.step_scaled(&grads, lr, 1.0)?;
             norm
         } else {
             0.0
@@ -336,7 +386,66 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         })
     }
 
+    /// Clips each group of [`TrainConfig::clip_groups`] on its own, in place; returns the
+    /// global norm before clipping (for the metrics).
+    fn clip_by_group(&self, grads: &mut [Option<Tensor>]) -> Result<f64> {
+        let groups = &self.state.train.clip_groups;
+        let group_of = |name: &str| {
+            groups
+                .iter()
+                .position(|g| name.starts_with(g.as_str()))
+                .unwrap_or(groups.len())
+        };
+        let ids: Vec<usize> = self
+            .opt
+            .params()
+            .iter()
+            .map(|p| group_of(&p.name))
+            .collect();
+        let mut sq_total = 0f64;
+        for g in 0..=groups.len() {
+            let members: Vec<Option<Tensor>> = grads
+                .iter()
+                .zip(&ids)
+                .map(|(t, &i)| if i == g { t.clone() } else { None })
+                .collect();
+            let norm = grad_norm(&members)?;
+            sq_total += norm * norm;
+            let s = clip_factor(norm, self.state.train.clip_norm);
+            if s != 1.0 {
+                for (t, &i) in grads.iter_mut().zip(&ids) {
+                    if i == g {
+                        if let Some(x) = t.as_mut() {
+                            *x = (&*x * s)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(sq_total.sqrt())
+    }
+
+    /// Records a validation loss for early stopping (stops once patience is used up).
+    fn note_validation(&mut self, v: f64) {
+        let Some(es) = self.state.train.early_stop else {
+            return;
+        };
+        match self.state.best_val_loss {
+            Some(b) if v > b - es.min_delta => self.state.evals_since_best += 1,
+            _ => {
+                self.state.best_val_loss = Some(v);
+                self.state.evals_since_best = 0;
+            }
+        }
+        if self.state.evals_since_best >= es.patience {
+            self.state.stopped_early = true;
+        }
+    }
+
     fn done(&self) -> bool {
+        if self.state.stopped_early {
+            return true;
+        }
         match self.state.train.budget {
             Budget::Steps(n) => self.state.step >= n,
             Budget::Tokens(n) => self.state.tokens >= n,
@@ -436,6 +545,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             if cfg.eval_every > 0 && s.step % cfg.eval_every == 0 && !valid.is_empty() {
                 let v = self.evaluate(valid)?;
                 val_loss = Some(v);
+                self.note_validation(v);
                 self.metrics
                     .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
             }
@@ -484,6 +594,8 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             tokens_per_s,
             checkpoint,
             interrupted,
+            stopped_early: self.state.stopped_early,
+            best_val_loss: self.state.best_val_loss,
         })
     }
 }

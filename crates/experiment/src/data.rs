@@ -1,0 +1,174 @@
+//! The text of a study: documents, the training / held-out split, the tokenizer (trained once
+//! and saved when none is given), token frequencies, and the training batches of each style.
+
+use std::path::{Path, PathBuf};
+
+use corpus::{
+    read_documents, Batcher, BatcherConfig, Document, Format, MaskingConfig, Objective,
+    SentenceSplitter, SyntheticConfig, SyntheticCorpus, TokenCounts, Tokenizer, TrainingData,
+};
+use towers::Style;
+
+use crate::error::io_at;
+use crate::spec::CorpusSpec;
+use crate::{ExperimentError, Result};
+
+/// The documents and tokenizer of a study, shared by all its runs.
+#[derive(Debug, Clone)]
+pub struct CorpusData {
+    /// What was loaded.
+    pub spec: CorpusSpec,
+    /// Every document, in corpus order.
+    pub docs: Vec<Document>,
+    /// Documents `..n_train` train, the rest are held out (validation).
+    pub n_train: usize,
+    /// The tokenizer shared by every run.
+    pub tok: Tokenizer,
+    /// The tokenizer file (given, or trained and saved in the data folder).
+    pub tokenizer_path: PathBuf,
+    /// Token frequencies of the training documents over the padded vocabulary: the "most
+    /// frequent tokens" of every table.
+    pub freq: Vec<u64>,
+}
+
+impl CorpusData {
+    /// Reads the documents (writing the synthetic corpus to `data_dir/synthetic.txt` first) and
+    /// loads the tokenizer, or trains a WordPiece vocabulary of `spec.train_vocab` pieces on the
+    /// training documents and saves it as `data_dir/tokenizer.json`, reused from then on
+    /// (WordPiece training is not reproducible bit for bit, and checkpoints hold token ids).
+    /// The last tenth of the documents (at least one) is held out.
+    pub fn load(spec: &CorpusSpec, data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(io_at(data_dir))?;
+        let docs = if spec.is_synthetic() {
+            let path = data_dir.join("synthetic.txt");
+            synthetic_corpus(spec)?.write_text(&path)?;
+            read_documents(&path, Format::Plain)?
+        } else {
+            let p = Path::new(&spec.corpus);
+            if !p.exists() {
+                return Err(ExperimentError::Missing {
+                    path: p.to_path_buf(),
+                    what: "the corpus text file or folder".into(),
+                });
+            }
+            read_documents(p, Format::parse(&spec.format)?)?
+        };
+        if docs.len() < 2 {
+            return Err(ExperimentError::Invalid(format!(
+                "the corpus {} has {} document(s); a run needs at least two (train + held-out)",
+                spec.corpus,
+                docs.len()
+            )));
+        }
+        let n_train = docs.len() - (docs.len() / 10).max(1);
+        let (tok, tokenizer_path) = match &spec.tokenizer {
+            Some(p) if !p.is_file() => {
+                return Err(ExperimentError::Missing {
+                    path: p.clone(),
+                    what: "the tokenizer (vocab.txt or tokenizer.json)".into(),
+                })
+            }
+            Some(p) => (Tokenizer::load(p)?, p.clone()),
+            None => {
+                let saved = data_dir.join("tokenizer.json");
+                if saved.is_file() {
+                    (Tokenizer::load(&saved)?, saved)
+                } else {
+                    let t = Tokenizer::train_wordpiece(
+                        docs[..n_train].iter().map(|d| d.text.as_str()),
+                        spec.train_vocab,
+                        true,
+                    )?;
+                    t.save(&saved)?;
+                    (t, saved)
+                }
+            }
+        };
+        let (counts, _) =
+            TokenCounts::count_documents(&tok, docs[..n_train].iter().cloned().map(Ok), 64)?;
+        let mut freq = counts.counts().to_vec();
+        freq.resize(tok.padded_vocab_size(8).max(freq.len()), 0);
+        Ok(Self {
+            spec: spec.clone(),
+            docs,
+            n_train,
+            tok,
+            tokenizer_path,
+            freq,
+        })
+    }
+
+    /// The training documents.
+    pub fn train(&self) -> &[Document] {
+        &self.docs[..self.n_train]
+    }
+
+    /// The held-out documents.
+    pub fn held_out(&self) -> &[Document] {
+        &self.docs[self.n_train..]
+    }
+
+    /// The vocabulary padded to a multiple of 8 (the models' V).
+    pub fn padded_vocab(&self) -> usize {
+        self.tok.padded_vocab_size(8)
+    }
+}
+
+/// The synthetic corpus of a spec (its documents carry gold UPOS tags).
+pub fn synthetic_corpus(spec: &CorpusSpec) -> Result<SyntheticCorpus> {
+    Ok(SyntheticCorpus::new(SyntheticConfig {
+        seed: spec.seed,
+        n_documents: spec.synthetic_documents,
+        ..SyntheticConfig::default()
+    })?)
+}
+
+/// The sequences of a style: causal blocks for GPT, BERT windows (`[CLS] s1 [SEP] s2 [SEP]`)
+/// for BERT and ELMo, in document order.
+pub fn sequences(
+    style: Style,
+    tok: &Tokenizer,
+    docs: &[Document],
+    seq_len: usize,
+) -> Result<TrainingData> {
+    let it = docs.iter().cloned().map(Ok);
+    Ok(match style {
+        Style::Gpt => {
+            corpus::windows::causal_blocks(tok, it, seq_len, Some(tok.special_tokens()?.sep))?
+        }
+        _ => corpus::windows::bert_windows(tok, it, &SentenceSplitter::default(), seq_len)?,
+    })
+}
+
+/// The training objective of a style (BERT: MLM 15% with 80/10/10).
+pub fn objective(style: Style) -> Objective {
+    match style {
+        Style::Gpt => Objective::CausalLm,
+        Style::Bert => Objective::MaskedLm(MaskingConfig::default()),
+        Style::Elmo => Objective::BidirectionalLm,
+    }
+}
+
+/// Shuffled training batches of a style's objective, seeded by `seed`.
+pub fn batcher(
+    style: Style,
+    tok: &Tokenizer,
+    docs: &[Document],
+    seq_len: usize,
+    batch_size: usize,
+    seed: u64,
+) -> Result<Batcher> {
+    let data = sequences(style, tok, docs, seq_len)?;
+    let cfg = BatcherConfig {
+        batch_size: batch_size.min(data.len()).max(1),
+        seed,
+        drop_last: true,
+    };
+    Ok(Batcher::new(
+        data,
+        objective(style),
+        cfg,
+        tok.special_tokens()?,
+        tok.vocab_size(),
+    )?)
+}

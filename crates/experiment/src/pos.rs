@@ -1,0 +1,102 @@
+//! The part-of-speech tag of every vocabulary token (Fig. 4): gold tags on the synthetic
+//! corpus; on real text, the averaged-perceptron tagger trained on UD English EWT (gold UPOS),
+//! each word's tag counted on its first WordPiece, the most frequent tag kept.
+
+use std::path::Path;
+
+use corpus::{PerceptronTagger, PosLexicon, SentenceSplitter, TaggerConfig, Tokenizer};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::data::{synthetic_corpus, CorpusData};
+use crate::{ExperimentError, Result};
+
+/// Where a study's tags come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TagSource {
+    /// The synthetic corpus' gold word classes.
+    Gold,
+    /// A tagger trained on a CoNLL-U file (UD English EWT train), saved as `tagger_cache`.
+    Tagger {
+        /// The CoNLL-U training file.
+        conllu: std::path::PathBuf,
+        /// Where the trained tagger is kept (reused when present).
+        tagger_cache: std::path::PathBuf,
+    },
+}
+
+impl TagSource {
+    /// A short description for table notes.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            TagSource::Gold => "gold word classes of the synthetic corpus",
+            TagSource::Tagger { .. } => "perceptron tagger trained on UD English EWT",
+        }
+    }
+}
+
+/// The lexicon of the training documents of `data` (tags per first WordPiece).
+pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<PosLexicon> {
+    match source {
+        TagSource::Gold => {
+            let sentences: Vec<_> = synthetic_corpus(&data.spec)?.sentences().collect();
+            Ok(PosLexicon::from_tagged(&sentences, |w| {
+                data.tok.first_piece(w)
+            })?)
+        }
+        TagSource::Tagger {
+            conllu,
+            tagger_cache,
+        } => {
+            let tagger = load_or_train_tagger(conllu, tagger_cache)?;
+            Ok(tag_documents(&tagger, data.train(), &data.tok, progress))
+        }
+    }
+}
+
+fn load_or_train_tagger(conllu: &Path, cache: &Path) -> Result<PerceptronTagger> {
+    if cache.is_file() {
+        return Ok(PerceptronTagger::load(cache)?);
+    }
+    if !conllu.is_file() {
+        return Err(ExperimentError::Missing {
+            path: conllu.to_path_buf(),
+            what: "the CoNLL-U file that trains the POS tagger (UD English EWT train)".into(),
+        });
+    }
+    let train = corpus::read_conllu(conllu)?;
+    let tagger = PerceptronTagger::train(&train, &TaggerConfig::default())?;
+    tagger.save(cache)?;
+    Ok(tagger)
+}
+
+/// Tags every sentence of the documents and counts each word's tag on its first WordPiece.
+fn tag_documents(
+    tagger: &PerceptronTagger,
+    docs: &[corpus::Document],
+    tok: &Tokenizer,
+    progress: bool,
+) -> PosLexicon {
+    let splitter = SentenceSplitter::default();
+    let bar = if progress {
+        ProgressBar::new(docs.len() as u64).with_style(
+            ProgressStyle::with_template("tagging {bar:30} {pos}/{len} documents {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        )
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut lex = PosLexicon::new();
+    for d in docs {
+        let sentences = splitter
+            .split(&d.text)
+            .into_iter()
+            .map(|s| s.split_whitespace().collect::<Vec<_>>())
+            .filter(|w| !w.is_empty());
+        lex.merge(&PosLexicon::tag_corpus(tagger, sentences, |w| {
+            tok.first_piece(w)
+        }));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    lex
+}

@@ -1,0 +1,282 @@
+//! The scoring set: one fixed, seed-independent set of positions on which every run of a style
+//! is scored, so that two runs' preference scores rest on the same evidence.
+//!
+//! - Sequences are the held-out documents' (or a separate scoring corpus') windows in document
+//!   order, batched in order: no run seed enters.
+//! - GPT and ELMo score every labelled position.
+//! - BERT scores only positions whose input is `[MASK]`, by a deterministic schedule of
+//!   `k = ⌈1 / mask_rate⌉` passes over every window: each pass masks a disjoint ~1/k of the
+//!   window's maskable positions (all of them `[MASK]`, never the 10% kept or random-replaced
+//!   positions of training, whose copy targets would dominate p̄), the rest of the window
+//!   unmasked, so every maskable position is scored exactly once.
+//!
+//! The set is saved once (`scoring_set.json`: its settings and SHA-256 fingerprints) and
+//! rebuilt identically whenever it is needed; a rebuild with another fingerprint is an error.
+//! Every run records the fingerprint it was scored on.
+
+use std::path::Path;
+
+use corpus::{pad_sequence, Document, Objective, TokenBatch, Tokenizer, IGNORE_LABEL};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use towers::Style;
+
+use crate::data::{objective, sequences};
+use crate::error::{read_json, write_json_atomic};
+use crate::spec::style_name;
+use crate::{ExperimentError, Result};
+
+/// File name of a saved scoring set.
+pub const SCORING_FILE: &str = "scoring_set.json";
+
+/// Seed of the BERT mask schedule: a constant, so the schedule never depends on a run.
+const SCHEDULE_SEED: u64 = 0x5c0f_1a9e;
+
+/// How a scoring set is cut.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoringSpec {
+    /// Sequence length (the runs' phase-1 length).
+    pub seq_len: usize,
+    /// Sequences per scoring batch.
+    pub batch_size: usize,
+    /// BERT: the fraction of maskable positions masked per pass (0.15: 7 passes).
+    pub mask_rate: f64,
+    /// Use at most this many sequences (the first ones), `None`: all.
+    pub max_sequences: Option<usize>,
+}
+
+impl ScoringSpec {
+    /// Every held-out sequence of `seq_len` tokens, batches of 32, BERT masking 15% per pass.
+    pub fn new(seq_len: usize) -> Self {
+        Self {
+            seq_len,
+            batch_size: 32,
+            mask_rate: 0.15,
+            max_sequences: None,
+        }
+    }
+
+    /// BERT passes: ⌈1 / mask_rate⌉.
+    pub fn passes(&self) -> usize {
+        (1.0 / self.mask_rate).ceil().max(1.0) as usize
+    }
+}
+
+/// What identifies a scoring set (recorded by every run scored on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScoringSetId {
+    /// The style whose objective cut the positions.
+    pub style: Style,
+    /// SHA-256 (hex) of every batch's inputs, masks and labels.
+    pub fingerprint: String,
+    /// SHA-256 (hex) of the documents' text and the tokenizer's vocabulary: equal for the sets
+    /// of different styles cut from the same text.
+    pub text_fingerprint: String,
+    /// Scored positions.
+    pub positions: u64,
+}
+
+impl ScoringSetId {
+    /// Whether runs scored on `self` and `other` may be compared: the same positions for one
+    /// style, the same text and tokenizer across styles. `a` and `b` name the runs in the error.
+    pub fn check_comparable(&self, other: &ScoringSetId, a: &str, b: &str) -> Result<()> {
+        let (fa, fb) = if self.style == other.style {
+            (&self.fingerprint, &other.fingerprint)
+        } else {
+            (&self.text_fingerprint, &other.text_fingerprint)
+        };
+        if fa != fb {
+            return Err(ExperimentError::ScoringSetMismatch {
+                a: a.into(),
+                b: b.into(),
+                fa: short(fa),
+                fb: short(fb),
+            });
+        }
+        Ok(())
+    }
+
+    /// The first 12 hex digits of the fingerprint.
+    pub fn short(&self) -> String {
+        short(&self.fingerprint)
+    }
+}
+
+fn short(f: &str) -> String {
+    f.chars().take(12).collect()
+}
+
+/// What `scoring_set.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct SavedScoringSet {
+    id: ScoringSetId,
+    spec: ScoringSpec,
+    batches: usize,
+}
+
+/// A scoring set: fixed batches and their identity.
+#[derive(Debug, Clone)]
+pub struct ScoringSet {
+    /// Identity (fingerprints, style, positions).
+    pub id: ScoringSetId,
+    /// How it was cut.
+    pub spec: ScoringSpec,
+    /// The batches, in order; labels only at scored positions.
+    pub batches: Vec<TokenBatch>,
+}
+
+impl ScoringSet {
+    /// Cuts the scoring set of `style` from `docs` (see the module docs).
+    pub fn build(
+        style: Style,
+        tok: &Tokenizer,
+        docs: &[Document],
+        spec: &ScoringSpec,
+    ) -> Result<Self> {
+        if spec.batch_size == 0 || !(spec.mask_rate > 0.0 && spec.mask_rate <= 1.0) {
+            return Err(ExperimentError::Invalid(
+                "a scoring set needs batch_size >= 1 and 0 < mask_rate <= 1".into(),
+            ));
+        }
+        let data = sequences(style, tok, docs, spec.seq_len)?;
+        let n = spec.max_sequences.unwrap_or(usize::MAX).min(data.len());
+        if n == 0 {
+            return Err(ExperimentError::Invalid(
+                "the scoring documents give no sequence".into(),
+            ));
+        }
+        let specials = tok.special_tokens()?;
+        let t = spec.seq_len;
+        // One row per (sequence, pass): inputs and labels.
+        let mut rows: Vec<(Vec<u32>, Vec<u8>, Vec<u32>)> = Vec::new();
+        for i in 0..n {
+            let ids = data.ids(i);
+            let (padded, mask) = pad_sequence(ids, t, specials.pad);
+            let len = ids.len();
+            match objective(style) {
+                Objective::CausalLm => {
+                    let mut labels = vec![IGNORE_LABEL; t];
+                    labels[..len.saturating_sub(1)].copy_from_slice(&ids[1..len.max(1)]);
+                    rows.push((padded, mask, labels));
+                }
+                Objective::BidirectionalLm => {
+                    let mut labels = vec![IGNORE_LABEL; t];
+                    labels[..len].copy_from_slice(ids);
+                    rows.push((padded, mask, labels));
+                }
+                Objective::MaskedLm(_) => {
+                    let mut maskable: Vec<usize> =
+                        (0..len).filter(|&j| !specials.contains(ids[j])).collect();
+                    maskable.shuffle(&mut ChaCha8Rng::seed_from_u64(
+                        SCHEDULE_SEED ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                    ));
+                    let k = spec.passes();
+                    for p in 0..k {
+                        let mut input = padded.clone();
+                        let mut labels = vec![IGNORE_LABEL; t];
+                        for &j in maskable.iter().skip(p).step_by(k) {
+                            labels[j] = ids[j];
+                            input[j] = specials.mask;
+                        }
+                        if labels.iter().any(|&l| l != IGNORE_LABEL) {
+                            rows.push((input, mask.clone(), labels));
+                        }
+                    }
+                }
+            }
+        }
+        let batches: Vec<TokenBatch> = rows
+            .chunks(spec.batch_size)
+            .map(|chunk| TokenBatch {
+                batch_size: chunk.len(),
+                seq_len: t,
+                input_ids: chunk.iter().flat_map(|r| r.0.iter().copied()).collect(),
+                attention_mask: chunk.iter().flat_map(|r| r.1.iter().copied()).collect(),
+                labels: chunk.iter().flat_map(|r| r.2.iter().copied()).collect(),
+            })
+            .filter(|b| b.n_targets() > 0)
+            .collect();
+        let positions = batches.iter().map(|b| b.n_targets() as u64).sum();
+        let id = ScoringSetId {
+            style,
+            fingerprint: batches_fingerprint(style, &batches),
+            text_fingerprint: text_fingerprint(tok, docs),
+            positions,
+        };
+        Ok(Self {
+            id,
+            spec: spec.clone(),
+            batches,
+        })
+    }
+
+    /// Builds the set and saves its identity as `dir/scoring_set.json`, or, when that file
+    /// exists, rebuilds it and checks that the fingerprint is the saved one (a changed
+    /// tokenizer, text or setting is an error, not a silently different set).
+    pub fn load_or_build(
+        dir: &Path,
+        style: Style,
+        tok: &Tokenizer,
+        docs: &[Document],
+        spec: &ScoringSpec,
+    ) -> Result<Self> {
+        let set = Self::build(style, tok, docs, spec)?;
+        let path = dir.join(format!("{}-{SCORING_FILE}", style_name(style)));
+        if path.is_file() {
+            let saved: SavedScoringSet = read_json(&path)?;
+            if saved.id != set.id || saved.spec != set.spec {
+                return Err(ExperimentError::ScoringSetMismatch {
+                    a: path.display().to_string(),
+                    b: "the set rebuilt now".into(),
+                    fa: short(&saved.id.fingerprint),
+                    fb: set.id.short(),
+                });
+            }
+        } else {
+            std::fs::create_dir_all(dir).map_err(crate::error::io_at(dir))?;
+            write_json_atomic(
+                &path,
+                &SavedScoringSet {
+                    id: set.id.clone(),
+                    spec: set.spec.clone(),
+                    batches: set.batches.len(),
+                },
+            )?;
+        }
+        Ok(set)
+    }
+}
+
+fn hex(d: impl AsRef<[u8]>) -> String {
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn batches_fingerprint(style: Style, batches: &[TokenBatch]) -> String {
+    let mut h = Sha256::new();
+    h.update(style_name(style).as_bytes());
+    for b in batches {
+        h.update((b.batch_size as u64).to_le_bytes());
+        h.update((b.seq_len as u64).to_le_bytes());
+        for v in b.input_ids.iter().chain(&b.labels) {
+            h.update(v.to_le_bytes());
+        }
+        h.update(&b.attention_mask);
+    }
+    hex(h.finalize())
+}
+
+fn text_fingerprint(tok: &Tokenizer, docs: &[Document]) -> String {
+    let mut h = Sha256::new();
+    for id in 0..tok.vocab_size() as u32 {
+        h.update(tok.id_to_token(id).unwrap_or_default().as_bytes());
+        h.update([0u8]);
+    }
+    for d in docs {
+        h.update(d.text.as_bytes());
+        h.update([0u8]);
+    }
+    hex(h.finalize())
+}

@@ -1,0 +1,290 @@
+//! What defines one two-tower run: corpus, model, the settings of the three phases and the
+//! seeds. A [`RunSpec`] is saved as `run.json` in the run's folder; a folder holding another run
+//! is refused with the differing fields named ([`spec_diff`]).
+
+use std::path::{Path, PathBuf};
+
+use heads::HeadInput;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use towers::{ModelConfig, Style};
+
+use crate::{ExperimentError, Result};
+
+/// Where the text and the tokenizer of a run come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusSpec {
+    /// `"synthetic"` (the embedded generator with gold word classes) or a text file / folder.
+    pub corpus: String,
+    /// Format of a corpus path: plain, lines, wikitext, folder, jsonl[:field]
+    /// (`corpus::Format::parse`).
+    pub format: String,
+    /// Documents of the synthetic corpus.
+    pub synthetic_documents: usize,
+    /// Tokenizer file (`vocab.txt` or `tokenizer.json`); `None`: a WordPiece vocabulary of
+    /// `train_vocab` pieces trained once on the training documents and saved beside the data.
+    pub tokenizer: Option<PathBuf>,
+    /// WordPiece size when a vocabulary is trained.
+    pub train_vocab: usize,
+    /// Seed of the synthetic corpus.
+    pub seed: u64,
+}
+
+impl CorpusSpec {
+    /// The embedded synthetic corpus: `documents` documents from `seed`, a 1024-piece
+    /// vocabulary trained on it.
+    pub fn synthetic(documents: usize, seed: u64) -> Self {
+        Self {
+            corpus: "synthetic".into(),
+            format: "plain".into(),
+            synthetic_documents: documents,
+            tokenizer: None,
+            train_vocab: 1024,
+            seed,
+        }
+    }
+
+    /// A text file or folder of `format` with a given tokenizer (`None`: train one).
+    pub fn text(path: impl Into<String>, format: &str, tokenizer: Option<PathBuf>) -> Self {
+        Self {
+            corpus: path.into(),
+            format: format.into(),
+            synthetic_documents: 0,
+            tokenizer,
+            train_vocab: 8192,
+            seed: 0,
+        }
+    }
+
+    /// Whether this is the embedded synthetic corpus.
+    pub fn is_synthetic(&self) -> bool {
+        self.corpus == "synthetic"
+    }
+}
+
+/// Phase 1: the K towers trained jointly through the tied joint head.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase1Settings {
+    /// Token positions of training (batch size × sequence length per update).
+    pub budget_tokens: u64,
+    /// Sequence length.
+    pub seq_len: usize,
+    /// Sequences per batch.
+    pub batch_size: usize,
+    /// Peak learning rate (AdamW, warmup then linear decay to 0).
+    pub lr: f64,
+    /// Held-out batches validating training.
+    pub eval_batches: usize,
+    /// Validate every this many updates.
+    pub eval_every: u64,
+    /// Weight snapshots at these fractions of training (for the emergence figure), e.g.
+    /// `[0.0625, 0.125, 0.25, 0.5]`; the end of training is always kept.
+    pub snapshots: Vec<f64>,
+}
+
+impl Default for Phase1Settings {
+    /// 200k tokens of 64-token sequences, batch 16, lr 2e-3, 8 validation batches, every 100
+    /// updates, no snapshots.
+    fn default() -> Self {
+        Self {
+            budget_tokens: 200_000,
+            seq_len: 64,
+            batch_size: 16,
+            lr: 2e-3,
+            eval_batches: 8,
+            eval_every: 100,
+            snapshots: Vec::new(),
+        }
+    }
+}
+
+/// Phases 2 and 3: one head per frozen tower, trained together on identical batches until the
+/// validation NLL stops improving.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadSettings {
+    /// The most token positions the heads may train on (early stopping usually ends sooner).
+    pub max_budget_tokens: u64,
+    /// Peak learning rate.
+    pub lr: f64,
+    /// What each head reads ([`HeadInput::TowerLayerNorm`] by default: its own tower,
+    /// normalised, so the step size does not depend on the tower's scale).
+    pub input: HeadInput,
+    /// Clip each head's gradient on its own (otherwise one global clip over all heads).
+    pub per_head_clip: bool,
+    /// Validate every this many updates.
+    pub eval_every: u64,
+    /// Validations without an improvement of `min_delta` nats before stopping.
+    pub patience: u64,
+    /// Smallest improvement of the summed head NLL that counts.
+    pub min_delta: f64,
+}
+
+impl Default for HeadSettings {
+    /// 400k tokens at most, lr 2e-3, per-tower LayerNorm input, per-head clipping, validation
+    /// every 50 updates, patience 3, min_delta 1e-3.
+    fn default() -> Self {
+        Self {
+            max_budget_tokens: 400_000,
+            lr: 2e-3,
+            input: HeadInput::TowerLayerNorm,
+            per_head_clip: true,
+            eval_every: 50,
+            patience: 3,
+            min_delta: 1e-3,
+        }
+    }
+}
+
+/// One two-tower run: what `run.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSpec {
+    /// Tower style.
+    pub style: Style,
+    /// Model preset (`towers::ModelConfig::preset`: tiny, peer_small, base_2tower, ...).
+    pub preset: String,
+    /// Text and tokenizer.
+    pub corpus: CorpusSpec,
+    /// Phase 1.
+    pub phase1: Phase1Settings,
+    /// Phases 2/3.
+    pub heads: HeadSettings,
+    /// Seed of the weights, the shuffling and the training masks of phase 1.
+    pub seed: u64,
+    /// Seed of the heads' initialisation and batches.
+    pub head_seed: u64,
+    /// Also retrain the heads with `head_seed + 1` and score them: the head-seed (test-retest)
+    /// reliability of the run's scores.
+    pub retest_heads: bool,
+}
+
+impl RunSpec {
+    /// A run of `style` at `preset` on `corpus` with default settings and seed 0.
+    pub fn new(style: Style, preset: &str, corpus: CorpusSpec) -> Self {
+        Self {
+            style,
+            preset: preset.into(),
+            corpus,
+            phase1: Phase1Settings::default(),
+            heads: HeadSettings::default(),
+            seed: 0,
+            head_seed: 1000,
+            retest_heads: true,
+        }
+    }
+
+    /// The same run with another seed (the head seed moves with it).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self.head_seed = 1000 + 2 * seed;
+        self
+    }
+
+    /// The run's label, `<style>-s<seed>`.
+    pub fn label(&self) -> String {
+        format!("{}-s{}", style_name(self.style), self.seed)
+    }
+
+    /// The model configuration for a tokenizer of `vocab_size` pieces (padded to a multiple of
+    /// 8 by the caller).
+    pub fn model_config(&self, padded_vocab: usize) -> Result<ModelConfig> {
+        let mut cfg = ModelConfig::preset(self.style, &self.preset)?;
+        cfg.vocab_size = padded_vocab;
+        cfg.max_positions = cfg.max_positions.max(self.phase1.seq_len);
+        Ok(cfg)
+    }
+
+    /// Checks the settings before any work starts.
+    pub fn validate(&self) -> Result<()> {
+        let p = &self.phase1;
+        let bad = |m: &str| Err(ExperimentError::Invalid(m.into()));
+        if p.budget_tokens == 0 || self.heads.max_budget_tokens == 0 {
+            return bad("budgets must be > 0 tokens");
+        }
+        if p.seq_len < 4 || p.batch_size == 0 {
+            return bad("seq_len >= 4 and batch_size >= 1 are required");
+        }
+        if !(p.lr > 0.0 && self.heads.lr > 0.0) {
+            return bad("learning rates must be > 0");
+        }
+        if p.snapshots.iter().any(|f| !(*f > 0.0 && *f < 1.0)) {
+            return bad("snapshot fractions must lie strictly between 0 and 1");
+        }
+        if self.heads.eval_every == 0 || self.heads.patience == 0 {
+            return bad("heads need eval_every >= 1 and patience >= 1 (early stopping)");
+        }
+        Ok(())
+    }
+
+    /// Reads the spec of a run folder (`run.json`).
+    pub fn load(run_dir: &Path) -> Result<RunSpec> {
+        let path = run_dir.join(crate::run::RUN_FILE);
+        if !path.is_file() {
+            return Err(ExperimentError::NotA {
+                path: run_dir.to_path_buf(),
+                expected: "a run folder (it has no run.json)".into(),
+            });
+        }
+        let rec: crate::run::RunRecord = crate::error::read_json(&path)?;
+        Ok(rec.spec)
+    }
+}
+
+/// The name of a style as the command lines write it.
+pub fn style_name(style: Style) -> &'static str {
+    match style {
+        Style::Gpt => "gpt",
+        Style::Bert => "bert",
+        Style::Elmo => "elmo",
+    }
+}
+
+/// The fields (dotted paths, e.g. `phase1.lr`) in which two specs differ, in order.
+pub fn spec_diff(a: &RunSpec, b: &RunSpec) -> Vec<String> {
+    let (va, vb) = (
+        serde_json::to_value(a).unwrap_or(Value::Null),
+        serde_json::to_value(b).unwrap_or(Value::Null),
+    );
+    let mut out = Vec::new();
+    diff_values("", &va, &vb, &mut out);
+    out
+}
+
+fn diff_values(prefix: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                diff_values(
+                    &path,
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        _ if a != b => out.push(prefix.to_string()),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_names_nested_fields() {
+        let a = RunSpec::new(Style::Gpt, "tiny", CorpusSpec::synthetic(100, 0));
+        let mut b = a.clone();
+        b.phase1.lr = 1e-3;
+        b.heads.patience = 9;
+        assert_eq!(spec_diff(&a, &b), vec!["heads.patience", "phase1.lr"]);
+        assert!(spec_diff(&a, &a).is_empty());
+    }
+}

@@ -1,0 +1,346 @@
+//! A two-tower study: several runs (styles × seeds) on one corpus, each scored on its style's
+//! fixed scoring set, compared pairwise with the noise ceiling, summarised per POS tag; the
+//! tables, figures and a JSON summary written to one folder. [`Protocol`] names the
+//! reproduction protocols (`smoke` for tests, `cpu`, `gpu`).
+
+use std::path::{Path, PathBuf};
+
+use corpus::Document;
+use prefscore::{by_tag, top_tokens, Bootstrap, CorrOptions, ScoreKind};
+use serde::{Deserialize, Serialize};
+use towers::Style;
+
+use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
+use crate::data::CorpusData;
+use crate::error::{io_at, write_json_atomic};
+use crate::pos::{lexicon, TagSource};
+use crate::run::{ensure_run, HeadQuality, RunOptions};
+use crate::scoring::{ScoringSet, ScoringSpec};
+use crate::spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
+use crate::tables::{pairs_table, runs_table, tag_histograms, tag_table};
+use crate::{ExperimentError, Result};
+
+/// The reproduction protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// The same code as `cpu` in about a minute: tiny GPT towers (two seeds) and a tiny BERT on
+    /// the embedded synthetic corpus (gold word classes). For tests.
+    Smoke,
+    /// The powered CPU reproduction: WikiText-2 train, an 8k WordPiece vocabulary trained on
+    /// it, GPT `peer_small` seeds 0-2 and BERT seeds 0-1 (several epochs each), scored on
+    /// WikiText-103 valid + test, POS tags from the EWT-trained tagger.
+    Cpu,
+    /// `cpu` scaled for a GPU: `base_2tower` towers, longer training.
+    Gpu,
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = ExperimentError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "smoke" => Ok(Protocol::Smoke),
+            "cpu" => Ok(Protocol::Cpu),
+            "gpu" => Ok(Protocol::Gpu),
+            _ => Err(ExperimentError::Invalid(format!(
+                "unknown protocol {s:?} (smoke, cpu, gpu)"
+            ))),
+        }
+    }
+}
+
+/// Everything a study runs and reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StudySpec {
+    /// Training text and tokenizer.
+    pub corpus: CorpusSpec,
+    /// A separate scoring corpus (path, format), never trained on; `None`: the held-out
+    /// documents of `corpus`.
+    pub scoring_corpus: Option<(PathBuf, String)>,
+    /// How the scoring sets are cut (the runs' sequence length).
+    pub scoring: ScoringSpec,
+    /// The runs, in table order.
+    pub runs: Vec<RunSpec>,
+    /// Token selections of the correlations.
+    pub selections: Vec<TokenSelection>,
+    /// Score kinds (arithmetic eq. 4 first).
+    pub kinds: Vec<ScoreKind>,
+    /// Bootstrap resamples and permutations of every correlation.
+    pub resamples: usize,
+    /// Where POS tags come from.
+    pub tags: TagSource,
+}
+
+impl StudySpec {
+    /// The spec of a protocol; `shared` is the shared data folder (`../shared/data`) for the
+    /// real-text protocols.
+    pub fn protocol(p: Protocol, shared: &Path) -> Result<Self> {
+        let tags = |shared: &Path| TagSource::Tagger {
+            conllu: shared.join("ud-english-ewt/en_ewt-ud-train.conllu"),
+            tagger_cache: PathBuf::from("tagger.json"),
+        };
+        match p {
+            Protocol::Smoke => {
+                let corpus = CorpusSpec::synthetic(300, 0);
+                let phase1 = Phase1Settings {
+                    budget_tokens: 24_000,
+                    seq_len: 32,
+                    batch_size: 16,
+                    lr: 3e-3,
+                    eval_batches: 4,
+                    eval_every: 20,
+                    snapshots: vec![0.5],
+                };
+                let heads = HeadSettings {
+                    max_budget_tokens: 24_000,
+                    lr: 3e-3,
+                    eval_every: 10,
+                    patience: 2,
+                    ..HeadSettings::default()
+                };
+                let run = |style, seed| {
+                    let mut r = RunSpec::new(style, "tiny", corpus.clone()).with_seed(seed);
+                    r.phase1 = phase1.clone();
+                    r.heads = heads.clone();
+                    r
+                };
+                Ok(Self {
+                    scoring: ScoringSpec::new(32),
+                    runs: vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)],
+                    corpus,
+                    scoring_corpus: None,
+                    selections: vec![TokenSelection::TopFrequent(5000), TokenSelection::MinCount(5)],
+                    kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
+                    resamples: 100,
+                    tags: TagSource::Gold,
+                })
+            }
+            Protocol::Cpu | Protocol::Gpu => {
+                let gpu = p == Protocol::Gpu;
+                let wiki = shared.join("wikitext-2/train.txt");
+                let mut corpus = CorpusSpec::text(wiki.display().to_string(), "wikitext", None);
+                corpus.train_vocab = 8192;
+                let phase1 = Phase1Settings {
+                    budget_tokens: if gpu { 200_000_000 } else { 8_000_000 },
+                    seq_len: 128,
+                    batch_size: if gpu { 64 } else { 16 },
+                    lr: 1e-3,
+                    eval_batches: 16,
+                    eval_every: 500,
+                    snapshots: vec![0.0625, 0.125, 0.25, 0.5],
+                };
+                let heads = HeadSettings {
+                    max_budget_tokens: if gpu { 20_000_000 } else { 2_000_000 },
+                    lr: 1e-3,
+                    eval_every: 100,
+                    patience: 3,
+                    ..HeadSettings::default()
+                };
+                let preset = if gpu { "base_2tower" } else { "peer_small" };
+                let run = |style, seed| {
+                    let mut r = RunSpec::new(style, preset, corpus.clone()).with_seed(seed);
+                    r.phase1 = phase1.clone();
+                    r.heads = heads.clone();
+                    r
+                };
+                let scoring_text = shared.join("wikitext-103-valid-test");
+                Ok(Self {
+                    scoring: ScoringSpec::new(128),
+                    runs: vec![
+                        run(Style::Gpt, 0),
+                        run(Style::Gpt, 1),
+                        run(Style::Gpt, 2),
+                        run(Style::Bert, 0),
+                        run(Style::Bert, 1),
+                    ],
+                    corpus,
+                    scoring_corpus: Some((scoring_text, "folder".into())),
+                    selections: vec![
+                        TokenSelection::TopFrequent(5000),
+                        TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
+                    ],
+                    kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
+                    resamples: 1000,
+                    tags: tags(shared),
+                })
+            }
+        }
+    }
+}
+
+/// One run of a finished study.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StudyRun {
+    /// `<style>-s<seed>`.
+    pub label: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Scoring-set fingerprint (short).
+    pub scoring_fingerprint: String,
+    /// Scored positions.
+    pub positions: u64,
+    /// Head quality (validation).
+    pub heads: HeadQuality,
+    /// Retest heads' quality.
+    pub retest: Option<HeadQuality>,
+    /// Share of scored tokens won by the primary tower.
+    pub share_primary: f64,
+    /// Whether the run was reused.
+    pub reused: bool,
+}
+
+/// What a study produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StudyOutcome {
+    /// The runs.
+    pub runs: Vec<StudyRun>,
+    /// Every pair of runs, per score kind and token selection.
+    pub pairs: Vec<(String, PairComparison)>,
+    /// Files written.
+    pub outputs: Vec<PathBuf>,
+}
+
+/// The scoring documents of a study: the separate scoring corpus, or the held-out documents.
+fn scoring_docs(spec: &StudySpec, data: &CorpusData) -> Result<Vec<Document>> {
+    match &spec.scoring_corpus {
+        None => Ok(data.held_out().to_vec()),
+        Some((path, format)) => {
+            if !path.exists() {
+                return Err(ExperimentError::Missing {
+                    path: path.clone(),
+                    what: "the scoring corpus".into(),
+                });
+            }
+            Ok(corpus::read_documents(
+                path,
+                corpus::Format::parse(format)?,
+            )?)
+        }
+    }
+}
+
+/// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
+/// empty) under `out/<label>/`, then, when all runs are finished, writes the tables and
+/// figures of the study to `out/`. Returns `Ok(None)` when `only` left runs unfinished.
+pub fn run_study(
+    spec: &StudySpec,
+    out: &Path,
+    only: &[String],
+    opts: &RunOptions,
+) -> Result<Option<StudyOutcome>> {
+    std::fs::create_dir_all(out).map_err(io_at(out))?;
+    let data_dir = out.join("data");
+    let data = CorpusData::load(&spec.corpus, &data_dir)?;
+    let sdocs = scoring_docs(spec, &data)?;
+    let mut scored = Vec::new();
+    for r in &spec.runs {
+        let label = r.label();
+        if !only.is_empty() && !only.contains(&label) {
+            continue;
+        }
+        let set = ScoringSet::load_or_build(&data_dir, r.style, &data.tok, &sdocs, &spec.scoring)?;
+        let run = ensure_run(r, &out.join(&label), &data, &data_dir, &set, opts)?;
+        scored.push(run);
+    }
+    if scored.len() < spec.runs.len() {
+        return Ok(None);
+    }
+    let boot = Bootstrap {
+        resamples: spec.resamples,
+        ..Bootstrap::default()
+    };
+    let copts = CorrOptions {
+        bootstrap: boot.clone(),
+        permutations: spec.resamples,
+    };
+    let mut outputs = Vec::new();
+    let mut pairs = Vec::new();
+    let mut runs = Vec::new();
+    let lex = lexicon(&data, &resolve_tags(&spec.tags, out), opts.progress)?;
+    let tags = lex.to_dense(data.padded_vocab());
+    for (ki, &kind) in spec.kinds.iter().enumerate() {
+        let kname = kind_name(kind);
+        let rs: Vec<RunScores> = scored
+            .iter()
+            .map(|r| RunScores::new(r, kind))
+            .collect::<Result<_>>()?;
+        for sel in &spec.selections {
+            let mut these = Vec::new();
+            for i in 0..rs.len() {
+                for j in i + 1..rs.len() {
+                    these.push(compare_runs(&rs[i], &rs[j], &data.freq, *sel, kind, &copts)?);
+                }
+            }
+            let stem = format!("pairs_{kname}_{sel}");
+            let t = pairs_table(&these, &format!("Run pairs, {kname} score, {sel} tokens"))?;
+            outputs.extend(t.write_all(out, &stem)?);
+            if opts.progress {
+                println!("{}", t.to_markdown());
+            }
+            pairs.extend(these.into_iter().map(|p| (kname.to_string(), p)));
+        }
+        if ki > 0 {
+            continue;
+        }
+        for (r, s) in scored.iter().zip(&rs) {
+            let res = r.result()?;
+            runs.push(StudyRun {
+                label: r.label.clone(),
+                dir: r.dir.clone(),
+                scoring_fingerprint: r.record.scoring.short(),
+                positions: res.positions,
+                heads: res.heads.clone(),
+                retest: res.retest.clone(),
+                share_primary: s.share_primary,
+                reused: r.reused,
+            });
+            let top = top_tokens(&data.freq, 5000, &[&s.scores.values]);
+            let per_tag = by_tag(&s.scores.values, &tags, &top, &boot)?;
+            let title = format!(
+                "Preference score per UPOS tag, {} ({}){}",
+                s.label,
+                spec.tags.describe(),
+                if s.flagged { " [FLAGGED: a head no better than unigram]" } else { "" }
+            );
+            let t = tag_table(&per_tag, &title);
+            outputs.extend(t.write_all(out, &format!("pos_{}", s.label))?);
+            let fig = out.join(format!("fig4_pos_{}.png", s.label));
+            tag_histograms(&fig, &per_tag, &title)?;
+            outputs.push(fig);
+        }
+        let t = runs_table(&runs);
+        outputs.extend(t.write_all(out, "runs")?);
+        if opts.progress {
+            println!("{}", t.to_markdown());
+        }
+    }
+    let outcome = StudyOutcome {
+        runs,
+        pairs,
+        outputs,
+    };
+    write_json_atomic(&out.join("study.json"), &outcome)?;
+    Ok(Some(outcome))
+}
+
+/// A relative tagger cache lives in the study folder.
+fn resolve_tags(t: &TagSource, out: &Path) -> TagSource {
+    match t {
+        TagSource::Tagger {
+            conllu,
+            tagger_cache,
+        } if tagger_cache.is_relative() => TagSource::Tagger {
+            conllu: conllu.clone(),
+            tagger_cache: out.join(tagger_cache),
+        },
+        other => other.clone(),
+    }
+}
+
+/// `arithmetic` (eq. 4) or `geometric` (the released code).
+pub fn kind_name(kind: ScoreKind) -> &'static str {
+    match kind {
+        ScoreKind::ArithmeticMean => "arithmetic",
+        ScoreKind::GeometricMean => "geometric",
+    }
+}

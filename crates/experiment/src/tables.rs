@@ -1,0 +1,274 @@
+//! The paper's tables and figures from scores: Fig. 4's per-tag table and histograms, Table 3's
+//! ICA word groups of the shared embedding (paper section 5.3), and the pair and run tables of
+//! the study with their reliability columns.
+
+use std::path::Path;
+
+use corpus::Tokenizer;
+
+use crate::{ExperimentError, Result};
+
+/// ICA word groups of an embedding (paper section 5.3) and their preference (Table 3).
+pub struct IcaGroups {
+    /// PCA dimension d.
+    pub dim: usize,
+    /// The ICA fit (steps, convergence).
+    pub ica: ica::IcaResult,
+    /// Independent components of every word (rows in the order of `tokens`), signed so that
+    /// each component's long tail is positive.
+    pub sources: ica::Matrix,
+    /// Share of words in no / exactly one cluster, mean clusters per word.
+    pub counts: ica::analysis::ClusterCounts,
+    /// Table 3: per component its typical words, size, mean score and rank.
+    pub table: report::Table,
+}
+
+/// PCA to `dim` (capped by the embedding width and the number of words) and Amari ICA
+/// (`cfg`) of the embedding rows of `tokens`; clusters at the paper's threshold 2.5; each
+/// component's words summarised by `prefscore::group_summary` against `scores` over `tokens`.
+#[allow(clippy::too_many_arguments)]
+pub fn ica_groups(
+    embedding: &[Vec<f32>],
+    tokens: &[u32],
+    freq: &[u64],
+    scores: &[Option<f64>],
+    tok: &Tokenizer,
+    dim: usize,
+    cfg: ica::AmariConfig,
+    boot: &prefscore::Bootstrap,
+) -> Result<IcaGroups> {
+    use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
+    let width = embedding
+        .first()
+        .ok_or_else(|| ExperimentError::Invalid("empty embedding".into()))?
+        .len();
+    let rows: Vec<f32> = tokens
+        .iter()
+        .flat_map(|&id| embedding[id as usize].iter().copied())
+        .collect();
+    let x = ica::Matrix::new(tokens.len(), width, rows)?;
+    let dim = dim.min(width).min(tokens.len().saturating_sub(1)).max(1);
+    let pca = ica::Pca::fit(&x, &ica::PcaConfig::new(dim))?;
+    let white = pca.transform(&x)?;
+    let fit = ica::AmariIca::new(cfg).fit(&white)?;
+    let mut sources = fit.sources(&white)?;
+    sign_to_positive_skew(&mut sources);
+    let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
+    let counts = cluster_counts(&per_word);
+    let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
+    let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
+    let groups: Vec<(String, Vec<u32>)> = comps
+        .iter()
+        .map(|c| {
+            let ids = c.members.iter().map(|&(i, _)| tokens[i]).collect();
+            (format!("IC{}", c.component), ids)
+        })
+        .collect();
+    let stats = prefscore::group_summary(scores, &groups, tokens, boot)?;
+    let mut table = report::Table::new(
+        [
+            "component",
+            "typical words",
+            "words",
+            "mean score",
+            "95% low",
+            "95% high",
+            "mean rank",
+            "rank (0 = most primary)",
+            "share primary",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title("Table 3: ICA word groups of the shared embedding and their preference")
+    .with_note(
+        "a word is in component k when |y_k| > 2.5; typical words: the 5 most frequent members; \
+         rank among the reference tokens by score, descending",
+    )
+    .with_precision(3);
+    for (c, g) in comps.iter().zip(&stats) {
+        let typical: Vec<String> = c
+            .typical
+            .iter()
+            .filter_map(|&i| tok.id_to_token(tokens[i]))
+            .collect();
+        let (lo, hi) = g.interval.map(|i| (i.lo, i.hi)).unzip();
+        table.push_row(vec![
+            report::Cell::from(c.component),
+            report::Cell::from(typical.join(" ")),
+            report::Cell::from(c.members.len()),
+            report::Cell::from(g.mean),
+            report::Cell::from(lo),
+            report::Cell::from(hi),
+            report::Cell::from(g.mean_rank),
+            report::Cell::from(g.mean_rank_fraction),
+            report::Cell::from(g.share_primary),
+        ]);
+    }
+    Ok(IcaGroups {
+        dim,
+        ica: fit,
+        sources,
+        counts,
+        table,
+    })
+}
+
+/// Table of `prefscore::by_tag` results: per tag n, mean score with interval, share primary.
+pub fn tag_table(per_tag: &[prefscore::TagSummary], title: &str) -> report::Table {
+    let mut t = report::Table::new(
+        [
+            "tag",
+            "tokens",
+            "mean score",
+            "95% low",
+            "95% high",
+            "median",
+            "share primary",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title(title)
+    .with_note("score s_a = log p̄1_a − log p̄2_a (eq. 4); tower 1 is the primary tower (eq. 3)")
+    .with_precision(3);
+    for g in per_tag {
+        let (lo, hi) = g.interval.map(|i| (i.lo, i.hi)).unzip();
+        t.push_row(vec![
+            report::Cell::from(g.tag.as_str()),
+            report::Cell::from(g.n),
+            report::Cell::from(g.mean),
+            report::Cell::from(lo),
+            report::Cell::from(hi),
+            report::Cell::from(g.quantiles[2]),
+            report::Cell::from(g.share_primary),
+        ]);
+    }
+    t
+}
+
+/// Fig. 4: one histogram of scores per tag.
+pub fn tag_histograms(path: &Path, per_tag: &[prefscore::TagSummary], title: &str) -> Result<()> {
+    let groups: Vec<(String, Vec<f64>)> = per_tag
+        .iter()
+        .map(|t| (t.tag.clone(), t.scores.clone()))
+        .collect();
+    report::histogram_grid(
+        path,
+        &groups,
+        &report::HistogramOptions {
+            title: title.into(),
+            x_label: "score (primary − secondary)".into(),
+            bins: 20,
+            columns: 4,
+            mark_zero: true,
+            ..report::HistogramOptions::default()
+        },
+    )?;
+    Ok(())
+}
+
+
+/// One row per pair of runs: the raw correlations, the reliabilities, the disattenuated value
+/// and the frequency partial.
+pub fn pairs_table(pairs: &[crate::analysis::PairComparison], title: &str) -> Result<report::Table> {
+    let mut t = report::Table::new(
+        [
+            "run a",
+            "run b",
+            "tokens",
+            "Pearson",
+            "95% low",
+            "95% high",
+            "Spearman",
+            "head-seed rel. a",
+            "head-seed rel. b",
+            "split-half rel. a",
+            "split-half rel. b",
+            "disattenuated",
+            "disatt. 95% low",
+            "disatt. 95% high",
+            "partial (log freq)",
+            "flagged",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title(title)
+    .with_note(
+        "disattenuated = r / sqrt(r_aa r_bb) with head-seed (test-retest) reliabilities; \
+         split-half reliabilities Spearman-Brown corrected; flagged: a head of a run ended no \
+         better than the unigram model",
+    )
+    .with_precision(3);
+    for p in pairs {
+        let (lo, hi) = p.pearson.interval.map(|i| (i.lo, i.hi)).unzip();
+        let rel = p.reliability_head_seed;
+        let d = p.disattenuated.as_ref();
+        let (dlo, dhi) = d.and_then(|d| d.interval).map(|i| (i.lo, i.hi)).unzip();
+        t.push_row(vec![
+            report::Cell::from(p.a.as_str()),
+            report::Cell::from(p.b.as_str()),
+            report::Cell::from(p.tokens),
+            report::Cell::from(p.pearson.r),
+            report::Cell::from(lo),
+            report::Cell::from(hi),
+            report::Cell::from(p.spearman.r),
+            report::Cell::from(rel.map(|r| r[0])),
+            report::Cell::from(rel.map(|r| r[1])),
+            report::Cell::from(p.reliability_split_half[0]),
+            report::Cell::from(p.reliability_split_half[1]),
+            report::Cell::from(d.and_then(|d| d.value)),
+            report::Cell::from(dlo),
+            report::Cell::from(dhi),
+            report::Cell::from(p.partial_log_freq),
+            report::Cell::from(if p.flagged { "yes" } else { "" }),
+        ]);
+    }
+    Ok(t)
+}
+
+/// One row per run: scored positions, head quality against the joint head and the unigram
+/// model, early stopping, the primary tower's share.
+pub fn runs_table(runs: &[crate::study::StudyRun]) -> report::Table {
+    let mut t = report::Table::new(
+        [
+            "run",
+            "scoring set",
+            "positions",
+            "head 1 NLL",
+            "head 2 NLL",
+            "joint NLL",
+            "gap 1",
+            "gap 2",
+            "unigram NLL",
+            "head updates",
+            "stopped early",
+            "share primary",
+            "flagged",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title("Runs: heads against the joint head and the unigram model (validation, nats)")
+    .with_precision(3);
+    for r in runs {
+        let h = &r.heads;
+        t.push_row(vec![
+            report::Cell::from(r.label.as_str()),
+            report::Cell::from(r.scoring_fingerprint.as_str()),
+            report::Cell::from(r.positions as usize),
+            report::Cell::from(h.nll.first().copied()),
+            report::Cell::from(h.nll.get(1).copied()),
+            report::Cell::from(h.joint_nll),
+            report::Cell::from(h.gap.first().copied()),
+            report::Cell::from(h.gap.get(1).copied()),
+            report::Cell::from(h.unigram_nll),
+            report::Cell::from(h.steps as usize),
+            report::Cell::from(if h.stopped_early { "yes" } else { "no" }),
+            report::Cell::from(r.share_primary),
+            report::Cell::from(if h.above_unigram { "yes" } else { "" }),
+        ]);
+    }
+    t
+}
