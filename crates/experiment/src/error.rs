@@ -50,6 +50,20 @@ pub enum ExperimentError {
         /// The differing fields of the run specification (dotted paths, e.g. `phase1.lr`).
         fields: Vec<String>,
     },
+    /// A finished run asked for a larger phase-1 budget under a schedule that depends on it.
+    #[error(
+        "{path} holds this run trained to {from} tokens; phase1.budget_tokens = {to} would \
+         continue it, but under the linear-decay schedule every learning rate depends on the \
+         total: set phase1.schedule to constant (before the first run) or choose another folder"
+    )]
+    NotContinuable {
+        /// The run folder.
+        path: PathBuf,
+        /// The saved budget.
+        from: u64,
+        /// The budget asked for.
+        to: u64,
+    },
     /// Two runs were scored on different scoring sets and cannot be compared.
     #[error("runs {a} and {b} were scored on different scoring sets ({fa} vs {fb})")]
     ScoringSetMismatch {

@@ -19,6 +19,8 @@
 pub mod analysis;
 pub mod data;
 pub mod error;
+pub mod groups;
+pub mod lmd_study;
 pub mod pos;
 pub mod run;
 pub mod scoring;
@@ -28,7 +30,10 @@ pub mod tables;
 
 pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
-pub use run::{ensure_run, HeadQuality, RunOptions, RunRecord, RunResult, ScoredRun};
-pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec};
+pub use groups::{word_groups, WordGroupOutputs, WordGroupSettings};
+pub use run::{
+    ensure_run, open_run, shared_embedding, HeadQuality, RunOptions, RunRecord, RunResult, ScoredRun,
+};
+pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
 pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
 pub use study::{run_study, Protocol, StudyOutcome, StudySpec};

@@ -14,7 +14,9 @@ use heads::{evaluate, retrain, HeadConfig, PositionLogProbs, TowerHeads};
 use serde::{Deserialize, Serialize};
 use towers::data::BatchSource;
 use towers::train::evaluate_loss;
-use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
+use towers::{
+    Budget, CorpusSource, EarlyStop, Schedule, TrainConfig, TrainSummary, Trainer, TwoTowerLm,
+};
 
 use crate::data::{batcher, CorpusData};
 use crate::error::{io_at, read_json, write_json_atomic};
@@ -168,17 +170,32 @@ pub fn ensure_run(
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let rec_path = dir.join(RUN_FILE);
     let mut record = if rec_path.is_file() {
-        let saved: RunRecord = read_json(&rec_path)?;
-        let fields = spec_diff(&saved.spec, spec);
-        if !fields.is_empty() {
-            return Err(ExperimentError::SpecMismatch {
-                path: dir.to_path_buf(),
-                fields,
-            });
-        }
+        let mut saved: RunRecord = read_json(&rec_path)?;
         saved
             .scoring
             .check_comparable(&scoring.id, &dir.display().to_string(), "this study")?;
+        let fields = spec_diff(&saved.spec, spec);
+        if !fields.is_empty() {
+            check_continuation(&saved.spec, spec, dir, fields)?;
+            // Heads and scores belong to the shorter phase 1: remove them before the record
+            // names the new budget, so a kill in between never reuses them.
+            for d in ["heads", "heads_retest"] {
+                remove_if_present(&dir.join(d))?;
+            }
+            for f in [LOGPROBS_FILE, RETEST_FILE] {
+                remove_if_present(&dir.join(f))?;
+            }
+            saved.spec = spec.clone();
+            saved.result = None;
+            write_json_atomic(&rec_path, &saved)?;
+            if opts.progress {
+                println!(
+                    "{}: continuing phase 1 to {} tokens (heads retrained)",
+                    spec.label(),
+                    spec.phase1.budget_tokens
+                );
+            }
+        }
         saved
     } else {
         let r = RunRecord {
@@ -259,6 +276,70 @@ pub fn ensure_run(
     })
 }
 
+/// Opens the run saved in `dir` (a folder with `run.json`, e.g. one of a study's): its data,
+/// scoring set and scores, and with [`RunOptions::need_model`] its trained model (nothing is
+/// trained again for a finished run).
+pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)> {
+    let rec_path = dir.join(RUN_FILE);
+    if !rec_path.is_file() {
+        return Err(ExperimentError::NotA {
+            path: dir.to_path_buf(),
+            expected: format!("a run folder (it has no {RUN_FILE})"),
+        });
+    }
+    let record: RunRecord = read_json(&rec_path)?;
+    let data = CorpusData::load(&record.spec.corpus, &record.data_dir)?;
+    let set = ScoringSet::load(&record.data_dir, record.spec.style, &data)?;
+    let run = ensure_run(&record.spec, dir, &data, &record.data_dir, &set, opts)?;
+    Ok((data, run))
+}
+
+/// The shared token-embedding table of a model, one row per token id.
+pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
+    let table = model
+        .params()
+        .snapshot()?
+        .remove("embed.tokens")
+        .ok_or_else(|| ExperimentError::Invalid("the model has no embed.tokens table".into()))?;
+    Ok(table.to_vec2()?)
+}
+
+/// A saved run may be continued only to a larger phase-1 budget under the constant schedule;
+/// any other difference is a [`ExperimentError::SpecMismatch`] naming the fields.
+fn check_continuation(
+    saved: &RunSpec,
+    spec: &RunSpec,
+    dir: &Path,
+    fields: Vec<String>,
+) -> Result<()> {
+    let grows = spec.phase1.budget_tokens > saved.phase1.budget_tokens;
+    if fields == ["phase1.budget_tokens"] && grows {
+        if matches!(spec.phase1.schedule, Schedule::Constant { .. }) {
+            return Ok(());
+        }
+        return Err(ExperimentError::NotContinuable {
+            path: dir.to_path_buf(),
+            from: saved.phase1.budget_tokens,
+            to: spec.phase1.budget_tokens,
+        });
+    }
+    Err(ExperimentError::SpecMismatch {
+        path: dir.to_path_buf(),
+        fields,
+    })
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    let r = if path.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else if path.is_file() {
+        std::fs::remove_file(path)
+    } else {
+        return Ok(());
+    };
+    r.map_err(io_at(path))
+}
+
 /// The held-out batches that validate training (the same for every run: a constant seed).
 pub fn validation_batches(spec: &RunSpec, data: &CorpusData) -> Result<Vec<TokenBatch>> {
     let p = &spec.phase1;
@@ -310,22 +391,22 @@ fn phase1(
         checkpoint_every: p.eval_every,
         log_every: 10,
         progress: opts.progress,
+        schedule: p.schedule,
         ..TrainConfig::default()
     };
     let out = dir.join("phase1");
     let mut src = CorpusSource::new(b);
+    let budget = tc.budget;
     let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;
+    trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
     for &f in &p.snapshots {
         let step = ((f * total as f64).round() as u64).clamp(1, total);
         let path = out.join("snapshots").join(format!("step-{step:07}.safetensors"));
         if !path.is_file() {
             if trainer.state().step > step {
-                return Err(ExperimentError::Invalid(format!(
-                    "{}: the snapshot at step {step} is missing and training is past it; \
-                     remove the run folder to train it again",
-                    out.display()
-                )));
+                // A continued run passed this point under its shorter budget: no snapshot.
+                continue;
             }
             if trainer.state().step < step {
                 trainer.train_until(&mut src, valid, Some(step))?;

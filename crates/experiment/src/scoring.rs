@@ -14,7 +14,7 @@
 //! rebuilt identically whenever it is needed; a rebuild with another fingerprint is an error.
 //! Every run records the fingerprint it was scored on.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use corpus::{pad_sequence, Document, Objective, TokenBatch, Tokenizer, IGNORE_LABEL};
 use rand::seq::SliceRandom;
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use towers::Style;
 
-use crate::data::{objective, sequences};
+use crate::data::{objective, sequences, CorpusData};
 use crate::error::{read_json, write_json_atomic};
 use crate::spec::style_name;
 use crate::{ExperimentError, Result};
@@ -46,6 +46,20 @@ pub struct ScoringSpec {
     pub mask_rate: f64,
     /// Use at most this many sequences (the first ones), `None`: all.
     pub max_sequences: Option<usize>,
+    /// A separate scoring corpus, never trained on; `None`: the held-out documents of the
+    /// training corpus.
+    #[serde(default)]
+    pub text: Option<ScoringText>,
+}
+
+/// A scoring corpus given by path and format (`corpus::Format::parse`: plain, lines,
+/// wikitext, folder, jsonl[:field]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScoringText {
+    /// File or folder.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: String,
 }
 
 impl ScoringSpec {
@@ -56,7 +70,25 @@ impl ScoringSpec {
             batch_size: 32,
             mask_rate: 0.15,
             max_sequences: None,
+            text: None,
         }
+    }
+
+    /// The scoring documents: the separate scoring corpus, or the held-out documents.
+    pub fn documents(&self, data: &CorpusData) -> Result<Vec<Document>> {
+        let Some(t) = &self.text else {
+            return Ok(data.held_out().to_vec());
+        };
+        if !t.path.exists() {
+            return Err(ExperimentError::Missing {
+                path: t.path.clone(),
+                what: "the scoring corpus".into(),
+            });
+        }
+        Ok(corpus::read_documents(
+            &t.path,
+            corpus::Format::parse(&t.format)?,
+        )?)
     }
 
     /// BERT passes: ⌈1 / mask_rate⌉.
@@ -219,12 +251,11 @@ impl ScoringSet {
     pub fn load_or_build(
         dir: &Path,
         style: Style,
-        tok: &Tokenizer,
-        docs: &[Document],
+        data: &CorpusData,
         spec: &ScoringSpec,
     ) -> Result<Self> {
-        let set = Self::build(style, tok, docs, spec)?;
-        let path = dir.join(format!("{}-{SCORING_FILE}", style_name(style)));
+        let set = Self::build(style, &data.tok, &spec.documents(data)?, spec)?;
+        let path = Self::path(dir, style);
         if path.is_file() {
             let saved: SavedScoringSet = read_json(&path)?;
             if saved.id != set.id || saved.spec != set.spec {
@@ -247,6 +278,27 @@ impl ScoringSet {
             )?;
         }
         Ok(set)
+    }
+}
+
+impl ScoringSet {
+    /// Where the set of `style` is saved in the data folder `dir`.
+    pub fn path(dir: &Path, style: Style) -> PathBuf {
+        dir.join(format!("{}-{SCORING_FILE}", style_name(style)))
+    }
+
+    /// Rebuilds the set saved in `dir` for `style` (its settings from the saved file) and
+    /// checks its fingerprint.
+    pub fn load(dir: &Path, style: Style, data: &CorpusData) -> Result<Self> {
+        let path = Self::path(dir, style);
+        if !path.is_file() {
+            return Err(ExperimentError::Missing {
+                path,
+                what: "the saved scoring set of this run's style".into(),
+            });
+        }
+        let saved: SavedScoringSet = read_json(&path)?;
+        Self::load_or_build(dir, style, data, &saved.spec)
     }
 }
 

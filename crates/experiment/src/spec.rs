@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use heads::HeadInput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use towers::{ModelConfig, Style};
+use towers::{ModelConfig, Schedule, Style};
 
 use crate::{ExperimentError, Result};
 
@@ -71,8 +71,13 @@ pub struct Phase1Settings {
     pub seq_len: usize,
     /// Sequences per batch.
     pub batch_size: usize,
-    /// Peak learning rate (AdamW, warmup then linear decay to 0).
+    /// Peak learning rate (AdamW).
     pub lr: f64,
+    /// The learning-rate schedule: warmup then linear decay to 0 (the default, the 24hBERT
+    /// recipe), or a constant rate after a fixed warmup, under which a finished run continues
+    /// bit-exactly to a larger `budget_tokens`.
+    #[serde(default)]
+    pub schedule: Schedule,
     /// Held-out batches validating training.
     pub eval_batches: usize,
     /// Validate every this many updates.
@@ -94,6 +99,7 @@ impl Default for Phase1Settings {
             eval_batches: 8,
             eval_every: 100,
             snapshots: Vec::new(),
+            schedule: Schedule::LinearDecay,
         }
     }
 }

@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use corpus::Document;
-use prefscore::{by_tag, top_tokens, Bootstrap, CorrOptions, ScoreKind};
+use prefscore::{Bootstrap, CorrOptions, ScoreKind};
 use serde::{Deserialize, Serialize};
 use towers::Style;
 
@@ -15,9 +14,9 @@ use crate::data::CorpusData;
 use crate::error::{io_at, write_json_atomic};
 use crate::pos::{lexicon, TagSource};
 use crate::run::{ensure_run, HeadQuality, RunOptions};
-use crate::scoring::{ScoringSet, ScoringSpec};
+use crate::scoring::{ScoringSet, ScoringSpec, ScoringText};
 use crate::spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
-use crate::tables::{pairs_table, runs_table, tag_histograms, tag_table};
+use crate::tables::{pairs_table, pos_figure, runs_table};
 use crate::{ExperimentError, Result};
 
 /// The reproduction protocols.
@@ -54,10 +53,7 @@ impl std::str::FromStr for Protocol {
 pub struct StudySpec {
     /// Training text and tokenizer.
     pub corpus: CorpusSpec,
-    /// A separate scoring corpus (path, format), never trained on; `None`: the held-out
-    /// documents of `corpus`.
-    pub scoring_corpus: Option<(PathBuf, String)>,
-    /// How the scoring sets are cut (the runs' sequence length).
+    /// How the scoring sets are cut (the runs' sequence length) and from which text.
     pub scoring: ScoringSpec,
     /// The runs, in table order.
     pub runs: Vec<RunSpec>,
@@ -90,6 +86,7 @@ impl StudySpec {
                     eval_batches: 4,
                     eval_every: 20,
                     snapshots: vec![0.5],
+                    ..Phase1Settings::default()
                 };
                 let heads = HeadSettings {
                     max_budget_tokens: 24_000,
@@ -108,7 +105,6 @@ impl StudySpec {
                     scoring: ScoringSpec::new(32),
                     runs: vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)],
                     corpus,
-                    scoring_corpus: None,
                     selections: vec![TokenSelection::TopFrequent(5000), TokenSelection::MinCount(5)],
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 100,
@@ -128,6 +124,7 @@ impl StudySpec {
                     eval_batches: 16,
                     eval_every: 500,
                     snapshots: vec![0.0625, 0.125, 0.25, 0.5],
+                    ..Phase1Settings::default()
                 };
                 let heads = HeadSettings {
                     max_budget_tokens: if gpu { 20_000_000 } else { 2_000_000 },
@@ -143,9 +140,15 @@ impl StudySpec {
                     r.heads = heads.clone();
                     r
                 };
-                let scoring_text = shared.join("wikitext-103-valid-test");
+                let scoring = ScoringSpec {
+                    text: Some(ScoringText {
+                        path: shared.join("wikitext-103-valid-test"),
+                        format: "folder".into(),
+                    }),
+                    ..ScoringSpec::new(128)
+                };
                 Ok(Self {
-                    scoring: ScoringSpec::new(128),
+                    scoring,
                     runs: vec![
                         run(Style::Gpt, 0),
                         run(Style::Gpt, 1),
@@ -154,7 +157,6 @@ impl StudySpec {
                         run(Style::Bert, 1),
                     ],
                     corpus,
-                    scoring_corpus: Some((scoring_text, "folder".into())),
                     selections: vec![
                         TokenSelection::TopFrequent(5000),
                         TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
@@ -200,25 +202,6 @@ pub struct StudyOutcome {
     pub outputs: Vec<PathBuf>,
 }
 
-/// The scoring documents of a study: the separate scoring corpus, or the held-out documents.
-fn scoring_docs(spec: &StudySpec, data: &CorpusData) -> Result<Vec<Document>> {
-    match &spec.scoring_corpus {
-        None => Ok(data.held_out().to_vec()),
-        Some((path, format)) => {
-            if !path.exists() {
-                return Err(ExperimentError::Missing {
-                    path: path.clone(),
-                    what: "the scoring corpus".into(),
-                });
-            }
-            Ok(corpus::read_documents(
-                path,
-                corpus::Format::parse(format)?,
-            )?)
-        }
-    }
-}
-
 /// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
 /// empty) under `out/<label>/`, then, when all runs are finished, writes the tables and
 /// figures of the study to `out/`. Returns `Ok(None)` when `only` left runs unfinished.
@@ -231,14 +214,13 @@ pub fn run_study(
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let data_dir = out.join("data");
     let data = CorpusData::load(&spec.corpus, &data_dir)?;
-    let sdocs = scoring_docs(spec, &data)?;
     let mut scored = Vec::new();
     for r in &spec.runs {
         let label = r.label();
         if !only.is_empty() && !only.contains(&label) {
             continue;
         }
-        let set = ScoringSet::load_or_build(&data_dir, r.style, &data.tok, &sdocs, &spec.scoring)?;
+        let set = ScoringSet::load_or_build(&data_dir, r.style, &data, &spec.scoring)?;
         let run = ensure_run(r, &out.join(&label), &data, &data_dir, &set, opts)?;
         scored.push(run);
     }
@@ -294,19 +276,13 @@ pub fn run_study(
                 share_primary: s.share_primary,
                 reused: r.reused,
             });
-            let top = top_tokens(&data.freq, 5000, &[&s.scores.values]);
-            let per_tag = by_tag(&s.scores.values, &tags, &top, &boot)?;
             let title = format!(
-                "Preference score per UPOS tag, {} ({}){}",
+                "Preference score per UPOS tag, {} ({})",
                 s.label,
-                spec.tags.describe(),
-                if s.flagged { " [FLAGGED: a head no better than unigram]" } else { "" }
+                spec.tags.describe()
             );
-            let t = tag_table(&per_tag, &title);
-            outputs.extend(t.write_all(out, &format!("pos_{}", s.label))?);
-            let fig = out.join(format!("fig4_pos_{}.png", s.label));
-            tag_histograms(&fig, &per_tag, &title)?;
-            outputs.push(fig);
+            let (_, files) = pos_figure(s, &data.freq, &tags, 5000, &boot, &title, out)?;
+            outputs.extend(files);
         }
         let t = runs_table(&runs);
         outputs.extend(t.write_all(out, "runs")?);

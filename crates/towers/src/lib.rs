@@ -45,5 +45,5 @@ pub use loss::NllPass;
 pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
-pub use schedule::LinearSchedule;
+pub use schedule::{LinearSchedule, Schedule};
 pub use train::{Budget, EarlyStop, TrainConfig, TrainSummary, Trainable, Trainer};

@@ -18,7 +18,7 @@ use crate::metrics::MetricsLog;
 use crate::model::TwoTowerLm;
 use crate::optim::{clip_factor, grad_norm, AdamW, AdamWConfig};
 use crate::params::ParamStore;
-use crate::schedule::LinearSchedule;
+use crate::schedule::{LinearSchedule, Schedule};
 use crate::{Result, TowersError};
 
 /// Something the [`Trainer`] can optimise: its variables and a mean loss per batch.
@@ -99,6 +99,9 @@ pub struct TrainConfig {
     /// shrinking the other heads' steps.
     #[serde(default)]
     pub clip_groups: Vec<String>,
+    /// The learning-rate schedule (default: warmup over `warmup_frac`, then linear decay).
+    #[serde(default)]
+    pub schedule: Schedule,
 }
 
 /// Early stopping on the validation loss: stop after `patience` consecutive validations that
@@ -126,6 +129,7 @@ impl Default for TrainConfig {
             progress: false,
             early_stop: None,
             clip_groups: Vec::new(),
+            schedule: Schedule::default(),
         }
     }
 }
@@ -293,6 +297,40 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         Ok(t)
     }
 
+    /// Raises the budget of a resumed run, so that training continues to `budget` exactly as
+    /// one run with that budget would have. Only under [`Schedule::Constant`] (no rate depends
+    /// on the total) and for a budget of the same kind that is not smaller; otherwise a
+    /// [`TowersError::Config`] that says why.
+    pub fn extend_budget(&mut self, budget: Budget) -> Result<()> {
+        let old = self.state.train.budget;
+        if old == budget {
+            return Ok(());
+        }
+        if !matches!(self.state.train.schedule, Schedule::Constant { .. }) {
+            return Err(TowersError::Config(format!(
+                "the budget changed from {old:?} to {budget:?}, but under the linear-decay \
+                 schedule every learning rate depends on the total budget: only a run with \
+                 Schedule::Constant continues to a larger budget"
+            )));
+        }
+        let grows = match (old, budget) {
+            (Budget::Steps(a), Budget::Steps(b)) | (Budget::Tokens(a), Budget::Tokens(b)) => b >= a,
+            _ => false,
+        };
+        if !grows {
+            return Err(TowersError::Config(format!(
+                "a run continues only to a larger budget of the same kind ({old:?} -> {budget:?})"
+            )));
+        }
+        self.state.train.budget = budget;
+        // Recomputed at the next update from its token count, as at a run's first update.
+        self.state.total_steps = match budget {
+            Budget::Steps(n) => Some(n),
+            _ => None,
+        };
+        Ok(())
+    }
+
     /// The current state.
     pub fn state(&self) -> &TrainState {
         &self.state
@@ -308,6 +346,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
     }
 
     fn lr_now(&self) -> f64 {
+        if let Schedule::Constant { warmup_steps } = self.state.train.schedule {
+            return Schedule::constant_lr(self.state.train.lr, warmup_steps, self.state.step + 1);
+        }
         let s = self.schedule();
         match self.state.train.budget {
             Budget::WallClockSecs(secs) => s.lr_at_fraction(

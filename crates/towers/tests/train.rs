@@ -200,3 +200,59 @@ fn truncated_checkpoint_is_a_typed_error() {
         Ok(_) => panic!("a truncated checkpoint was accepted"),
     }
 }
+
+/// Under the constant schedule, a finished run continued to a larger budget ends with the
+/// weights of one run trained to that budget; under linear decay the continuation is refused.
+#[test]
+fn constant_schedule_run_continues_to_a_larger_budget_bit_exactly() {
+    use towers::Schedule;
+    let mc = tiny(Style::Gpt, 2);
+    let mut tc = cfg(10, 5e-3);
+    tc.schedule = Schedule::Constant { warmup_steps: 3 };
+    tc.checkpoint_every = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let valid = batches(&mut source(&mc, 4, 12, 50), 1);
+
+    let whole = model(&mc, 3);
+    let mut long = tc.clone();
+    long.budget = Budget::Steps(10);
+    Trainer::new(&whole, long, None)
+        .unwrap()
+        .train(&mut source(&mc, 4, 12, 5), &valid)
+        .unwrap();
+
+    let mut short = tc.clone();
+    short.budget = Budget::Steps(6);
+    let out = dir.path().join("short");
+    let first = model(&mc, 3);
+    let s = Trainer::new(&first, short.clone(), Some(&out))
+        .unwrap()
+        .train(&mut source(&mc, 4, 12, 5), &valid)
+        .unwrap();
+    assert_eq!(s.steps, 6);
+
+    let again = model(&mc, 77);
+    let mut src = source(&mc, 4, 12, 9);
+    let mut tr = Trainer::resume_or_new(&again, short.clone(), &out, &mut src).unwrap();
+    assert!(tr.extend_budget(Budget::Steps(4)).is_err(), "a smaller budget is refused");
+    tr.extend_budget(Budget::Steps(10)).unwrap();
+    assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 10);
+    let (wa, wb) = (whole.params().snapshot().unwrap(), again.params().snapshot().unwrap());
+    for (name, ta) in &wa {
+        let d: f32 = (ta - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+        assert_eq!(d, 0.0, "{name} differs after the continuation");
+    }
+
+    // Linear decay: every rate depends on the total, so the continuation is refused.
+    let out = dir.path().join("decay");
+    let m = model(&mc, 3);
+    let decay = cfg(6, 5e-3);
+    Trainer::new(&m, decay.clone(), Some(&out))
+        .unwrap()
+        .train(&mut source(&mc, 4, 12, 5), &valid)
+        .unwrap();
+    let mut src = source(&mc, 4, 12, 5);
+    let mut tr = Trainer::resume_or_new(&m, decay, &out, &mut src).unwrap();
+    let e = tr.extend_budget(Budget::Steps(10)).unwrap_err().to_string();
+    assert!(e.contains("linear-decay"), "{e}");
+}

@@ -1,0 +1,143 @@
+//! Section 5.3 of the two-tower paper for one run: PCA and Amari ICA of the trained shared
+//! embedding of the most frequent tokens, word clusters at |y| > 2.5, Table 3 (each
+//! component's typical words and their preference), Fig. 5 (loadings of the most frequent
+//! words) and Fig. 6 (clusters per word).
+
+use std::path::{Path, PathBuf};
+
+use prefscore::{top_tokens, Bootstrap, ScoreKind};
+use report::{MatrixOptions, PlotOptions};
+use serde::Serialize;
+
+use crate::data::CorpusData;
+use crate::error::io_at;
+use crate::run::{shared_embedding, ScoredRun};
+use crate::tables::{ica_groups, IcaGroups};
+use crate::{ExperimentError, Result};
+
+/// What the word-group analysis uses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WordGroupSettings {
+    /// The most frequent tokens of the training text analysed (5000, as in the paper).
+    pub top_n: usize,
+    /// PCA dimension before ICA (128, capped by the embedding width).
+    pub dim: usize,
+    /// Words shown in Fig. 5 (500).
+    pub fig_words: usize,
+    /// The ICA optimiser.
+    pub ica: ica::AmariConfig,
+    /// Intervals of the per-component means.
+    pub bootstrap: Bootstrap,
+}
+
+impl Default for WordGroupSettings {
+    /// The paper's 5000 words, d = 128, 500 words in Fig. 5, the converging ICA default.
+    fn default() -> Self {
+        Self {
+            top_n: 5000,
+            dim: 128,
+            fig_words: 500,
+            ica: ica::AmariConfig::default(),
+            bootstrap: Bootstrap::default(),
+        }
+    }
+}
+
+/// What [`word_groups`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct WordGroupOutputs {
+    /// Table 3 (CSV, Markdown, JSON).
+    pub table3: Vec<PathBuf>,
+    /// Fig. 5.
+    pub fig5: PathBuf,
+    /// Fig. 6.
+    pub fig6: PathBuf,
+}
+
+/// Runs the word-group analysis of `run` (its model must be loaded:
+/// [`crate::RunOptions::need_model`]) and writes Table 3, Fig. 5 and Fig. 6 to `out`.
+pub fn word_groups(
+    run: &ScoredRun,
+    data: &CorpusData,
+    settings: &WordGroupSettings,
+    out: &Path,
+) -> Result<(IcaGroups, Vec<u32>, WordGroupOutputs)> {
+    let model = run.model.as_ref().ok_or_else(|| {
+        ExperimentError::Invalid(format!(
+            "run {}: the model was not loaded (RunOptions::need_model)",
+            run.label
+        ))
+    })?;
+    std::fs::create_dir_all(out).map_err(io_at(out))?;
+    let scores = crate::analysis::RunScores::new(run, ScoreKind::ArithmeticMean)?;
+    let emb = shared_embedding(model)?;
+    // The most frequent tokens of the training text, scored or not (special tokens never occur
+    // in the counts).
+    let tokens: Vec<u32> = top_tokens(&data.freq, settings.top_n, &[])
+        .into_iter()
+        .filter(|&t| data.freq[t as usize] > 0)
+        .collect();
+    let g = ica_groups(
+        &emb,
+        &tokens,
+        &data.freq,
+        &scores.scores.values,
+        &data.tok,
+        settings.dim,
+        settings.ica.clone(),
+        &settings.bootstrap,
+    )?;
+    let table3 = g.table.write_all(out, "table3_ica_groups")?;
+    let fig5 = out.join("fig5_ica_loadings.png");
+    loadings_figure(&fig5, &g, &tokens, data, settings.fig_words)?;
+    let fig6 = out.join("fig6_cluster_counts.png");
+    cluster_count_figure(&fig6, &g, tokens.len())?;
+    Ok((g, tokens, WordGroupOutputs { table3, fig5, fig6 }))
+}
+
+/// Fig. 5: the ICA loadings of the `n` most frequent words (rows by frequency).
+fn loadings_figure(
+    path: &Path,
+    g: &IcaGroups,
+    tokens: &[u32],
+    data: &CorpusData,
+    n: usize,
+) -> Result<()> {
+    let n = n.min(tokens.len());
+    let d = g.sources.cols();
+    let values: Vec<f64> = (0..n)
+        .flat_map(|i| g.sources.row(i).iter().map(|&v| v as f64))
+        .collect();
+    let labels: Vec<String> = tokens[..n]
+        .iter()
+        .map(|&t| data.tok.id_to_token(t).unwrap_or_default())
+        .collect();
+    let opts = MatrixOptions {
+        title: format!("ICA loadings of the {n} most frequent words"),
+        x_label: "independent component".into(),
+        y_label: "word (by frequency)".into(),
+        diverging: true,
+        ..MatrixOptions::default()
+    };
+    report::matrix_image(path, &values, n, d, Some(&labels), &opts)?;
+    Ok(())
+}
+
+/// Fig. 6: the share of words in 0, 1, 2, ... clusters.
+fn cluster_count_figure(path: &Path, g: &IcaGroups, n_words: usize) -> Result<()> {
+    let cc = &g.counts;
+    let labels: Vec<String> = (0..cc.words_with.len()).map(|k| k.to_string()).collect();
+    let shares: Vec<f64> = cc
+        .words_with
+        .iter()
+        .map(|&c| c as f64 / n_words.max(1) as f64)
+        .collect();
+    let opts = PlotOptions {
+        title: "Clusters per word (|y| > 2.5)".into(),
+        x_label: "number of clusters".into(),
+        y_label: "share of words".into(),
+        ..PlotOptions::default()
+    };
+    report::bar_chart(path, &labels, &shares, &opts)?;
+    Ok(())
+}
