@@ -86,7 +86,14 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
         need_model: true,
         ..RunOptions::default()
     };
-    let run = ensure_run(&spec, &args.out.join(spec.label()), &data, &data_dir, &scoring, &opts)?;
+    let run = ensure_run(
+        &spec,
+        &args.out.join(spec.label()),
+        &data,
+        &data_dir,
+        &scoring,
+        &opts,
+    )?;
     let res = run.result()?;
     println!(
         "[2] two towers: joint validation loss {:.3}; heads {:?} (unigram {:.3}) on {} scored positions",
@@ -110,8 +117,9 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
     let tags = lexicon(&data, &TagSource::Gold, false)?.to_dense(data.padded_vocab());
     let title = "Preference score per word class (synthetic corpus, gold tags)";
-    let (per_tag, pos_files) =
-        pos_figure(&scores, &data.freq, &tags, TOP_TOKENS, &boot, title, &args.out)?;
+    let (per_tag, pos_files) = pos_figure(
+        &scores, &data.freq, &tags, TOP_TOKENS, &boot, title, &args.out,
+    )?;
     println!("[3] preference by word class: {}", pos_files[1].display());
 
     // 4. ICA word groups of the shared embedding

@@ -50,9 +50,9 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<(), ExperimentError> {
     let spec = StudySpec::protocol(args.protocol, &args.shared)?;
-    let out = args
-        .out
-        .unwrap_or_else(|| PathBuf::from(format!("out/reproduce/{:?}", args.protocol).to_lowercase()));
+    let out = args.out.unwrap_or_else(|| {
+        PathBuf::from(format!("out/reproduce/{:?}", args.protocol).to_lowercase())
+    });
     let only = common::parse_list(&args.only).map_err(ExperimentError::Invalid)?;
     let opts = RunOptions {
         device: Device::cuda_if_available(0)?,

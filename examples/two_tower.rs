@@ -96,6 +96,7 @@ fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
         path => CorpusSpec::text(path, &args.format, args.tokenizer.clone()),
     };
     corpus.train_vocab = args.train_vocab;
+    corpus.tokenizer = args.tokenizer.clone();
     let mut r = RunSpec::new(args.style, &args.preset, corpus).with_seed(args.seed);
     r.phase1.budget_tokens = args.budget_tokens;
     r.phase1.seq_len = args.seq_len;
@@ -142,7 +143,11 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let run = ensure_run(&spec, &args.out, &data, &data_dir, &scoring, &opts)?;
     let res = run.result()?;
     if run.reused {
-        println!("{}: finished run reused from {}", run.label, run.dir.display());
+        println!(
+            "{}: finished run reused from {}",
+            run.label,
+            run.dir.display()
+        );
     }
     let summary = json!({
         "run": run.label, "dir": run.dir, "reused": run.reused,

@@ -402,7 +402,9 @@ fn phase1(
     let mut snapshots = Vec::new();
     for &f in &p.snapshots {
         let step = ((f * total as f64).round() as u64).clamp(1, total);
-        let path = out.join("snapshots").join(format!("step-{step:07}.safetensors"));
+        let path = out
+            .join("snapshots")
+            .join(format!("step-{step:07}.safetensors"));
         if !path.is_file() {
             if trainer.state().step > step {
                 // A continued run passed this point under its shorter budget: no snapshot.
@@ -451,11 +453,7 @@ pub fn train_heads_in(
     opts: &RunOptions,
 ) -> Result<(TowerHeads, HeadQuality)> {
     let h = &spec.heads;
-    let heads = TowerHeads::new(
-        &HeadConfig::for_model(model, h.input),
-        model.device(),
-        seed,
-    )?;
+    let heads = TowerHeads::new(&HeadConfig::for_model(model, h.input), model.device(), seed)?;
     let mut src = CorpusSource::new(batcher(
         spec.style,
         &data.tok,

@@ -79,7 +79,7 @@ impl StudySpec {
             Protocol::Smoke => {
                 let corpus = CorpusSpec::synthetic(300, 0);
                 let phase1 = Phase1Settings {
-                    budget_tokens: 24_000,
+                    budget_tokens: 120_000,
                     seq_len: 32,
                     batch_size: 16,
                     lr: 3e-3,
@@ -89,7 +89,7 @@ impl StudySpec {
                     ..Phase1Settings::default()
                 };
                 let heads = HeadSettings {
-                    max_budget_tokens: 24_000,
+                    max_budget_tokens: 120_000,
                     lr: 3e-3,
                     eval_every: 10,
                     patience: 2,
@@ -105,7 +105,10 @@ impl StudySpec {
                     scoring: ScoringSpec::new(32),
                     runs: vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)],
                     corpus,
-                    selections: vec![TokenSelection::TopFrequent(5000), TokenSelection::MinCount(5)],
+                    selections: vec![
+                        TokenSelection::TopFrequent(5000),
+                        TokenSelection::MinCount(5),
+                    ],
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 100,
                     tags: TagSource::Gold,
@@ -250,7 +253,9 @@ pub fn run_study(
             let mut these = Vec::new();
             for i in 0..rs.len() {
                 for j in i + 1..rs.len() {
-                    these.push(compare_runs(&rs[i], &rs[j], &data.freq, *sel, kind, &copts)?);
+                    these.push(compare_runs(
+                        &rs[i], &rs[j], &data.freq, *sel, kind, &copts,
+                    )?);
                 }
             }
             let stem = format!("pairs_{kname}_{sel}");

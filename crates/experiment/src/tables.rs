@@ -194,10 +194,12 @@ pub fn tag_histograms(path: &Path, per_tag: &[prefscore::TagSummary], title: &st
     Ok(())
 }
 
-
 /// One row per pair of runs: the raw correlations, the reliabilities, the disattenuated value
 /// and the frequency partial.
-pub fn pairs_table(pairs: &[crate::analysis::PairComparison], title: &str) -> Result<report::Table> {
+pub fn pairs_table(
+    pairs: &[crate::analysis::PairComparison],
+    title: &str,
+) -> Result<report::Table> {
     let mut t = report::Table::new(
         [
             "run a",

@@ -234,12 +234,25 @@ fn constant_schedule_run_continues_to_a_larger_budget_bit_exactly() {
     let again = model(&mc, 77);
     let mut src = source(&mc, 4, 12, 9);
     let mut tr = Trainer::resume_or_new(&again, short.clone(), &out, &mut src).unwrap();
-    assert!(tr.extend_budget(Budget::Steps(4)).is_err(), "a smaller budget is refused");
+    assert!(
+        tr.extend_budget(Budget::Steps(4)).is_err(),
+        "a smaller budget is refused"
+    );
     tr.extend_budget(Budget::Steps(10)).unwrap();
     assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 10);
-    let (wa, wb) = (whole.params().snapshot().unwrap(), again.params().snapshot().unwrap());
+    let (wa, wb) = (
+        whole.params().snapshot().unwrap(),
+        again.params().snapshot().unwrap(),
+    );
     for (name, ta) in &wa {
-        let d: f32 = (ta - &wb[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar().unwrap();
+        let d: f32 = (ta - &wb[name])
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap();
         assert_eq!(d, 0.0, "{name} differs after the continuation");
     }
 

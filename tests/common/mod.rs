@@ -1,0 +1,62 @@
+//! Shared set-up of the facade's integration tests: tiny runs on the embedded synthetic corpus.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use lmsplit::experiment::{
+    ensure_run, CorpusData, CorpusSpec, Result, RunOptions, RunSpec, ScoredRun, ScoringSet,
+    ScoringSpec,
+};
+use lmsplit::towers::Style;
+
+/// A tiny GPT run on 120 synthetic documents: seconds on a CPU.
+pub fn tiny_spec(seed: u64) -> RunSpec {
+    let mut corpus = CorpusSpec::synthetic(120, 0);
+    corpus.train_vocab = 256;
+    let mut r = RunSpec::new(Style::Gpt, "tiny", corpus).with_seed(seed);
+    r.phase1.budget_tokens = 6_000;
+    r.phase1.seq_len = 32;
+    r.phase1.batch_size = 8;
+    r.phase1.eval_batches = 2;
+    r.phase1.eval_every = 8;
+    r.heads.max_budget_tokens = 2_560;
+    r.heads.eval_every = 4;
+    r.heads.patience = 2;
+    r.retest_heads = false;
+    r
+}
+
+/// The quiet CPU options of the tests.
+pub fn quiet() -> RunOptions {
+    RunOptions {
+        progress: false,
+        ..RunOptions::default()
+    }
+}
+
+/// The data of `spec` in `root/data`, its scoring set, and the run in `root/<dir>`.
+pub fn run_in(spec: &RunSpec, root: &Path, dir: &str) -> Result<ScoredRun> {
+    let data_dir = root.join("data");
+    let data = CorpusData::load(&spec.corpus, &data_dir)?;
+    let set = ScoringSet::load_or_build(&data_dir, spec.style, &data, &ScoringSpec::new(32))?;
+    ensure_run(spec, &root.join(dir), &data, &data_dir, &set, &quiet())
+}
+
+/// The path of an example binary built by `cargo test` next to this test's executable.
+pub fn example_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps");
+    let bin = dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} is missing: `cargo test` builds the examples first",
+        bin.display()
+    );
+    bin
+}

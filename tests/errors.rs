@@ -1,0 +1,80 @@
+//! Each documented error of the public experiment API on bad input: a typed error whose
+//! sentence names what is wrong, never a panic.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{quiet, tiny_spec};
+use lmsplit::experiment::{
+    open_run, CorpusData, CorpusSpec, ExperimentError, Protocol, ScoringSpec, ScoringText,
+    StudySpec,
+};
+
+#[test]
+fn a_missing_corpus_or_tokenizer_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = CorpusSpec::text("/nope/corpus.txt", "plain", None);
+    let err = CorpusData::load(&spec, dir.path()).unwrap_err();
+    assert!(matches!(err, ExperimentError::Missing { .. }), "{err:?}");
+    assert!(err.to_string().contains("/nope/corpus.txt"), "{err}");
+
+    let mut spec = CorpusSpec::synthetic(20, 0);
+    spec.tokenizer = Some(PathBuf::from("/nope/tokenizer.json"));
+    let err = CorpusData::load(&spec, dir.path()).unwrap_err();
+    assert!(err.to_string().contains("/nope/tokenizer.json"), "{err}");
+}
+
+#[test]
+fn a_corpus_too_small_to_hold_out_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("one.txt");
+    std::fs::write(&text, "a single document\n").unwrap();
+    let spec = CorpusSpec::text(text.display().to_string(), "plain", None);
+    let err = CorpusData::load(&spec, &dir.path().join("data")).unwrap_err();
+    assert!(err.to_string().contains("at least two"), "{err}");
+}
+
+#[test]
+fn a_folder_without_a_run_is_not_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = open_run(dir.path(), &quiet()).unwrap_err();
+    assert!(matches!(err, ExperimentError::NotA { .. }), "{err:?}");
+    assert!(err.to_string().contains("run.json"), "{err}");
+}
+
+#[test]
+fn a_truncated_run_record_is_a_json_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("run.json"), "{\"spec\": {").unwrap();
+    let err = open_run(dir.path(), &quiet()).unwrap_err();
+    assert!(matches!(err, ExperimentError::Json { .. }), "{err:?}");
+    assert!(err.to_string().contains("run.json"), "{err}");
+}
+
+#[test]
+fn a_missing_scoring_corpus_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = CorpusData::load(&tiny_spec(0).corpus, dir.path()).unwrap();
+    let spec = ScoringSpec {
+        text: Some(ScoringText {
+            path: "/nope/scoring".into(),
+            format: "folder".into(),
+        }),
+        ..ScoringSpec::new(32)
+    };
+    let err = spec.documents(&data).unwrap_err();
+    assert!(err.to_string().contains("/nope/scoring"), "{err}");
+}
+
+#[test]
+fn invalid_settings_and_protocols_are_refused() {
+    let mut spec = tiny_spec(0);
+    spec.phase1.lr = 0.0;
+    assert!(matches!(spec.validate(), Err(ExperimentError::Invalid(_))));
+    let err = "fast".parse::<Protocol>().unwrap_err();
+    assert!(err.to_string().contains("smoke, cpu, gpu"), "{err}");
+    // The cpu protocol reads the shared data; its spec names the paths it will need.
+    let cpu = StudySpec::protocol(Protocol::Cpu, std::path::Path::new("/nope")).unwrap();
+    assert!(cpu.corpus.corpus.starts_with("/nope/"));
+}

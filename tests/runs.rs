@@ -1,0 +1,110 @@
+//! A run folder through the public facade: reuse of a finished run, continuation to a larger
+//! budget, refusal of a different run or another scoring set.
+
+mod common;
+
+use common::{quiet, run_in, tiny_spec};
+use lmsplit::experiment::{ensure_run, CorpusData, ExperimentError, ScoringSet, ScoringSpec};
+use lmsplit::towers::Schedule;
+
+#[test]
+fn a_finished_run_is_reused_with_identical_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = tiny_spec(0);
+    let first = run_in(&spec, dir.path(), "run").unwrap();
+    assert!(!first.reused);
+    let again = run_in(&spec, dir.path(), "run").unwrap();
+    assert!(again.reused, "the finished run was trained again");
+    assert_eq!(again.logprobs.logp, first.logprobs.logp);
+    assert_eq!(again.record, first.record);
+}
+
+#[test]
+fn another_run_in_the_same_folder_is_refused_naming_the_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = tiny_spec(0);
+    run_in(&spec, dir.path(), "run").unwrap();
+    let mut other = spec.clone();
+    other.phase1.lr = 1e-4;
+    other.heads.patience = 9;
+    let err = run_in(&other, dir.path(), "run").unwrap_err();
+    match &err {
+        ExperimentError::SpecMismatch { fields, .. } => {
+            assert_eq!(fields, &["heads.patience", "phase1.lr"])
+        }
+        e => panic!("expected SpecMismatch, got {e:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("heads.patience, phase1.lr differ"), "{msg}");
+    // A smaller budget is not a continuation either.
+    let mut smaller = spec.clone();
+    smaller.phase1.budget_tokens /= 2;
+    assert!(matches!(
+        run_in(&smaller, dir.path(), "run"),
+        Err(ExperimentError::SpecMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_larger_budget_continues_the_run_as_one_uninterrupted_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut short = tiny_spec(3);
+    short.phase1.schedule = Schedule::Constant { warmup_steps: 5 };
+    let mut long = short.clone();
+    long.phase1.budget_tokens *= 2;
+
+    let whole = run_in(&long, dir.path(), "whole").unwrap();
+    run_in(&short, dir.path(), "continued").unwrap();
+    let continued = run_in(&long, dir.path(), "continued").unwrap();
+    assert!(!continued.reused);
+    let (a, b) = (whole.result().unwrap(), continued.result().unwrap());
+    assert_eq!(a.phase1.steps, b.phase1.steps);
+    assert_eq!(a.phase1.val_loss, b.phase1.val_loss);
+    assert_eq!(a.heads, b.heads);
+    assert_eq!(whole.logprobs.logp, continued.logprobs.logp);
+
+    // Under linear decay the same request is a typed error that says why.
+    let mut decay = tiny_spec(4);
+    run_in(&decay, dir.path(), "decay").unwrap();
+    decay.phase1.budget_tokens *= 2;
+    let err = run_in(&decay, dir.path(), "decay").unwrap_err();
+    assert!(
+        matches!(err, ExperimentError::NotContinuable { .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("linear-decay"), "{err}");
+}
+
+#[test]
+fn a_run_scored_on_another_scoring_set_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = tiny_spec(0);
+    run_in(&spec, dir.path(), "run").unwrap();
+    let data_dir = dir.path().join("data");
+    let data = CorpusData::load(&spec.corpus, &data_dir).unwrap();
+    let fewer = ScoringSpec {
+        max_sequences: Some(3),
+        ..ScoringSpec::new(32)
+    };
+    // A set cut differently (not saved over the study's own) ...
+    let other = ScoringSet::build(spec.style, &data.tok, data.held_out(), &fewer).unwrap();
+    let err = ensure_run(
+        &spec,
+        &dir.path().join("run"),
+        &data,
+        &data_dir,
+        &other,
+        &quiet(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, ExperimentError::ScoringSetMismatch { .. }),
+        "{err:?}"
+    );
+    // ... and the saved set rebuilt with other settings is refused too.
+    let err = ScoringSet::load_or_build(&data_dir, spec.style, &data, &fewer).unwrap_err();
+    assert!(
+        matches!(err, ExperimentError::ScoringSetMismatch { .. }),
+        "{err:?}"
+    );
+}

@@ -1,0 +1,65 @@
+//! The smoke protocol end to end through the facade: every run trained and scored on its
+//! style's fixed set, the tables written, and a second call reusing every finished run with
+//! identical numbers.
+
+mod common;
+
+use common::quiet;
+use lmsplit::experiment::{run_study, Protocol, StudySpec};
+
+#[test]
+fn smoke_study_runs_end_to_end_and_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
+    let out = run_study(&spec, dir.path(), &[], &quiet())
+        .unwrap()
+        .expect("every run finished");
+    let labels: Vec<&str> = out.runs.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["gpt-s0", "gpt-s1", "bert-s0"]);
+    // Runs of one style share one scoring set; the styles' sets differ.
+    assert_eq!(
+        out.runs[0].scoring_fingerprint,
+        out.runs[1].scoring_fingerprint
+    );
+    assert_ne!(
+        out.runs[0].scoring_fingerprint,
+        out.runs[2].scoring_fingerprint
+    );
+    // The GPT heads learn the synthetic grammar: better than the unigram model.
+    for r in &out.runs[..2] {
+        assert!(!r.heads.above_unigram, "{}: {:?}", r.label, r.heads);
+        assert!(r.positions > 1000);
+    }
+    // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
+    assert_eq!(out.pairs.len(), 12);
+    for (_, p) in &out.pairs {
+        assert!(p.pearson.r.is_finite() && p.spearman.r.is_finite());
+        assert!(p.reliability_split_half.iter().all(|r| r.is_finite()));
+        assert!(p.reliability_head_seed.is_some());
+    }
+    for f in &out.outputs {
+        assert!(f.is_file(), "{} was not written", f.display());
+    }
+    assert!(dir.path().join("study.json").is_file());
+
+    let again = run_study(&spec, dir.path(), &[], &quiet())
+        .unwrap()
+        .unwrap();
+    assert!(again.runs.iter().all(|r| r.reused));
+    let r = |o: &lmsplit::experiment::StudyOutcome| -> Vec<f64> {
+        o.pairs.iter().map(|(_, p)| p.pearson.r).collect()
+    };
+    assert_eq!(r(&again), r(&out));
+}
+
+#[test]
+fn only_some_runs_leaves_the_tables_for_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
+    let only = vec!["bert-s0".to_string()];
+    assert!(run_study(&spec, dir.path(), &only, &quiet())
+        .unwrap()
+        .is_none());
+    assert!(dir.path().join("bert-s0/run.json").is_file());
+    assert!(!dir.path().join("gpt-s0").exists());
+}
