@@ -58,13 +58,13 @@ fn a_missing_scoring_corpus_is_named() {
     let data = CorpusData::load(&tiny_spec(0).corpus, dir.path()).unwrap();
     let spec = ScoringSpec {
         text: Some(ScoringText {
-            path: "/nope/scoring".into(),
-            format: "folder".into(),
+            paths: vec!["/nope/scoring.txt".into()],
+            format: "plain".into(),
         }),
         ..ScoringSpec::new(32)
     };
     let err = spec.documents(&data).unwrap_err();
-    assert!(err.to_string().contains("/nope/scoring"), "{err}");
+    assert!(err.to_string().contains("/nope/scoring.txt"), "{err}");
 }
 
 #[test]

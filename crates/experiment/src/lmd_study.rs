@@ -1,2 +1,653 @@
-//! The LMD study (Zhang, Language Model Decomposition): sampling, extraction, moments,
-//! analysis and tables over local model folders.
+//! The LMD study (Zhang, "Language Model Decomposition", Table 2 and its heatmaps) over local
+//! model folders, and the planted check that validates the closed-form analysis.
+//!
+//! [`run_lmd_study`] samples, for every sequence length T, sequences of exactly T BERT-uncased
+//! word pieces from disjoint train and test documents, embeds them with every model (pooled
+//! last hidden layer; embeddings stored per model, split and T under `<out>/embeddings/`, so a
+//! rerun reuses finished models), accumulates the joint first and second moments of each split,
+//! and fits every model on the others in closed form from the train moments. Each fit is scored
+//! on the test moments:
+//!
+//! - **held-out R²** of a target on a basis: 1 − SSR / SST of the linear prediction of the
+//!   target's embedding from the basis embeddings, pooled over the target's dimensions
+//!   (pairwise: one basis model; group: all the other models);
+//! - **group ρ**: the mean over models of their group R²; pairwise ρ(u, v) is the mean of
+//!   R²(u | v) and R²(v | u);
+//! - every R² table and heatmap is oriented **rows = target, columns = basis**
+//!   ([`lmd::tables::ORIENTATION`]); Table 2 has one row per model, one column per T.
+//!
+//! [`planted_check`] runs the same analysis on synthetic embeddings with a planted linear
+//! structure whose population group R² is known in closed form.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use corpus::{Document, Documents, Format, SamplerConfig, SequenceSampler, Split, Tokenizer};
+use lmd::analysis::{analyze, Analysis, GroupR2};
+use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder, Pooling};
+use lmd::extract::{EmbeddingStore, ExtractOptions};
+use lmd::fit::Ridge;
+use lmd::moments::Moments;
+use lmd::synthetic::{Planted, PlantedSpec};
+use lmd::tables::{group_table, write_analysis, ORIENTATION};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use report::{heatmap, HeatmapOptions, Table};
+use serde::{Deserialize, Serialize};
+
+use crate::{ExperimentError, Result};
+
+/// What one LMD study runs: the models, the corpus the sequences come from, the sequence
+/// lengths and sizes, the pooling and the ridge. Serialisable, so a study can be saved as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmdStudySpec {
+    /// Local model folders (Hugging Face layout, or llama2.c: `*.bin` beside `tok*.bin`). A
+    /// model's name is its folder's name; two models may not share one.
+    pub models: Vec<PathBuf>,
+    /// Corpus text file (or folder, for [`Format::Folder`]).
+    pub corpus: PathBuf,
+    /// Corpus format, as [`Format::parse`] reads it: `wikitext`, `lines`, `plain`, `folder`,
+    /// `jsonl[:field]`.
+    pub format: String,
+    /// Tokenizer that counts the T word pieces of each sampled sequence (BERT uncased
+    /// `vocab.txt` or a `tokenizer.json`).
+    pub tokenizer: PathBuf,
+    /// Sequence lengths T (word pieces per sequence; every model truncates to T tokens).
+    pub ts: Vec<usize>,
+    /// Training sequences per T (the fits need more than the widest basis' width).
+    pub n_train: usize,
+    /// Test sequences per T (the held-out R² is scored on them).
+    pub n_test: usize,
+    /// Pooling of the last hidden layer.
+    pub pooling: Pooling,
+    /// Ridge as [`parse_ridge`] reads it: `pinv`, `ridge:<λ>` or `min-eig:<value>`.
+    pub ridge: String,
+    /// Seed of the document split and the sampling.
+    pub seed: u64,
+    /// Most padded tokens per forward pass.
+    pub token_budget: usize,
+}
+
+impl LmdStudySpec {
+    /// A study of `models` on `corpus` with the `lmd_table` defaults: WikiText format,
+    /// T = 32 and 128, 2000 train and 500 test sequences per T, masked-mean pooling, the
+    /// reference ridge `ridge:1e-6`, seed 0, 4096 padded tokens per forward pass.
+    pub fn new(models: Vec<PathBuf>, corpus: PathBuf, tokenizer: PathBuf) -> Self {
+        Self {
+            models,
+            corpus,
+            format: "wikitext".into(),
+            tokenizer,
+            ts: vec![32, 128],
+            n_train: 2000,
+            n_test: 500,
+            pooling: Pooling::MaskedMean,
+            ridge: "ridge:1e-6".into(),
+            seed: 0,
+            token_budget: 4096,
+        }
+    }
+
+    /// The parsed ridge ([`parse_ridge`]).
+    pub fn ridge(&self) -> Result<Ridge> {
+        parse_ridge(&self.ridge)
+    }
+
+    /// The parsed corpus format.
+    pub fn corpus_format(&self) -> Result<Format> {
+        Ok(Format::parse(&self.format)?)
+    }
+
+    /// Checks the spec before anything is loaded: every model folder, the corpus and the
+    /// tokenizer exist ([`ExperimentError::Missing`] naming the first that does not), at least
+    /// two models, sizes and T positive, ridge and format parse.
+    pub fn validate(&self) -> Result<()> {
+        for dir in &self.models {
+            require(dir, "a model folder")?;
+            if !dir.is_dir() {
+                return Err(ExperimentError::NotA {
+                    path: dir.clone(),
+                    expected: "a model folder".into(),
+                });
+            }
+        }
+        require(&self.corpus, "the LMD corpus")?;
+        require(&self.tokenizer, "the tokenizer that counts word pieces")?;
+        let invalid = |m: String| Err(ExperimentError::Invalid(m));
+        if self.models.len() < 2 {
+            return invalid(format!(
+                "LMD needs at least two models, got {}",
+                self.models.len()
+            ));
+        }
+        if self.ts.is_empty() || self.ts.contains(&0) {
+            return invalid(format!(
+                "sequence lengths T must be positive: {:?}",
+                self.ts
+            ));
+        }
+        if self.n_train == 0 || self.n_test == 0 || self.token_budget == 0 {
+            return invalid("n_train, n_test and token_budget must be positive".into());
+        }
+        self.ridge()?;
+        self.corpus_format()?;
+        Ok(())
+    }
+}
+
+/// [`ExperimentError::Missing`] unless `path` exists.
+fn require(path: &Path, what: &str) -> Result<()> {
+    if path.exists() {
+        Ok(())
+    } else {
+        Err(ExperimentError::Missing {
+            path: path.to_path_buf(),
+            what: what.into(),
+        })
+    }
+}
+
+/// Parses a ridge setting: `pinv` (or `none`), `ridge:<λ>` (λ ≥ 0; the reference code uses
+/// `ridge:1e-6`) or `min-eig:<value>` (value > 0).
+pub fn parse_ridge(s: &str) -> Result<Ridge> {
+    let bad = |why: &str| {
+        ExperimentError::Invalid(format!(
+            "ridge {s:?}: {why} (pinv, ridge:<λ ≥ 0>, min-eig:<value > 0>)"
+        ))
+    };
+    let num = |v: &str| v.trim().parse::<f64>().map_err(|_| bad("not a number"));
+    let ridge = match s.trim().split_once(':') {
+        None if s.trim() == "pinv" || s.trim() == "none" => Ridge::None,
+        Some(("ridge", v)) => Ridge::Fixed(num(v)?),
+        Some(("min-eig", v)) => Ridge::MinEigen(num(v)?),
+        _ => return Err(bad("unknown setting")),
+    };
+    match ridge {
+        Ridge::Fixed(l) if !(l.is_finite() && l >= 0.0) => Err(bad("λ must be finite and ≥ 0")),
+        Ridge::MinEigen(m) if !(m.is_finite() && m > 0.0) => Err(bad("value must be > 0")),
+        r => Ok(r),
+    }
+}
+
+/// A model left out of a study because its position table is shorter than the largest T.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeftOutModel {
+    /// The model's name.
+    pub name: String,
+    /// The most tokens it accepts.
+    pub max_tokens: usize,
+    /// The largest T of the study.
+    pub t_max: usize,
+}
+
+/// The results of one sequence length T.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmdTOutcome {
+    /// The sequence length.
+    pub t: usize,
+    /// Training sequences actually sampled.
+    pub n_train: usize,
+    /// Test sequences actually sampled.
+    pub n_test: usize,
+    /// Held-out group R² of each model on all the others, in the order of
+    /// [`LmdStudyOutcome::models`].
+    pub group_r2: Vec<f64>,
+    /// Group ρ: the mean of `group_r2`.
+    pub group_rho: f64,
+    /// The pairwise R², pairwise ρ, CKA and group tables and heatmaps under `<out>/T<t>/`.
+    pub files: Vec<PathBuf>,
+}
+
+/// What [`run_lmd_study`] computed and wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LmdStudyOutcome {
+    /// Names of the models analysed (rows of Table 2).
+    pub models: Vec<String>,
+    /// Models left out (position table shorter than the largest T).
+    pub left_out: Vec<LeftOutModel>,
+    /// One entry per T, in the spec's order.
+    pub per_t: Vec<LmdTOutcome>,
+    /// Table 2 (rows = models, columns = T, last row group ρ): CSV, Markdown and JSON.
+    pub table2: Vec<PathBuf>,
+    /// Table 2 as a heatmap (PNG).
+    pub table2_heatmap: PathBuf,
+    /// Table 2 as Markdown (not serialised: it is in the `.md` file).
+    #[serde(skip)]
+    pub table2_markdown: String,
+    /// The embedding store (reused by a rerun).
+    pub embeddings: PathBuf,
+    /// The pooling's short name.
+    pub pooling: String,
+    /// The ridge's label.
+    pub ridge: String,
+    /// Wall-clock seconds of the whole study.
+    pub seconds: f64,
+}
+
+impl LmdStudyOutcome {
+    /// Group R² of `model` at every T (in the order of [`LmdStudyOutcome::per_t`]), or `None`
+    /// when the study does not hold that model.
+    pub fn group_r2_of(&self, model: &str) -> Option<Vec<f64>> {
+        let i = self.models.iter().position(|m| m == model)?;
+        Some(self.per_t.iter().map(|p| p.group_r2[i]).collect())
+    }
+}
+
+/// What every T of one study shares.
+struct Context<'a> {
+    spec: &'a LmdStudySpec,
+    encoders: Vec<&'a LoadedEncoder>,
+    tokenizer: Tokenizer,
+    docs: Vec<Document>,
+    store: EmbeddingStore,
+    ridge: Ridge,
+    out: &'a Path,
+    progress: bool,
+}
+
+/// Runs the LMD study of `spec` into `out`: per T, sampling, extraction with every model
+/// (reusing stored embeddings under `out/embeddings`), moments per split, the closed-form
+/// analysis written under `out/T<t>/`, then Table 2 (`out/table2.{csv,md,json}`) and its
+/// heatmap (`out/table2_group_r2.png`). With `progress`, says what it does on stdout (and
+/// shows extraction progress bars on stderr).
+///
+/// Models whose position table is shorter than the largest T are left out (every T is analysed
+/// over the same models); fewer than two remaining is an error.
+pub fn run_lmd_study(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<LmdStudyOutcome> {
+    let start = Instant::now();
+    spec.validate()?;
+    std::fs::create_dir_all(out).map_err(crate::error::io_at(out))?;
+    let encoders = load_encoders(spec, progress)?;
+    let t_max = spec.ts.iter().copied().max().unwrap_or(0);
+    let (active, left_out) = select_active(&encoders, t_max, progress)?;
+    let ctx = Context {
+        spec,
+        encoders: active,
+        tokenizer: Tokenizer::load(&spec.tokenizer)?,
+        docs: read_documents(spec, progress)?,
+        store: EmbeddingStore::new(out.join("embeddings")),
+        ridge: spec.ridge()?,
+        out,
+        progress,
+    };
+    let mut per_t = Vec::with_capacity(spec.ts.len());
+    for &t in &spec.ts {
+        per_t.push(study_t(&ctx, t)?);
+    }
+    let (table, table2) = write_table2(&ctx, &per_t)?;
+    let table2_heatmap = write_table2_heatmap(&ctx, &per_t)?;
+    Ok(LmdStudyOutcome {
+        models: ctx.encoders.iter().map(|e| e.name().to_string()).collect(),
+        left_out,
+        per_t: per_t.into_iter().map(|(_, o)| o).collect(),
+        table2,
+        table2_heatmap,
+        table2_markdown: table.to_markdown(),
+        embeddings: ctx.store_dir(),
+        pooling: spec.pooling.as_str().into(),
+        ridge: ctx.ridge.label(),
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+impl Context<'_> {
+    fn store_dir(&self) -> PathBuf {
+        self.out.join("embeddings")
+    }
+}
+
+/// Loads every model (CUDA at bf16 when available, else CPU at f32); two models may not share
+/// a name.
+fn load_encoders(spec: &LmdStudySpec, progress: bool) -> Result<Vec<LoadedEncoder>> {
+    let opts = LoadOptions::auto();
+    if progress {
+        println!("device {:?}, dtype {:?}", opts.device, opts.dtype);
+    }
+    let mut encoders: Vec<LoadedEncoder> = Vec::with_capacity(spec.models.len());
+    for dir in &spec.models {
+        let enc = load(dir, &opts)?;
+        if progress {
+            println!(
+                "loaded {:<28} {:<10} d = {:<5} max T = {}",
+                enc.name(),
+                enc.model_type(),
+                enc.width(),
+                enc.max_tokens()
+            );
+        }
+        if let Some(other) = encoders.iter().find(|e| e.name() == enc.name()) {
+            return Err(ExperimentError::Invalid(format!(
+                "models {} and {} share the name {:?} (a model's name is its folder's name)",
+                other.source().display(),
+                dir.display(),
+                enc.name()
+            )));
+        }
+        encoders.push(enc);
+    }
+    Ok(encoders)
+}
+
+/// The models that accept `t_max` tokens, and those left out (said when `progress`).
+fn select_active(
+    encoders: &[LoadedEncoder],
+    t_max: usize,
+    progress: bool,
+) -> Result<(Vec<&LoadedEncoder>, Vec<LeftOutModel>)> {
+    let (active, short): (Vec<&LoadedEncoder>, Vec<&LoadedEncoder>) =
+        encoders.iter().partition(|e| e.max_tokens() >= t_max);
+    let left_out: Vec<LeftOutModel> = short
+        .iter()
+        .map(|e| LeftOutModel {
+            name: e.name().to_string(),
+            max_tokens: e.max_tokens(),
+            t_max,
+        })
+        .collect();
+    if progress {
+        for m in &left_out {
+            println!(
+                "leaving out {} (max {} tokens < T = {t_max})",
+                m.name, m.max_tokens
+            );
+        }
+    }
+    if active.len() < 2 {
+        return Err(ExperimentError::Invalid(format!(
+            "fewer than two models accept T = {t_max} ({} left out)",
+            left_out.len()
+        )));
+    }
+    Ok((active, left_out))
+}
+
+/// Every document of the corpus.
+fn read_documents(spec: &LmdStudySpec, progress: bool) -> Result<Vec<Document>> {
+    let docs = Documents::open(&spec.corpus, spec.corpus_format()?)?
+        .collect::<corpus::Result<Vec<_>>>()?;
+    if progress {
+        println!("corpus {}: {} documents", spec.corpus.display(), docs.len());
+    }
+    Ok(docs)
+}
+
+/// One T: sampling, moments of both splits, analysis and its reports under `out/T<t>/`.
+fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
+    let spec = ctx.spec;
+    let cfg = SamplerConfig::new(t, spec.n_train, 0, spec.n_test, spec.seed);
+    let splits = SequenceSampler::new(ctx.tokenizer.clone(), cfg)?
+        .sample(ctx.docs.iter().cloned().map(Ok))?;
+    let (train, test) = (splits.texts(Split::Train), splits.texts(Split::Test));
+    if ctx.progress {
+        println!(
+            "T = {t}: {} train, {} test sequences",
+            train.len(),
+            test.len()
+        );
+    }
+    let mut opts = ExtractOptions::new(t);
+    opts.pooling = spec.pooling;
+    opts.token_budget = spec.token_budget;
+    opts.progress = ctx.progress;
+    let m_train = split_moments(ctx, "train", &train, &opts)?;
+    let m_test = split_moments(ctx, "test", &test, &opts)?;
+    let a = analyze(&m_train, &m_test, ctx.ridge)?;
+    let dir = ctx.out.join(format!("T{t}"));
+    let files = write_analysis(&dir, &a)?;
+    if ctx.progress {
+        println!(
+            "T = {t}: group rho = {:.4}; tables and heatmaps in {}",
+            a.group.rho(),
+            dir.display()
+        );
+    }
+    let outcome = LmdTOutcome {
+        t,
+        n_train: train.len(),
+        n_test: test.len(),
+        group_r2: a.group.r2.clone(),
+        group_rho: a.group.rho(),
+        files,
+    };
+    Ok((a, outcome))
+}
+
+/// Joint moments of one split from the stored (or freshly extracted) embeddings of every model.
+fn split_moments(
+    ctx: &Context<'_>,
+    split: &str,
+    texts: &[String],
+    opts: &ExtractOptions,
+) -> Result<Moments> {
+    let mut blocks = Vec::with_capacity(ctx.encoders.len());
+    for enc in &ctx.encoders {
+        let (e, reused) = ctx.store.get_or_embed(*enc, split, texts, opts)?;
+        if ctx.progress && reused {
+            let path = ctx.store.path(enc.name(), split, opts);
+            println!("  {:<28} {split:<5} reused {}", enc.name(), path.display());
+        } else if ctx.progress {
+            println!(
+                "  {:<28} {split:<5} {} seq in {:.1} s = {:.1} seq/s ({:.0} tokens/s)",
+                enc.name(),
+                e.rows,
+                e.seconds,
+                e.sequences_per_second(),
+                e.tokens as f64 / e.seconds
+            );
+        }
+        blocks.push(e);
+    }
+    let names = ctx.encoders.iter().map(|e| e.name().to_string()).collect();
+    let widths = ctx.encoders.iter().map(|e| e.width()).collect();
+    let mut m = Moments::new(names, widths)?;
+    let views: Vec<&[f32]> = blocks.iter().map(|b| b.data.as_slice()).collect();
+    m.update(&views)?;
+    Ok(m)
+}
+
+/// Table 2 (rows = models, columns = T, cells = group R² on all others, last row group ρ),
+/// written as `out/table2.{csv,md,json}`.
+fn write_table2(
+    ctx: &Context<'_>,
+    per_t: &[(Analysis, LmdTOutcome)],
+) -> Result<(Table, Vec<PathBuf>)> {
+    let settings: Vec<(String, &GroupR2)> = per_t
+        .iter()
+        .map(|(a, o)| (format!("T={}", o.t), &a.group))
+        .collect();
+    let spec = ctx.spec;
+    let table = group_table(&settings)?
+        .with_title("Table 2: held-out group R² of each model on all the others, by T")
+        .with_note(format!(
+            "{ORIENTATION}; n_train {}, n_test {}, pooling {}, {}, corpus {}; last row: group rho (mean over models)",
+            spec.n_train,
+            spec.n_test,
+            spec.pooling.as_str(),
+            ctx.ridge.label(),
+            spec.corpus.display()
+        ));
+    let files = table.write_all(ctx.out, "table2")?;
+    Ok((table, files))
+}
+
+/// Table 2 as a heatmap, `out/table2_group_r2.png`.
+fn write_table2_heatmap(ctx: &Context<'_>, per_t: &[(Analysis, LmdTOutcome)]) -> Result<PathBuf> {
+    let names: Vec<String> = ctx.encoders.iter().map(|e| e.name().to_string()).collect();
+    let grid: Vec<f64> = (0..names.len())
+        .flat_map(|i| per_t.iter().map(move |(a, _)| a.group.r2[i]))
+        .collect();
+    let t_labels: Vec<String> = per_t.iter().map(|(_, o)| format!("T={}", o.t)).collect();
+    let path = ctx.out.join("table2_group_r2.png");
+    let opts = HeatmapOptions {
+        title: "group R² (model on all others)".into(),
+        x_label: "T".into(),
+        y_label: "model".into(),
+        value_range: Some((0.0, 1.0)),
+        annotate: true,
+    };
+    heatmap(
+        &path,
+        &grid,
+        names.len(),
+        t_labels.len(),
+        &names,
+        &t_labels,
+        &opts,
+    )?;
+    Ok(path)
+}
+
+/// What [`planted_check`] found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlantedOutcome {
+    /// Held-out group R² of each planted model on all the others, estimated from moments.
+    pub group_r2: Vec<f64>,
+    /// The planted (population) group R² of each model, in closed form.
+    pub planted: Vec<f64>,
+    /// Group ρ of the estimate.
+    pub group_rho: f64,
+    /// Largest |estimated − planted| group R² (includes the finite-sample bias, about
+    /// (1 − R²)(p + 2)/n_train for p basis dimensions).
+    pub max_error: f64,
+    /// The analysis' tables and heatmaps.
+    pub files: Vec<PathBuf>,
+}
+
+/// The planted LMD check: four synthetic "models" sharing a latent ([`PlantedSpec::default`]),
+/// `n_train` and `n_test` rows drawn with `seed` and streamed into moments, analysed with the
+/// reference ridge, the group R² compared with the planted truth, the analysis written to `out`.
+pub fn planted_check(
+    seed: u64,
+    n_train: usize,
+    n_test: usize,
+    out: &Path,
+) -> Result<PlantedOutcome> {
+    let planted = Planted::new(PlantedSpec::default())?;
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut split = |n: usize| -> Result<Moments> {
+        let mut m = Moments::new(planted.names(), planted.widths())?;
+        m.update_stacked(&planted.sample(n, &mut rng))?;
+        Ok(m)
+    };
+    let (train, test) = (split(n_train)?, split(n_test)?);
+    let analysis = analyze(&train, &test, Ridge::REFERENCE)?;
+    let truth = planted.group_r2()?;
+    let max_error = analysis
+        .group
+        .r2
+        .iter()
+        .zip(&truth)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    let files = write_analysis(out, &analysis)?;
+    Ok(PlantedOutcome {
+        group_r2: analysis.group.r2.clone(),
+        planted: truth,
+        group_rho: analysis.group.rho(),
+        max_error,
+        files,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A path under the shared data folder (`/work/shared` beside the workspace); panics naming
+    /// it when it is missing (the test must not pass silently without its inputs).
+    fn shared(rel: &str) -> PathBuf {
+        let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")).join(rel);
+        assert!(p.exists(), "shared test input {} is missing", p.display());
+        p
+    }
+
+    #[test]
+    fn planted_check_recovers_the_planted_group_r2() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = planted_check(0, 4000, 1000, dir.path()).unwrap();
+        assert_eq!(o.group_r2.len(), 4);
+        // Each target (16 dims) is fit on p = 48 basis dims from n = 4000 rows: the expected
+        // held-out R² sits (1 − R²)(n+1)(n−2)/(n(n−p−2)) − (1 − R²) ≈ (1 − R²)·0.0126 below the
+        // population value (≤ 0.01 for R² ≥ 0.2), and 1000 test rows × 16 dims add a sampling
+        // error of about (1 − R²)·√(2/16000) ≈ 0.01 (one sd). 0.03 covers bias + 2 sd.
+        assert!(o.max_error < 0.03, "{o:?}");
+        let rho = o.group_r2.iter().sum::<f64>() / 4.0;
+        assert!((o.group_rho - rho).abs() < 1e-12);
+        assert!(o.files.iter().all(|f| f.is_file()), "{:?}", o.files);
+    }
+
+    #[test]
+    fn parse_ridge_reads_the_cli_forms() {
+        assert_eq!(parse_ridge("pinv").unwrap(), Ridge::None);
+        assert_eq!(parse_ridge("ridge:1e-6").unwrap(), Ridge::REFERENCE);
+        assert_eq!(parse_ridge("min-eig:0.5").unwrap(), Ridge::MinEigen(0.5));
+        for bad in ["ridge", "ridge:x", "ridge:-1", "min-eig:0", "lasso:1"] {
+            let e = parse_ridge(bad).unwrap_err();
+            assert!(matches!(e, ExperimentError::Invalid(_)), "{bad}: {e:?}");
+            assert!(e.to_string().contains(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn missing_model_folder_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-model");
+        let spec = LmdStudySpec::new(
+            vec![missing.clone(), dir.path().to_path_buf()],
+            dir.path().join("corpus.txt"),
+            dir.path().join("vocab.txt"),
+        );
+        match run_lmd_study(&spec, &dir.path().join("out"), false) {
+            Err(ExperimentError::Missing { path, what }) => {
+                assert_eq!(path, missing);
+                assert!(what.contains("model"), "{what}");
+            }
+            other => panic!(
+                "expected Missing naming {}, got {other:?}",
+                missing.display()
+            ),
+        }
+    }
+
+    #[test]
+    fn spec_round_trips_through_json() {
+        let spec = LmdStudySpec::new(vec!["a".into(), "b".into()], "c".into(), "v".into());
+        let text = serde_json::to_string(&spec).unwrap();
+        assert_eq!(serde_json::from_str::<LmdStudySpec>(&text).unwrap(), spec);
+    }
+
+    #[test]
+    fn study_over_two_local_models_writes_table2() {
+        let models = vec![
+            shared("models/all-MiniLM-L6-v2"),
+            shared("data/stories260K"),
+        ];
+        // The WikiText-2 test file (1.2 MB): the sampler tokenizes the whole corpus, and the
+        // train file is 9 times larger for no benefit at these sizes.
+        let corpus = shared("data/wikitext-2/test.txt");
+        let tokenizer = shared("data/bert-base-uncased/vocab.txt");
+        let mut spec = LmdStudySpec::new(models, corpus, tokenizer);
+        // The pairwise fits need more train rows than the widest basis (MiniLM, d = 384).
+        (spec.ts, spec.n_train, spec.n_test) = (vec![16], 512, 64);
+        let dir = tempfile::tempdir().unwrap();
+        let o = run_lmd_study(&spec, dir.path(), false).unwrap();
+        assert_eq!(o.models, ["all-MiniLM-L6-v2", "stories260K"]);
+        assert!(o.left_out.is_empty());
+        assert_eq!(o.per_t.len(), 1);
+        let t = &o.per_t[0];
+        assert_eq!((t.t, t.n_train, t.n_test), (16, 512, 64));
+        // 512 rows against a 384-dim basis overfit: held-out R² may well be negative here
+        // (about -0.13 and -2.4); it must be finite and at most 1.
+        assert!(
+            t.group_r2.iter().all(|r| r.is_finite() && *r <= 1.0),
+            "{t:?}"
+        );
+        assert!(o
+            .table2
+            .iter()
+            .chain([&o.table2_heatmap])
+            .all(|f| f.is_file()));
+        assert!(o.table2_markdown.contains("stories260K"));
+        assert_eq!(o.group_r2_of("stories260K").unwrap(), [t.group_r2[1]]);
+    }
+}

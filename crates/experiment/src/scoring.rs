@@ -52,13 +52,13 @@ pub struct ScoringSpec {
     pub text: Option<ScoringText>,
 }
 
-/// A scoring corpus given by path and format (`corpus::Format::parse`: plain, lines,
-/// wikitext, folder, jsonl[:field]).
+/// A scoring corpus: files (or folders) of one format (`corpus::Format::parse`: plain, lines,
+/// wikitext, folder, jsonl[:field]), read in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScoringText {
-    /// File or folder.
-    pub path: PathBuf,
-    /// Its format.
+    /// Files or folders.
+    pub paths: Vec<PathBuf>,
+    /// Their format.
     pub format: String,
 }
 
@@ -79,16 +79,18 @@ impl ScoringSpec {
         let Some(t) = &self.text else {
             return Ok(data.held_out().to_vec());
         };
-        if !t.path.exists() {
-            return Err(ExperimentError::Missing {
-                path: t.path.clone(),
-                what: "the scoring corpus".into(),
-            });
+        let format = corpus::Format::parse(&t.format)?;
+        let mut docs = Vec::new();
+        for path in &t.paths {
+            if !path.exists() {
+                return Err(ExperimentError::Missing {
+                    path: path.clone(),
+                    what: "a scoring corpus file".into(),
+                });
+            }
+            docs.extend(corpus::read_documents(path, format.clone())?);
         }
-        Ok(corpus::read_documents(
-            &t.path,
-            corpus::Format::parse(&t.format)?,
-        )?)
+        Ok(docs)
     }
 
     /// BERT passes: ⌈1 / mask_rate⌉.

@@ -145,8 +145,10 @@ impl StudySpec {
                 };
                 let scoring = ScoringSpec {
                     text: Some(ScoringText {
-                        path: shared.join("wikitext-103-valid-test"),
-                        format: "folder".into(),
+                        paths: ["wiki.valid.tokens", "wiki.test.tokens"]
+                            .map(|f| shared.join("wikitext-103-valid-test").join(f))
+                            .to_vec(),
+                        format: "wikitext".into(),
                     }),
                     ..ScoringSpec::new(128)
                 };
@@ -224,6 +226,13 @@ pub fn run_study(
             continue;
         }
         let set = ScoringSet::load_or_build(&data_dir, r.style, &data, &spec.scoring)?;
+        if opts.progress {
+            println!(
+                "{label}: scoring set {} ({} positions)",
+                set.id.short(),
+                set.id.positions
+            );
+        }
         let run = ensure_run(r, &out.join(&label), &data, &data_dir, &set, opts)?;
         scored.push(run);
     }
