@@ -11,19 +11,25 @@
 //! `cargo run --release --example lmd_synthetic -- --models 12 --dim 768 --n-train 20000 --n-test 5000`
 //! (add `--mixed` for the group path with its f32 product, `--pinv` for a pseudo-inverse column)
 
+mod common;
+
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use lmsplit::lmd::analysis::{group_r2, group_r2_with, pairwise_r2, Arithmetic};
+use lmsplit::experiment::ExperimentError;
+use lmsplit::lmd::analysis::{group_r2, group_r2_with, pairwise_r2, Analysis, Arithmetic};
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
 use lmsplit::lmd::synthetic::{Planted, PlantedSpec};
-use lmsplit::lmd::{analysis, tables};
+use lmsplit::lmd::tables;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+type Res<T> = Result<T, ExperimentError>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -66,131 +72,192 @@ struct Args {
     out: PathBuf,
 }
 
+/// Wall-clock seconds per stage (and CPU seconds of the analysis).
+#[derive(Default)]
+struct Seconds {
+    sample: f64,
+    accumulate: f64,
+    pairwise: f64,
+    group: f64,
+    cka: f64,
+    reports: f64,
+    cpu_analysis: f64,
+}
+
+/// Largest absolute errors against the finite-n expectation and the raw population value.
+struct Errors {
+    pair: f64,
+    pair_raw: f64,
+    group: f64,
+    group_raw: f64,
+    rho: f64,
+}
+
+fn main() -> ExitCode {
+    common::finish(run(Args::parse()))
+}
+
 /// Expected held-out R² of an OLS fit with intercept on p Gaussian regressors from n samples.
 fn finite_n_r2(population: f64, n: usize, p: usize) -> f64 {
     let (n, p) = (n as f64, p as f64);
     1.0 - (1.0 - population) * (n + 1.0) * (n - 2.0) / (n * (n - p - 2.0))
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let a = Args::parse();
-    let spec = PlantedSpec {
+fn run(a: Args) -> Res<()> {
+    let planted = Planted::new(PlantedSpec {
         models: a.models,
         dim: a.dim,
         latent: a.latent,
         seed: a.seed,
         ..PlantedSpec::default()
-    };
-    let planted = Planted::new(spec)?;
-    let (names, widths) = (planted.names(), planted.widths());
+    })?;
     let d_total = a.models * a.dim;
     println!(
         "planted {} models × {} dims (D = {d_total}, latent {}), train {} / test {} samples",
         a.models, a.dim, a.latent, a.n_train, a.n_test
     );
-
+    let mut secs = Seconds::default();
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed ^ 0x5eed);
-    let (mut t_sample, mut t_acc) = (0.0, 0.0);
-    let mut splits = Vec::new();
-    for (label, n) in [("train", a.n_train), ("test", a.n_test)] {
-        let mut m = Moments::new(names.clone(), widths.clone())?;
-        let bar = ProgressBar::new(n as u64).with_style(ProgressStyle::with_template(
-            "{msg:>6} [{bar:40}] {pos}/{len} rows ({elapsed})",
-        )?);
-        bar.set_message(label);
-        let mut done = 0;
-        while done < n {
-            let rows = a.batch.min(n - done);
-            let t = Instant::now();
-            let batch = planted.sample(rows, &mut rng);
-            t_sample += t.elapsed().as_secs_f64();
-            let t = Instant::now();
-            m.update_stacked(&batch)?;
-            t_acc += t.elapsed().as_secs_f64();
-            done += rows;
-            bar.set_position(done as u64);
-        }
-        bar.finish();
-        splits.push(m);
-    }
-    let (train, test) = (&splits[0], &splits[1]);
-    let gflops = (a.n_train + a.n_test) as f64 * (d_total * (d_total + 1)) as f64 / t_acc / 1e9;
-    println!("moments: {t_acc:.1} s ({gflops:.1} GFLOP/s, lower-triangle Gram in f64); sampling {t_sample:.1} s");
+    let train = stream_split(&a, &planted, "train", a.n_train, &mut rng, &mut secs)?;
+    let test = stream_split(&a, &planted, "test", a.n_test, &mut rng, &mut secs)?;
+    let gflops =
+        (a.n_train + a.n_test) as f64 * (d_total * (d_total + 1)) as f64 / secs.accumulate / 1e9;
+    println!(
+        "moments: {:.1} s ({gflops:.1} GFLOP/s, lower-triangle Gram in f64); sampling {:.1} s",
+        secs.accumulate, secs.sample
+    );
+    let result = analyse(&a, &train, &test, &mut secs)?;
+    let err = errors_vs_truth(&a, &planted, &result)?;
+    println!(
+        "max |R² − expected| pairwise {:.2e}, group {:.2e}, group ρ {:.2e}",
+        err.pair, err.group, err.rho
+    );
+    println!("(against the population R² without the finite-n correction: pairwise {:.2e}, group {:.2e})", err.pair_raw, err.group_raw);
+    let t = Instant::now();
+    let files = write_reports(&a, &train, &test, &result)?;
+    secs.reports = t.elapsed().as_secs_f64();
+    println!("wrote {} files to {}", files.len(), a.out.display());
+    println!("{}", summary(&a, &result, &err, &secs, gflops));
+    Ok(())
+}
 
+/// Streams `n` planted rows in batches into the moments of one split, with a progress bar.
+fn stream_split(
+    a: &Args,
+    planted: &Planted,
+    label: &str,
+    n: usize,
+    rng: &mut ChaCha8Rng,
+    secs: &mut Seconds,
+) -> Res<Moments> {
+    let mut m = Moments::new(planted.names(), planted.widths())?;
+    let style = ProgressStyle::with_template("{msg:>6} [{bar:40}] {pos}/{len} rows ({elapsed})")
+        .map_err(|e| ExperimentError::Invalid(format!("progress template: {e}")))?;
+    let bar = ProgressBar::new(n as u64).with_style(style);
+    bar.set_message(label.to_string());
+    let mut done = 0;
+    while done < n {
+        let rows = a.batch.min(n - done);
+        let t = Instant::now();
+        let batch = planted.sample(rows, rng);
+        secs.sample += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        m.update_stacked(&batch)?;
+        secs.accumulate += t.elapsed().as_secs_f64();
+        done += rows;
+        bar.set_position(done as u64);
+    }
+    bar.finish();
+    Ok(m)
+}
+
+/// Pairwise R², group R² and linear CKA from the moments, timed.
+fn analyse(a: &Args, train: &Moments, test: &Moments, secs: &mut Seconds) -> Res<Analysis> {
     let ridge = Ridge::Fixed(a.lambda);
     let cpu0 = lmsplit::process::cpu_seconds().unwrap_or(f64::NAN);
-    let t = Instant::now();
-    let pr = pairwise_r2(train, test, ridge)?;
-    let t_pair = t.elapsed().as_secs_f64();
-    println!(
-        "pairwise: {} fits in {t_pair:.1} s",
-        a.models * (a.models - 1)
-    );
+    let pr = timed(&mut secs.pairwise, || pairwise_r2(train, test, ridge))?;
+    let fits = a.models * (a.models - 1);
+    println!("pairwise: {fits} fits in {:.1} s", secs.pairwise);
     let arithmetic = if a.mixed {
         Arithmetic::MixedF32
     } else {
         Arithmetic::F64
     };
-    let t = Instant::now();
-    let group = group_r2_with(train, test, ridge, arithmetic)?;
-    let t_group = t.elapsed().as_secs_f64();
+    let group = timed(&mut secs.group, || {
+        group_r2_with(train, test, ridge, arithmetic)
+    })?;
     println!(
-        "group: {} fits ({:?}) in {t_group:.1} s, group ρ = {:.4}",
+        "group: {} fits ({:?}) in {:.1} s, group ρ = {:.4}",
         a.models,
         group.method,
+        secs.group,
         group.rho()
     );
-    let t = Instant::now();
-    let cka = linear_cka(test)?;
-    let t_cka = t.elapsed().as_secs_f64();
-    let cpu_analysis = lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - cpu0;
+    let cka = timed(&mut secs.cka, || linear_cka(test))?;
+    secs.cpu_analysis = lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - cpu0;
+    let wall = secs.pairwise + secs.group + secs.cka;
     println!(
-        "analysis from moments: {:.1} s wall, {cpu_analysis:.1} s CPU",
-        t_pair + t_group + t_cka
+        "analysis from moments: {wall:.1} s wall, {:.1} s CPU",
+        secs.cpu_analysis
     );
-
-    // Compare with the planted truth, corrected for the finite training set.
-    let truth = planted.pairwise_r2()?;
-    let gtruth = planted.group_r2()?;
-    let mut err_pair: f64 = 0.0;
-    let mut err_pair_raw: f64 = 0.0;
-    for i in 0..a.models {
-        for j in (0..a.models).filter(|&j| j != i) {
-            let want = finite_n_r2(truth.get(i, j), a.n_train, a.dim);
-            err_pair = err_pair.max((pr.get(i, j) - want).abs());
-            err_pair_raw = err_pair_raw.max((pr.get(i, j) - truth.get(i, j)).abs());
-        }
-    }
-    let p_group = (a.models - 1) * a.dim;
-    let mut err_group: f64 = 0.0;
-    let mut err_group_raw: f64 = 0.0;
-    for (got, pop) in group.r2.iter().zip(&gtruth) {
-        err_group = err_group.max((got - finite_n_r2(*pop, a.n_train, p_group)).abs());
-        err_group_raw = err_group_raw.max((got - pop).abs());
-    }
-    let err_rho = (group.rho()
-        - gtruth
-            .iter()
-            .map(|&r| finite_n_r2(r, a.n_train, p_group))
-            .sum::<f64>()
-            / a.models as f64)
-        .abs();
-    println!(
-        "max |R² − expected| pairwise {err_pair:.2e}, group {err_group:.2e}, group ρ {err_rho:.2e}"
-    );
-    println!("(against the population R² without the finite-n correction: pairwise {err_pair_raw:.2e}, group {err_group_raw:.2e})");
-
-    let t = Instant::now();
-    let result = analysis::Analysis {
+    Ok(Analysis {
         ridge,
         pairwise_rho: pr.symmetrized(),
         pairwise_r2: pr,
         group,
         cka,
-    };
-    let mut files = tables::write_analysis(&a.out, &result)?;
-    // Table 2: models × settings, last row group ρ.
-    let mut settings = vec![(ridge.label(), &result.group)];
+    })
+}
+
+/// Runs `f`, storing its wall-clock seconds in `slot`.
+fn timed<T>(slot: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let value = f();
+    *slot = t.elapsed().as_secs_f64();
+    value
+}
+
+/// Compares every R² with the planted truth, corrected for the finite training set.
+fn errors_vs_truth(a: &Args, planted: &Planted, result: &Analysis) -> Res<Errors> {
+    let (truth, gtruth) = (planted.pairwise_r2()?, planted.group_r2()?);
+    let (pr, group) = (&result.pairwise_r2, &result.group);
+    let (mut pair, mut pair_raw, mut group_err, mut group_raw) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    for i in 0..a.models {
+        for j in (0..a.models).filter(|&j| j != i) {
+            let want = finite_n_r2(truth.get(i, j), a.n_train, a.dim);
+            pair = pair.max((pr.get(i, j) - want).abs());
+            pair_raw = pair_raw.max((pr.get(i, j) - truth.get(i, j)).abs());
+        }
+    }
+    let p_group = (a.models - 1) * a.dim;
+    for (got, pop) in group.r2.iter().zip(&gtruth) {
+        group_err = group_err.max((got - finite_n_r2(*pop, a.n_train, p_group)).abs());
+        group_raw = group_raw.max((got - pop).abs());
+    }
+    let expected_rho = gtruth
+        .iter()
+        .map(|&r| finite_n_r2(r, a.n_train, p_group))
+        .sum::<f64>()
+        / a.models as f64;
+    Ok(Errors {
+        pair,
+        pair_raw,
+        group: group_err,
+        group_raw,
+        rho: (group.rho() - expected_rho).abs(),
+    })
+}
+
+/// The analysis' tables and heatmaps, and Table 2 (models × settings, last row group ρ) with a
+/// pseudo-inverse column under `--pinv`.
+fn write_reports(
+    a: &Args,
+    train: &Moments,
+    test: &Moments,
+    result: &Analysis,
+) -> Res<Vec<PathBuf>> {
+    let mut files = tables::write_analysis(&a.out, result)?;
+    let mut settings = vec![(result.ridge.label(), &result.group)];
     let pinv_group = if a.pinv {
         Some(group_r2(train, test, Ridge::None)?)
     } else {
@@ -205,28 +272,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         settings.push((Ridge::None.label(), g));
     }
     files.extend(tables::group_table(&settings)?.write_all(&a.out, "table2")?);
-    let t_reports = t.elapsed().as_secs_f64();
-    println!("wrote {} files to {}", files.len(), a.out.display());
+    Ok(files)
+}
 
-    let json = serde_json::json!({
+/// The JSON summary printed as the last line.
+fn summary(
+    a: &Args,
+    result: &Analysis,
+    err: &Errors,
+    secs: &Seconds,
+    gflops: f64,
+) -> serde_json::Value {
+    serde_json::json!({
         "example": "lmd_synthetic",
         "models": a.models, "dim": a.dim, "latent": a.latent,
-        "n_train": a.n_train, "n_test": a.n_test, "ridge": ridge.label(),
+        "n_train": a.n_train, "n_test": a.n_test, "ridge": result.ridge.label(),
         "group_method": format!("{:?}", result.group.method),
         "group_rho": result.group.rho(),
-        "max_abs_err_pairwise_r2": err_pair,
-        "max_abs_err_group_r2": err_group,
-        "abs_err_group_rho": err_rho,
-        "max_abs_err_vs_population": {"pairwise": err_pair_raw, "group": err_group_raw},
+        "max_abs_err_pairwise_r2": err.pair,
+        "max_abs_err_group_r2": err.group,
+        "abs_err_group_rho": err.rho,
+        "max_abs_err_vs_population": {"pairwise": err.pair_raw, "group": err.group_raw},
         "accumulate_gflops": gflops,
         "seconds": {
-            "sample": t_sample, "accumulate": t_acc, "pairwise": t_pair,
-            "group": t_group, "cka": t_cka, "reports": t_reports,
-            "analysis_total": t_pair + t_group + t_cka,
+            "sample": secs.sample, "accumulate": secs.accumulate, "pairwise": secs.pairwise,
+            "group": secs.group, "cka": secs.cka, "reports": secs.reports,
+            "analysis_total": secs.pairwise + secs.group + secs.cka,
         },
-        "cpu_seconds_analysis": cpu_analysis,
+        "cpu_seconds_analysis": secs.cpu_analysis,
         "out_dir": a.out.display().to_string(),
-    });
-    println!("{json}");
-    Ok(())
+    })
 }

@@ -15,22 +15,18 @@
 //! tables and heatmaps and the group table (rows = target, columns = basis). Models whose
 //! position table is shorter than the largest T are left out (the run says so). The last line
 //! printed is a JSON summary with the output paths.
+//!
+//! Everything is `lmsplit::experiment::lmd_study` API; this file only reads flags and prints.
+
+mod common;
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::process::ExitCode;
 
 use clap::Parser;
-use lmsplit::corpus::{Documents, Format, SamplerConfig, SequenceSampler, Split, Tokenizer};
-use lmsplit::lmd::analysis::{analyze, Analysis, GroupR2};
-use lmsplit::lmd::encoder::{load, resolve, Encoder, LoadOptions, LoadedEncoder, Pooling};
-use lmsplit::lmd::extract::{EmbeddingStore, ExtractOptions};
-use lmsplit::lmd::fit::Ridge;
-use lmsplit::lmd::moments::Moments;
-use lmsplit::lmd::tables::{group_table, write_analysis, ORIENTATION};
-use lmsplit::report::{heatmap, HeatmapOptions};
-use serde_json::json;
-
-type AnyResult<T> = Result<T, Box<dyn std::error::Error>>;
+use lmsplit::experiment::lmd_study::{run_lmd_study, LmdStudySpec};
+use lmsplit::experiment::ExperimentError;
+use lmsplit::lmd::encoder::Pooling;
 
 #[derive(Parser, Debug)]
 #[command(about = "LMD Table 2: group R² of each model on all others, by sequence length T")]
@@ -42,7 +38,7 @@ struct Args {
     /// Corpus text file.
     #[arg(long, default_value = "../shared/data/wikitext-2/train.txt")]
     corpus: PathBuf,
-    /// Corpus format: wikitext, lines or plain.
+    /// Corpus format: wikitext, lines, plain, folder or jsonl[:field].
     #[arg(long, default_value = "wikitext")]
     format: String,
     /// Tokenizer that counts the T word pieces of each sampled sequence (BERT uncased).
@@ -74,205 +70,52 @@ struct Args {
     out: PathBuf,
 }
 
-fn parse_ridge(s: &str) -> AnyResult<Ridge> {
-    let num = |v: &str| -> AnyResult<f64> { Ok(v.parse::<f64>()?) };
-    Ok(match s.split_once(':') {
-        None if s == "pinv" || s == "none" => Ridge::None,
-        Some(("ridge", v)) => Ridge::Fixed(num(v)?),
-        Some(("min-eig", v)) => Ridge::MinEigen(num(v)?),
-        _ => return Err(format!("unknown ridge {s:?} (pinv, ridge:<λ>, min-eig:<v>)").into()),
-    })
-}
-
-fn parse_format(s: &str) -> AnyResult<Format> {
-    Ok(match s {
-        "wikitext" => Format::WikiText,
-        "lines" => Format::Lines,
-        "plain" => Format::Plain,
-        _ => return Err(format!("unknown corpus format {s:?}").into()),
-    })
-}
-
-/// Joint moments of one split from the stored/extracted embeddings of every model.
-fn split_moments(
-    encs: &[&LoadedEncoder],
-    store: &EmbeddingStore,
-    split: &str,
-    texts: &[String],
-    opts: &ExtractOptions,
-) -> AnyResult<Moments> {
-    let mut blocks = Vec::with_capacity(encs.len());
-    for enc in encs {
-        let (e, reused) = store.get_or_embed(*enc, split, texts, opts)?;
-        if reused {
-            println!(
-                "  {:<28} {split:<5} reused {}",
-                enc.name(),
-                store.path(enc.name(), split, opts).display()
-            );
-        } else {
-            println!(
-                "  {:<28} {split:<5} {} seq in {:.1} s = {:.1} seq/s ({:.0} tokens/s)",
-                enc.name(),
-                e.rows,
-                e.seconds,
-                e.sequences_per_second(),
-                e.tokens as f64 / e.seconds
-            );
-        }
-        blocks.push(e);
-    }
-    let names = encs.iter().map(|e| e.name().to_string()).collect();
-    let widths = encs.iter().map(|e| e.width()).collect();
-    let mut m = Moments::new(names, widths)?;
-    let views: Vec<&[f32]> = blocks.iter().map(|b| b.data.as_slice()).collect();
-    m.update(&views)?;
-    Ok(m)
-}
-
-fn main() -> AnyResult<()> {
+fn main() -> ExitCode {
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
-    let args = Args::parse();
-    let start = Instant::now();
-    let pooling = Pooling::parse(&args.pooling)?;
-    let ridge = parse_ridge(&args.ridge)?;
-    if args.models.len() < 2 {
-        return Err("LMD needs at least two models".into());
-    }
-    std::fs::create_dir_all(&args.out)?;
-    let load_opts = LoadOptions::auto();
-    println!("device {:?}, dtype {:?}", load_opts.device, load_opts.dtype);
-    let mut encoders = Vec::new();
-    for spec in &args.models {
-        let enc = load(resolve(spec)?, &load_opts)?;
-        println!(
-            "loaded {:<28} {:<10} d = {:<5} max T = {}",
-            enc.name(),
-            enc.model_type(),
-            enc.width(),
-            enc.max_tokens()
-        );
-        encoders.push(enc);
-    }
-    let mut all: Vec<String> = encoders.iter().map(|e| e.name().to_string()).collect();
-    all.sort();
-    all.dedup();
-    if all.len() != encoders.len() {
-        return Err("two models share a folder name".into());
-    }
-    let tokenizer = Tokenizer::load(&args.tokenizer)?;
-    let docs: Vec<_> =
-        Documents::open(&args.corpus, parse_format(&args.format)?)?.collect::<Result<_, _>>()?;
-    println!("corpus {}: {} documents", args.corpus.display(), docs.len());
-    let store = EmbeddingStore::new(args.out.join("embeddings"));
+    common::finish(run(Args::parse()))
+}
 
-    // Every T is analysed over the same models (Table 2 compares them across T): models whose
-    // position table is shorter than the largest T are left out, and the run says so.
-    let t_max = args.t.iter().copied().max().unwrap_or(0);
-    for e in encoders.iter().filter(|e| e.max_tokens() < t_max) {
-        println!(
-            "leaving out {} (max {} tokens < T = {t_max})",
-            e.name(),
-            e.max_tokens()
-        );
+/// A model argument as a local folder: hub ids are fetched with `--features hub`; without it
+/// the path is passed on as it is, so a missing folder is reported as missing.
+fn model_folder(arg: &str) -> Result<PathBuf, ExperimentError> {
+    let path = PathBuf::from(arg);
+    if cfg!(feature = "hub") && !path.exists() {
+        return Ok(lmsplit::lmd::encoder::resolve(arg)?);
     }
-    let active: Vec<&LoadedEncoder> = encoders
+    Ok(path)
+}
+
+fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
+    let models = args
+        .models
         .iter()
-        .filter(|e| e.max_tokens() >= t_max)
-        .collect();
-    if active.len() < 2 {
-        return Err(format!("fewer than two models accept T = {t_max}").into());
-    }
-    let names: Vec<String> = active.iter().map(|e| e.name().to_string()).collect();
+        .map(|m| model_folder(m))
+        .collect::<Result<_, _>>()?;
+    let mut spec = LmdStudySpec::new(models, args.corpus.clone(), args.tokenizer.clone());
+    spec.format = args.format.clone();
+    spec.ts = args.t.clone();
+    spec.n_train = args.n_train;
+    spec.n_test = args.n_test;
+    spec.pooling = Pooling::parse(&args.pooling)?;
+    spec.ridge = args.ridge.clone();
+    spec.seed = args.seed;
+    spec.token_budget = args.token_budget;
+    Ok(spec)
+}
 
-    let mut per_t: Vec<(usize, Analysis)> = Vec::new();
-    let mut analysis_files = Vec::new();
-    for &t in &args.t {
-        let cfg = SamplerConfig::new(t, args.n_train, 0, args.n_test, args.seed);
-        let splits =
-            SequenceSampler::new(tokenizer.clone(), cfg)?.sample(docs.iter().cloned().map(Ok))?;
-        let (train, test) = (splits.texts(Split::Train), splits.texts(Split::Test));
-        println!(
-            "T = {t}: {} train, {} test sequences",
-            train.len(),
-            test.len()
-        );
-        let mut opts = ExtractOptions::new(t);
-        opts.pooling = pooling;
-        opts.token_budget = args.token_budget;
-        let m_train = split_moments(&active, &store, "train", &train, &opts)?;
-        let m_test = split_moments(&active, &store, "test", &test, &opts)?;
-        let a = analyze(&m_train, &m_test, ridge)?;
-        println!("T = {t}: group rho = {:.4}", a.group.rho());
-        let dir = args.out.join(format!("T{t}"));
-        let files = write_analysis(&dir, &a)?;
-        println!(
-            "T = {t}: pairwise R², rho, CKA tables and heatmaps in {}",
-            dir.display()
-        );
-        analysis_files.extend(files);
-        per_t.push((t, a));
-    }
-
-    // Table 2: rows = models, columns = T, cells = group R² of the model on all others.
-    let ts: Vec<usize> = per_t.iter().map(|(t, _)| *t).collect();
-    let settings: Vec<(String, &GroupR2)> = per_t
-        .iter()
-        .map(|(t, a)| (format!("T={t}"), &a.group))
-        .collect();
-    let table = group_table(&settings)?
-        .with_title("Table 2: held-out group R² of each model on all the others, by T")
-        .with_note(format!(
-            "{ORIENTATION}; n_train {}, n_test {}, pooling {}, {}, corpus {}; last row: group rho (mean over models)",
-            args.n_train,
-            args.n_test,
-            pooling.as_str(),
-            ridge.label(),
-            args.corpus.display()
-        ));
-    let table_files = table.write_all(&args.out, "table2")?;
-    let grid: Vec<f64> = (0..names.len())
-        .flat_map(|i| per_t.iter().map(move |(_, a)| a.group.r2[i]))
-        .collect();
-    let grid_png = args.out.join("table2_group_r2.png");
-    let t_labels: Vec<String> = ts.iter().map(|t| format!("T={t}")).collect();
-    heatmap(
-        &grid_png,
-        &grid,
-        names.len(),
-        ts.len(),
-        &names,
-        &t_labels,
-        &HeatmapOptions {
-            title: "group R² (model on all others)".into(),
-            x_label: "T".into(),
-            y_label: "model".into(),
-            value_range: Some((0.0, 1.0)),
-            annotate: true,
-        },
-    )?;
-    println!("{}", table.to_markdown());
-    let secs = start.elapsed().as_secs_f64();
+fn run(args: Args) -> Result<(), ExperimentError> {
+    let spec = spec_of(&args)?;
+    let outcome = run_lmd_study(&spec, &args.out, true)?;
+    println!("{}", outcome.table2_markdown);
     println!(
-        "wrote {} and {} in {secs:.1} s",
-        table_files[0].display(),
-        grid_png.display()
+        "wrote {} and {} in {:.1} s",
+        outcome.table2[0].display(),
+        outcome.table2_heatmap.display(),
+        outcome.seconds
     );
-    let summary = json!({
-        "table2": table_files,
-        "table2_heatmap": grid_png,
-        "analysis_files": analysis_files,
-        "embeddings": args.out.join("embeddings"),
-        "t": ts,
-        "group_rho": per_t.iter().map(|(_, a)| a.group.rho()).collect::<Vec<_>>(),
-        "models": names,
-        "pooling": pooling.as_str(),
-        "ridge": ridge.label(),
-        "n_train": args.n_train,
-        "n_test": args.n_test,
-        "seconds": secs,
-    });
-    println!("{summary}");
+    let json = serde_json::to_string(&outcome)
+        .map_err(|e| ExperimentError::Invalid(format!("summary not serialisable: {e}")))?;
+    println!("{json}");
     Ok(())
 }

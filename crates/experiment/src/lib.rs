@@ -18,6 +18,7 @@
 
 pub mod analysis;
 pub mod data;
+pub mod emergence;
 pub mod error;
 pub mod groups;
 pub mod lmd_study;

@@ -283,17 +283,11 @@ pub fn run_lmd_study(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<
         table2,
         table2_heatmap,
         table2_markdown: table.to_markdown(),
-        embeddings: ctx.store_dir(),
+        embeddings: out.join("embeddings"),
         pooling: spec.pooling.as_str().into(),
         ridge: ctx.ridge.label(),
         seconds: start.elapsed().as_secs_f64(),
     })
-}
-
-impl Context<'_> {
-    fn store_dir(&self) -> PathBuf {
-        self.out.join("embeddings")
-    }
 }
 
 /// Loads every model (CUDA at bf16 when available, else CPU at f32); two models may not share

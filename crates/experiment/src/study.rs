@@ -11,6 +11,7 @@ use towers::Style;
 
 use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
 use crate::data::CorpusData;
+use crate::emergence::{emergence, write_emergence, Emergence};
 use crate::error::{io_at, write_json_atomic};
 use crate::pos::{lexicon, TagSource};
 use crate::run::{ensure_run, HeadQuality, RunOptions};
@@ -65,6 +66,9 @@ pub struct StudySpec {
     pub resamples: usize,
     /// Where POS tags come from.
     pub tags: TagSource,
+    /// The emergence analysis over the runs' phase-1 snapshots, on this token selection
+    /// (`None`: not run).
+    pub emergence: Option<TokenSelection>,
 }
 
 impl StudySpec {
@@ -112,6 +116,7 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 100,
                     tags: TagSource::Gold,
+                    emergence: Some(TokenSelection::MinCount(5)),
                 })
             }
             Protocol::Cpu | Protocol::Gpu => {
@@ -169,6 +174,7 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 1000,
                     tags: tags(shared),
+                    emergence: Some(TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT)),
                 })
             }
         }
@@ -203,6 +209,8 @@ pub struct StudyOutcome {
     pub runs: Vec<StudyRun>,
     /// Every pair of runs, per score kind and token selection.
     pub pairs: Vec<(String, PairComparison)>,
+    /// How the preference emerged during phase 1, when the spec asks for it.
+    pub emergence: Option<Emergence>,
     /// Files written.
     pub outputs: Vec<PathBuf>,
 }
@@ -220,20 +228,25 @@ pub fn run_study(
     let data_dir = out.join("data");
     let data = CorpusData::load(&spec.corpus, &data_dir)?;
     let mut scored = Vec::new();
+    let mut sets: Vec<ScoringSet> = Vec::new();
     for r in &spec.runs {
         let label = r.label();
         if !only.is_empty() && !only.contains(&label) {
             continue;
         }
-        let set = ScoringSet::load_or_build(&data_dir, r.style, &data, &spec.scoring)?;
-        if opts.progress {
-            println!(
-                "{label}: scoring set {} ({} positions)",
-                set.id.short(),
-                set.id.positions
-            );
+        if !sets.iter().any(|s| s.id.style == r.style) {
+            let set = ScoringSet::load_or_build(&data_dir, r.style, &data, &spec.scoring)?;
+            if opts.progress {
+                println!(
+                    "{label}: scoring set {} ({} positions)",
+                    set.id.short(),
+                    set.id.positions
+                );
+            }
+            sets.push(set);
         }
-        let run = ensure_run(r, &out.join(&label), &data, &data_dir, &set, opts)?;
+        let set = set_of(&sets, r.style)?;
+        let run = ensure_run(r, &out.join(&label), &data, &data_dir, set, opts)?;
         scored.push(run);
     }
     if scored.len() < spec.runs.len() {
@@ -244,7 +257,7 @@ pub fn run_study(
         ..Bootstrap::default()
     };
     let copts = CorrOptions {
-        bootstrap: boot.clone(),
+        bootstrap: boot,
         permutations: spec.resamples,
     };
     let mut outputs = Vec::new();
@@ -304,13 +317,28 @@ pub fn run_study(
             println!("{}", t.to_markdown());
         }
     }
+    let emergence = match spec.emergence {
+        Some(sel) => {
+            let e = emergence(&scored, &data, &sets, sel, opts)?;
+            outputs.extend(write_emergence(&e, out)?);
+            Some(e)
+        }
+        None => None,
+    };
     let outcome = StudyOutcome {
         runs,
         pairs,
+        emergence,
         outputs,
     };
     write_json_atomic(&out.join("study.json"), &outcome)?;
     Ok(Some(outcome))
+}
+
+fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {
+    sets.iter()
+        .find(|s| s.id.style == style)
+        .ok_or_else(|| ExperimentError::Invalid(format!("no scoring set for {style:?}")))
 }
 
 /// A relative tagger cache lives in the study folder.
