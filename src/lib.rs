@@ -15,3 +15,8 @@ pub use lmd;
 pub use prefscore;
 pub use report;
 pub use towers;
+
+/// The README's Rust blocks, compiled as doctests so that its library examples stay true.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
