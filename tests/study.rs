@@ -41,6 +41,34 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         assert!(f.is_file(), "{} was not written", f.display());
     }
     assert!(dir.path().join("study.json").is_file());
+    // The emergence analysis: both GPT runs at the snapshot (1/2) and at the end; its end
+    // point is the main table's correlation of the same pair and selection.
+    let e = out
+        .emergence
+        .as_ref()
+        .expect("the smoke protocol asks for emergence");
+    let fractions: Vec<(&str, f64)> = e
+        .points
+        .iter()
+        .map(|p| (p.label.as_str(), p.fraction))
+        .collect();
+    assert_eq!(
+        fractions,
+        [
+            ("gpt-s0", 0.5),
+            ("gpt-s0", 1.0),
+            ("gpt-s1", 0.5),
+            ("gpt-s1", 1.0)
+        ]
+    );
+    assert_eq!(e.pairs.len(), 2);
+    let main = out
+        .pairs
+        .iter()
+        .find(|(k, p)| k == "arithmetic" && p.selection == "min-count-5" && p.b == "gpt-s1")
+        .unwrap();
+    assert_eq!(e.pairs[1].pearson, main.1.pearson.r);
+    assert!(e.pairs[0].tokens < e.pairs[1].tokens);
 
     let again = run_study(&spec, dir.path(), &[], &quiet())
         .unwrap()

@@ -27,6 +27,15 @@ use crate::run::{
 use crate::scoring::ScoringSet;
 use crate::{ExperimentError, Result};
 
+/// What the emergence analysis covers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmergenceSpec {
+    /// The token selection of the correlations and reliabilities.
+    pub selection: TokenSelection,
+    /// The styles whose runs are analysed (each snapshot costs a head training and a scoring).
+    pub styles: Vec<towers::Style>,
+}
+
 /// One run at one point of phase 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmergencePoint {
@@ -134,15 +143,16 @@ fn run_points(
     Ok(out)
 }
 
-/// Runs the emergence analysis over `runs` (each scored on the set of its style in `sets`),
-/// over the token selection `sel`.
+/// Runs the emergence analysis over the runs of `spec.styles` among `runs` (each scored on the
+/// set of its style in `sets`).
 pub fn emergence(
     runs: &[ScoredRun],
     data: &CorpusData,
     sets: &[ScoringSet],
-    sel: TokenSelection,
+    spec: &EmergenceSpec,
     opts: &RunOptions,
 ) -> Result<Emergence> {
+    let sel = spec.selection;
     let copts = CorrOptions {
         bootstrap: prefscore::Bootstrap {
             resamples: 0,
@@ -154,6 +164,9 @@ pub fn emergence(
     let mut out = Emergence::default();
     for run in runs {
         let style = run.record.spec.style;
+        if !spec.styles.contains(&style) {
+            continue;
+        }
         let set = sets.iter().find(|s| s.id.style == style).ok_or_else(|| {
             ExperimentError::Invalid(format!("{}: no scoring set of its style", run.label))
         })?;

@@ -11,7 +11,7 @@ use towers::Style;
 
 use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
 use crate::data::CorpusData;
-use crate::emergence::{emergence, write_emergence, Emergence};
+use crate::emergence::{emergence, write_emergence, Emergence, EmergenceSpec};
 use crate::error::{io_at, write_json_atomic};
 use crate::pos::{lexicon, TagSource};
 use crate::run::{ensure_run, HeadQuality, RunOptions};
@@ -66,9 +66,8 @@ pub struct StudySpec {
     pub resamples: usize,
     /// Where POS tags come from.
     pub tags: TagSource,
-    /// The emergence analysis over the runs' phase-1 snapshots, on this token selection
-    /// (`None`: not run).
-    pub emergence: Option<TokenSelection>,
+    /// The emergence analysis over the runs' phase-1 snapshots (`None`: not run).
+    pub emergence: Option<EmergenceSpec>,
 }
 
 impl StudySpec {
@@ -116,7 +115,10 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 100,
                     tags: TagSource::Gold,
-                    emergence: Some(TokenSelection::MinCount(5)),
+                    emergence: Some(EmergenceSpec {
+                        selection: TokenSelection::MinCount(5),
+                        styles: vec![Style::Gpt],
+                    }),
                 })
             }
             Protocol::Cpu | Protocol::Gpu => {
@@ -174,7 +176,11 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 1000,
                     tags: tags(shared),
-                    emergence: Some(TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT)),
+                    // GPT only: every snapshot costs a head training and a scoring.
+                    emergence: Some(EmergenceSpec {
+                        selection: TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
+                        styles: vec![Style::Gpt],
+                    }),
                 })
             }
         }
@@ -317,9 +323,9 @@ pub fn run_study(
             println!("{}", t.to_markdown());
         }
     }
-    let emergence = match spec.emergence {
-        Some(sel) => {
-            let e = emergence(&scored, &data, &sets, sel, opts)?;
+    let emergence = match &spec.emergence {
+        Some(es) => {
+            let e = emergence(&scored, &data, &sets, es, opts)?;
             outputs.extend(write_emergence(&e, out)?);
             Some(e)
         }
