@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use lmsplit::experiment::analysis::RunScores;
-use lmsplit::experiment::lmd_study::planted_check;
+use lmsplit::experiment::lmd_planted::planted_check;
 use lmsplit::experiment::pos::{lexicon, TagSource};
 use lmsplit::experiment::tables::pos_figure;
 use lmsplit::experiment::{

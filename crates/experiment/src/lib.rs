@@ -21,6 +21,7 @@ pub mod data;
 pub mod emergence;
 pub mod error;
 pub mod groups;
+pub mod lmd_planted;
 pub mod lmd_study;
 pub mod pos;
 pub mod run;
