@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod controls;
 pub mod data;
 pub mod emergence;
 pub mod error;

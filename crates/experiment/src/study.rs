@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use towers::Style;
 
 use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
+use crate::controls::{controls_table, run_controls, score_figures, RunControl};
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence, EmergenceSpec};
 use crate::error::{io_at, write_json_atomic};
@@ -19,6 +20,9 @@ use crate::scoring::{ScoringSet, ScoringSpec, ScoringText};
 use crate::spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
 use crate::tables::{pairs_table, pos_figure, runs_table};
 use crate::{ExperimentError, Result};
+
+/// Split-null replicates per run in the controls table.
+const NULL_REPLICATES: usize = 100;
 
 /// The reproduction protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +219,8 @@ pub struct StudyOutcome {
     pub runs: Vec<StudyRun>,
     /// Every pair of runs, per score kind and token selection.
     pub pairs: Vec<(String, PairComparison)>,
+    /// Per run: frequency correlations and the split null (first score kind).
+    pub controls: Vec<RunControl>,
     /// How the preference emerged during phase 1, when the spec asks for it.
     pub emergence: Option<Emergence>,
     /// Files written.
@@ -269,6 +275,7 @@ pub fn run_study(
     let mut outputs = Vec::new();
     let mut pairs = Vec::new();
     let mut runs = Vec::new();
+    let mut controls = Vec::new();
     let lex = lexicon(&data, &resolve_tags(&spec.tags, out), opts.progress)?;
     let tags = lex.to_dense(data.padded_vocab());
     for (ki, &kind) in spec.kinds.iter().enumerate() {
@@ -322,6 +329,17 @@ pub fn run_study(
         if opts.progress {
             println!("{}", t.to_markdown());
         }
+        let sel0 = spec.selections.first().map(|s| s.to_string());
+        let main: Vec<PairComparison> = pairs
+            .iter()
+            .filter(|(k, p)| k == kname && Some(&p.selection) == sel0.as_ref())
+            .map(|(_, p)| p.clone())
+            .collect();
+        let top = 5000;
+        controls = run_controls(&rs, &main, &data.freq, top, kind, NULL_REPLICATES, &copts)?;
+        let t = controls_table(&controls, NULL_REPLICATES);
+        outputs.extend(t.write_all(out, "controls")?);
+        outputs.extend(score_figures(&rs, &data.freq, top, out)?);
     }
     let emergence = match &spec.emergence {
         Some(es) => {
@@ -334,6 +352,7 @@ pub fn run_study(
     let outcome = StudyOutcome {
         runs,
         pairs,
+        controls,
         emergence,
         outputs,
     };

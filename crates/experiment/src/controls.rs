@@ -1,0 +1,183 @@
+//! The per-run controls of a study and the paper's Fig. 3 and Fig. 8.
+//!
+//! - **Frequency**: the correlation of each run's scores with the frequency rank of the
+//!   tokens (a frequency trend alone makes two runs agree).
+//! - **Split null**: each run's primary-tower positions split twice at random into two
+//!   pseudo-towers and scored as if they were two towers; the correlation of the two
+//!   replicates is what agreement looks like when the "division" is chance. It has no head
+//!   noise (both halves come from one head), so it is a null for the positions, not a noise
+//!   ceiling; the noise ceiling is the head-seed reliability of the pair tables.
+//! - **Fig. 3**: every run's scores in the order of the first run's; **Fig. 8**: every run's
+//!   scores against the frequency index.
+
+use std::path::{Path, PathBuf};
+
+use prefscore::{
+    correlate_with_frequency, sorted_profile, split_null, top_tokens, CorrOptions, Method,
+    ScoreKind,
+};
+use report::{Cell, PlotOptions, Series, Table};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{PairComparison, RunScores};
+use crate::Result;
+
+/// The controls of one run (top-`n` tokens, Pearson unless said).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunControl {
+    /// `<style>-s<seed>`.
+    pub label: String,
+    /// Tokens used.
+    pub tokens: usize,
+    /// Pearson correlation of the scores with the frequency rank.
+    pub pearson_vs_frequency_rank: f64,
+    /// Spearman correlation of the scores with the frequency rank.
+    pub spearman_vs_frequency_rank: f64,
+    /// Mean of the split-null replicates' correlations.
+    pub null_mean: f64,
+    /// Their 97.5% quantile.
+    pub null_q975: f64,
+    /// Mean Pearson r with the other runs of its style, if any.
+    pub same_style_r: Option<f64>,
+    /// Share of null replicates at least as large as `same_style_r`.
+    pub null_p: Option<f64>,
+}
+
+/// Computes the controls of `runs` over their `top_n` most frequent tokens, `replicates`
+/// split-null replicates each; `pairs` are the study's pair comparisons of the same score kind
+/// (for the same-style mean r).
+pub fn run_controls(
+    runs: &[RunScores],
+    pairs: &[PairComparison],
+    freq: &[u64],
+    top_n: usize,
+    kind: ScoreKind,
+    replicates: usize,
+    opts: &CorrOptions,
+) -> Result<Vec<RunControl>> {
+    let style = |l: &str| l.split('-').next().unwrap_or("").to_string();
+    let mut out = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let v = &r.scores.values;
+        let fp = correlate_with_frequency(v, freq, top_n, Method::Pearson, opts)?;
+        let fs = correlate_with_frequency(v, freq, top_n, Method::Spearman, opts)?;
+        let lp = &r.logprobs;
+        let primary = &lp.logp[r.scores.towers[0]];
+        let nd = split_null(
+            &lp.targets,
+            primary,
+            lp.vocab_size,
+            freq,
+            top_n,
+            kind,
+            Method::Pearson,
+            replicates,
+            i as u64,
+        )?;
+        let same: Vec<f64> = pairs
+            .iter()
+            .filter(|p| (p.a == r.label || p.b == r.label) && style(&p.a) == style(&p.b))
+            .map(|p| p.pearson.r)
+            .collect();
+        let same_style_r = (!same.is_empty()).then(|| same.iter().sum::<f64>() / same.len() as f64);
+        out.push(RunControl {
+            label: r.label.clone(),
+            tokens: fp.n,
+            pearson_vs_frequency_rank: fp.r,
+            spearman_vs_frequency_rank: fs.r,
+            null_mean: nd.mean,
+            null_q975: nd.q975,
+            same_style_r,
+            null_p: same_style_r.map(|x| nd.p_value(x)),
+        });
+    }
+    Ok(out)
+}
+
+/// The controls as a table.
+pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
+    let cols = [
+        "run",
+        "tokens",
+        "Pearson vs frequency rank",
+        "Spearman vs frequency rank",
+        "split null mean",
+        "split null 97.5%",
+        "same-style r (other seeds)",
+        "null p of same-style r",
+    ];
+    let mut t = Table::new(cols.map(String::from).to_vec())
+        .with_title("Controls: frequency and the split null (Pearson)")
+        .with_note(format!(
+            "split null: each run's primary-tower positions split twice at random into two \
+             pseudo-towers, {replicates} replicates; a null without head noise"
+        ))
+        .with_precision(3);
+    for r in c {
+        t.push_row(vec![
+            Cell::from(r.label.as_str()),
+            Cell::from(r.tokens),
+            Cell::from(r.pearson_vs_frequency_rank),
+            Cell::from(r.spearman_vs_frequency_rank),
+            Cell::from(r.null_mean),
+            Cell::from(r.null_q975),
+            Cell::from(r.same_style_r),
+            Cell::from(r.null_p),
+        ]);
+    }
+    t
+}
+
+/// Fig. 3 (`fig3_sorted_scores.png`: every run's scores in the order of the first run's) and
+/// Fig. 8 (`fig8_score_vs_frequency.png`) over the `top_n` most frequent tokens scored in
+/// every run.
+pub fn score_figures(
+    runs: &[RunScores],
+    freq: &[u64],
+    top_n: usize,
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
+    let Some(first) = runs.first() else {
+        return Ok(Vec::new());
+    };
+    let all: Vec<&[Option<f64>]> = runs.iter().map(|r| r.scores.values.as_slice()).collect();
+    let common = top_tokens(freq, top_n, &all);
+    let (order, curves) = sorted_profile(&first.scores.values, &all, &common)?;
+    let series: Vec<Series> = runs
+        .iter()
+        .zip(curves)
+        .map(|(r, y)| Series::from_y(r.label.clone(), y))
+        .collect();
+    let fig3 = out.join("fig3_sorted_scores.png");
+    let opts = PlotOptions {
+        title: format!(
+            "Preference scores sorted by {} ({} tokens)",
+            first.label,
+            order.len()
+        ),
+        x_label: format!("token (sorted by the score of {})", first.label),
+        y_label: "score s (primary − secondary)".into(),
+        ..PlotOptions::default()
+    };
+    report::line_plot(&fig3, &series, &opts)?;
+    let rank: Vec<f64> = (0..common.len()).map(|i| i as f64).collect();
+    let series: Vec<Series> = runs
+        .iter()
+        .map(|r| {
+            let y = common
+                .iter()
+                .map(|&t| r.scores.values[t as usize].unwrap_or(0.0))
+                .collect();
+            Series::new(r.label.clone(), rank.clone(), y)
+        })
+        .collect();
+    let fig8 = out.join("fig8_score_vs_frequency.png");
+    let opts = PlotOptions {
+        title: "Preference score against frequency index".into(),
+        x_label: "frequency index (0 = most frequent)".into(),
+        y_label: "score s".into(),
+        ..PlotOptions::default()
+    };
+    report::scatter(&fig8, &series, &opts)?;
+    Ok(vec![fig3, fig8])
+}
