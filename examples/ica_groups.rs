@@ -10,7 +10,7 @@
 //! ```
 //!
 //! The run folder comes from `reproduce` or `two_tower` (its `run.json` says what it is; its
-//! checkpoints are loaded, nothing is trained again). The last line printed is a JSON object
+//! final checkpoint is read, nothing is trained again). The last line printed is a JSON object
 //! with the numbers and the output paths.
 
 mod common;
@@ -50,9 +50,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
+    // The embedding comes from the run's final checkpoint: nothing is trained or scored again.
     let opts = RunOptions {
         device: Device::cuda_if_available(0)?,
-        need_model: true,
         ..RunOptions::default()
     };
     let (data, run) = open_run(&args.run, &opts)?;

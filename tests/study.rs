@@ -69,6 +69,12 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .unwrap();
     assert_eq!(e.pairs[1].pearson, main.1.pearson.r);
     assert!(e.pairs[0].tokens < e.pairs[1].tokens);
+    // ICA word groups of gpt-s0 and the per-run controls.
+    let g = out.word_groups.as_ref().expect("the smoke protocol asks for word groups");
+    assert_eq!((g.label.as_str(), g.dim), ("gpt-s0", 16));
+    assert!((g.none + g.exactly_one) <= 1.0 + 1e-12 && g.mean >= g.exactly_one);
+    assert_eq!(out.controls.len(), 3);
+    assert!(out.controls.iter().all(|c| c.null_q975.is_finite()));
 
     let again = run_study(&spec, dir.path(), &[], &quiet())
         .unwrap()

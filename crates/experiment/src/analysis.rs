@@ -154,7 +154,15 @@ impl RunScores {
     ) -> Result<Option<Reliability>> {
         self.retest
             .as_ref()
-            .map(|r| Ok(retest_reliability(&self.scores.values, &r.values, tokens, method, boot)?))
+            .map(|r| {
+                Ok(retest_reliability(
+                    &self.scores.values,
+                    &r.values,
+                    tokens,
+                    method,
+                    boot,
+                )?)
+            })
             .transpose()
     }
 }

@@ -11,9 +11,9 @@ use serde::Serialize;
 
 use crate::data::CorpusData;
 use crate::error::io_at;
-use crate::run::{shared_embedding, ScoredRun};
+use crate::run::{shared_embedding, trained_model, ScoredRun};
 use crate::tables::{ica_groups, IcaGroups};
-use crate::{ExperimentError, Result};
+use crate::Result;
 
 /// What the word-group analysis uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,23 +54,20 @@ pub struct WordGroupOutputs {
     pub fig6: PathBuf,
 }
 
-/// Runs the word-group analysis of `run` (its model must be loaded:
-/// [`crate::RunOptions::need_model`]) and writes Table 3, Fig. 5 and Fig. 6 to `out`.
+/// Runs the word-group analysis of `run` (its loaded model, or the embedding of its final
+/// phase-1 checkpoint) and writes Table 3, Fig. 5 and Fig. 6 to `out`.
 pub fn word_groups(
     run: &ScoredRun,
     data: &CorpusData,
     settings: &WordGroupSettings,
     out: &Path,
 ) -> Result<(IcaGroups, Vec<u32>, WordGroupOutputs)> {
-    let model = run.model.as_ref().ok_or_else(|| {
-        ExperimentError::Invalid(format!(
-            "run {}: the model was not loaded (RunOptions::need_model)",
-            run.label
-        ))
-    })?;
+    let emb = match &run.model {
+        Some(m) => shared_embedding(m)?,
+        None => shared_embedding(&trained_model(run, data, &candle_core::Device::Cpu)?)?,
+    };
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let scores = crate::analysis::RunScores::new(run, ScoreKind::ArithmeticMean)?;
-    let emb = shared_embedding(model)?;
     // The most frequent tokens of the training text, scored or not (special tokens never occur
     // in the counts).
     let tokens: Vec<u32> = top_tokens(&data.freq, settings.top_n, &[])

@@ -35,7 +35,8 @@ pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
 pub use groups::{word_groups, WordGroupOutputs, WordGroupSettings};
 pub use run::{
-    ensure_run, open_run, shared_embedding, HeadQuality, RunOptions, RunRecord, RunResult, ScoredRun,
+    ensure_run, open_run, shared_embedding, trained_model, HeadQuality, RunOptions, RunRecord,
+    RunResult, ScoredRun,
 };
 pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
 pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};

@@ -294,6 +294,22 @@ pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)
     Ok((data, run))
 }
 
+/// The trained phase-1 model of a finished run, read from its final checkpoint (no training,
+/// no scoring).
+pub fn trained_model(run: &ScoredRun, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
+    let spec = &run.record.spec;
+    let path = run.dir.join("phase1/checkpoint/weights.safetensors");
+    if !path.is_file() {
+        return Err(ExperimentError::Missing {
+            path,
+            what: "the run's final phase-1 weights".into(),
+        });
+    }
+    let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?;
+    model.params().load(&path)?;
+    Ok(model)
+}
+
 /// The shared token-embedding table of a model, one row per token id.
 pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
     let table = model

@@ -14,6 +14,7 @@ use crate::controls::{controls_table, run_controls, score_figures, RunControl};
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence, EmergenceSpec};
 use crate::error::{io_at, write_json_atomic};
+use crate::groups::{word_groups, WordGroupSettings};
 use crate::pos::{lexicon, TagSource};
 use crate::run::{ensure_run, HeadQuality, RunOptions};
 use crate::scoring::{ScoringSet, ScoringSpec, ScoringText};
@@ -70,6 +71,9 @@ pub struct StudySpec {
     pub resamples: usize,
     /// Where POS tags come from.
     pub tags: TagSource,
+    /// The ICA word groups (Table 3, Fig. 5, 6) of one run, by label, written to
+    /// `ica_<label>/` (`None`: not run).
+    pub word_groups: Option<(String, WordGroupSettings)>,
     /// The emergence analysis over the runs' phase-1 snapshots (`None`: not run).
     pub emergence: Option<EmergenceSpec>,
 }
@@ -119,6 +123,14 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 100,
                     tags: TagSource::Gold,
+                    word_groups: Some((
+                        "gpt-s0".into(),
+                        WordGroupSettings {
+                            top_n: 300,
+                            dim: 16,
+                            ..WordGroupSettings::default()
+                        },
+                    )),
                     emergence: Some(EmergenceSpec {
                         selection: TokenSelection::MinCount(5),
                         styles: vec![Style::Gpt],
@@ -180,6 +192,8 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 1000,
                     tags: tags(shared),
+                    // The paper's 5000 words at d = 128 on the width-128 embedding.
+                    word_groups: Some(("gpt-s0".into(), WordGroupSettings::default())),
                     // GPT only: every snapshot costs a head training and a scoring.
                     emergence: Some(EmergenceSpec {
                         selection: TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
@@ -212,6 +226,23 @@ pub struct StudyRun {
     pub reused: bool,
 }
 
+/// The cluster statistics of a study's ICA word groups.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WordGroupSummary {
+    /// The run.
+    pub label: String,
+    /// PCA dimension.
+    pub dim: usize,
+    /// Whether the ICA met its convergence rule.
+    pub converged: bool,
+    /// Share of words in no cluster.
+    pub none: f64,
+    /// Share of words in exactly one cluster.
+    pub exactly_one: f64,
+    /// Mean clusters per word.
+    pub mean: f64,
+}
+
 /// What a study produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudyOutcome {
@@ -221,6 +252,9 @@ pub struct StudyOutcome {
     pub pairs: Vec<(String, PairComparison)>,
     /// Per run: frequency correlations and the split null (first score kind).
     pub controls: Vec<RunControl>,
+    /// The ICA cluster statistics of the word-group run (paper: 13% of words in no cluster,
+    /// 45% in exactly one, 1.45 per word).
+    pub word_groups: Option<WordGroupSummary>,
     /// How the preference emerged during phase 1, when the spec asks for it.
     pub emergence: Option<Emergence>,
     /// Files written.
@@ -341,6 +375,22 @@ pub fn run_study(
         outputs.extend(t.write_all(out, "controls")?);
         outputs.extend(score_figures(&rs, &data.freq, top, out)?);
     }
+    let mut ica = None;
+    if let Some((label, settings)) = &spec.word_groups {
+        if let Some(run) = scored.iter().find(|r| &r.label == label) {
+            let (g, _, files) =
+                word_groups(run, &data, settings, &out.join(format!("ica_{label}")))?;
+            outputs.extend(files.table3.iter().cloned().chain([files.fig5, files.fig6]));
+            ica = Some(WordGroupSummary {
+                label: label.clone(),
+                dim: g.dim,
+                converged: g.ica.converged,
+                none: g.counts.none,
+                exactly_one: g.counts.exactly_one,
+                mean: g.counts.mean,
+            });
+        }
+    }
     let emergence = match &spec.emergence {
         Some(es) => {
             let e = emergence(&scored, &data, &sets, es, opts)?;
@@ -353,6 +403,7 @@ pub fn run_study(
         runs,
         pairs,
         controls,
+        word_groups: ica,
         emergence,
         outputs,
     };
