@@ -22,6 +22,7 @@ use lmsplit::experiment::{
     ensure_run, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSet,
     ScoringSpec,
 };
+use lmsplit::heads::HeadInput;
 use lmsplit::towers::{Schedule, Style};
 use serde_json::json;
 
@@ -75,6 +76,11 @@ struct Args {
     /// Seed of weights, shuffling and masks (the corpus keeps seed 0).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// What each head reads: tower-layer-norm (its own tower, normalised; the default),
+    /// tower-output (its own tower as it is) or joint-layer-norm-slice (the released code's
+    /// slice of the joint LayerNorm, whose statistics mix the towers).
+    #[arg(long, default_value = "tower-layer-norm")]
+    head_input: String,
     /// Also retrain the heads with a second seed (head-seed reliability).
     #[arg(long)]
     retest_heads: bool,
@@ -87,6 +93,29 @@ fn main() -> ExitCode {
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
     common::finish(run(Args::parse()))
+}
+
+fn schedule(args: &Args) -> Result<Schedule, ExperimentError> {
+    match args.schedule.as_str() {
+        "linear-decay" => Ok(Schedule::LinearDecay),
+        "constant" => Ok(Schedule::Constant {
+            warmup_steps: args.warmup_steps,
+        }),
+        s => Err(ExperimentError::Invalid(format!(
+            "unknown schedule {s:?} (linear-decay, constant)"
+        ))),
+    }
+}
+
+fn head_input(s: &str) -> Result<HeadInput, ExperimentError> {
+    match s {
+        "tower-layer-norm" => Ok(HeadInput::TowerLayerNorm),
+        "tower-output" => Ok(HeadInput::TowerOutput),
+        "joint-layer-norm-slice" => Ok(HeadInput::JointLayerNormSlice),
+        s => Err(ExperimentError::Invalid(format!(
+            "unknown head input {s:?} (tower-layer-norm, tower-output, joint-layer-norm-slice)"
+        ))),
+    }
 }
 
 /// The run the arguments describe.
@@ -102,17 +131,8 @@ fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
     r.phase1.seq_len = args.seq_len;
     r.phase1.batch_size = args.batch_size;
     r.phase1.lr = args.lr;
-    r.phase1.schedule = match args.schedule.as_str() {
-        "linear-decay" => Schedule::LinearDecay,
-        "constant" => Schedule::Constant {
-            warmup_steps: args.warmup_steps,
-        },
-        s => {
-            return Err(ExperimentError::Invalid(format!(
-                "unknown schedule {s:?} (linear-decay, constant)"
-            )))
-        }
-    };
+    r.phase1.schedule = schedule(args)?;
+    r.heads.input = head_input(&args.head_input)?;
     r.heads.max_budget_tokens = args.heads_max_tokens;
     r.heads.lr = args.lr;
     r.retest_heads = args.retest_heads;
