@@ -11,6 +11,8 @@
 //! counted. The last line printed is a JSON object
 //! `{"documents", "words", "tokens", "vocab_used", "tokens_per_s"}`.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -42,7 +44,11 @@ struct Args {
     out: PathBuf,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    common::finish(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let format = match &args.format {
         Some(name) => Format::parse(name)?,

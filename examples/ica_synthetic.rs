@@ -10,6 +10,8 @@
 //! `--record-every` steps) and prints as its last line
 //! `{"amari_index": …, "converged": …, "steps": …, "seconds": …}` (`seconds`: the ICA alone).
 
+mod common;
+
 use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -73,7 +75,11 @@ struct Args {
     out: PathBuf,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    common::finish(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let observed = args.observed.unwrap_or(args.dim);
     let mut config = match args.preset {

@@ -11,6 +11,8 @@
 //! speed on the evaluation set (one thread). The model is saved (default
 //! `out/pos_tagger/tagger.bin`) and reloaded to check that it predicts the same.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -44,7 +46,11 @@ struct Args {
     seed: u64,
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    common::finish(run())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let train = corpus::read_conllu(&args.train)?;
     let eval = corpus::read_conllu(&args.eval)?;

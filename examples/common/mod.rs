@@ -5,25 +5,24 @@ use std::fmt::Display;
 use std::process::ExitCode;
 
 /// Prints `error: <sentence>` (with the chain of causes) and returns exit code 1 on error.
-pub fn finish<E: std::error::Error>(result: Result<(), E>) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let mut msg = e.to_string();
-            let mut src = e.source();
-            while let Some(cause) = src {
-                let text = cause.to_string();
-                // `#[error(transparent)]` and "{source}" repeat the inner message: print it once.
-                if !msg.contains(&text) {
-                    msg.push_str(": ");
-                    msg.push_str(&text);
-                }
-                src = cause.source();
-            }
-            eprintln!("error: {msg}");
-            ExitCode::FAILURE
+pub fn finish<E: Into<Box<dyn std::error::Error>>>(result: Result<(), E>) -> ExitCode {
+    let Err(e) = result else {
+        return ExitCode::SUCCESS;
+    };
+    let e: Box<dyn std::error::Error> = e.into();
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(cause) = src {
+        let text = cause.to_string();
+        // `#[error(transparent)]` and "{source}" repeat the inner message: print it once.
+        if !msg.contains(&text) {
+            msg.push_str(": ");
+            msg.push_str(&text);
         }
+        src = cause.source();
     }
+    eprintln!("error: {msg}");
+    ExitCode::FAILURE
 }
 
 /// Parses `a,b,c` into a list (empty input: an empty list).
