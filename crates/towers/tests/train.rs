@@ -92,19 +92,7 @@ fn killed_run_resumes_to_identical_weights() {
     assert_eq!((again.steps, again.train_loss), (8, summary_a.train_loss));
     assert!(again.tokens_per_s.is_finite() && again.tokens_per_s > 0.0);
 
-    let wa = a.params().snapshot().unwrap();
-    let wb = b2.params().snapshot().unwrap();
-    for (name, ta) in &wa {
-        let d: f32 = (ta - &wb[name])
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
-        assert_eq!(d, 0.0, "{name} differs after resume");
-    }
+    assert_same_weights(&a, &b2, "after resume");
     // A checkpoint of another model is refused.
     let other = model(&tiny(Style::Gpt, 2), 1);
     assert!(Trainer::resume_or_new(&other, tc, &out_b, &mut sb2).is_err());
@@ -240,21 +228,7 @@ fn constant_schedule_run_continues_to_a_larger_budget_bit_exactly() {
     );
     tr.extend_budget(Budget::Steps(10)).unwrap();
     assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 10);
-    let (wa, wb) = (
-        whole.params().snapshot().unwrap(),
-        again.params().snapshot().unwrap(),
-    );
-    for (name, ta) in &wa {
-        let d: f32 = (ta - &wb[name])
-            .unwrap()
-            .abs()
-            .unwrap()
-            .max_all()
-            .unwrap()
-            .to_scalar()
-            .unwrap();
-        assert_eq!(d, 0.0, "{name} differs after the continuation");
-    }
+    assert_same_weights(&whole, &again, "after the continuation");
 
     // Linear decay: every rate depends on the total, so the continuation is refused.
     let out = dir.path().join("decay");
@@ -268,4 +242,23 @@ fn constant_schedule_run_continues_to_a_larger_budget_bit_exactly() {
     let mut tr = Trainer::resume_or_new(&m, decay, &out, &mut src).unwrap();
     let e = tr.extend_budget(Budget::Steps(10)).unwrap_err().to_string();
     assert!(e.contains("linear-decay"), "{e}");
+}
+
+/// Every variable of `a` equals the one of `b`, bit for bit.
+fn assert_same_weights(a: &towers::TwoTowerLm, b: &towers::TwoTowerLm, when: &str) {
+    let (wa, wb) = (
+        a.params().snapshot().unwrap(),
+        b.params().snapshot().unwrap(),
+    );
+    for (name, ta) in &wa {
+        let d: f32 = (ta - &wb[name])
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar()
+            .unwrap();
+        assert_eq!(d, 0.0, "{name} differs {when}");
+    }
 }
