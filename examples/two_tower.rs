@@ -18,11 +18,13 @@ use std::process::ExitCode;
 
 use candle_core::Device;
 use clap::Parser;
+use lmsplit::experiment::analysis::{select_tokens, RunScores, TokenSelection};
 use lmsplit::experiment::{
     ensure_run, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSet,
     ScoringSpec,
 };
 use lmsplit::heads::HeadInput;
+use lmsplit::prefscore::{Bootstrap, Method, ScoreKind};
 use lmsplit::towers::{Schedule, Style};
 use serde_json::json;
 
@@ -84,6 +86,9 @@ struct Args {
     /// Also retrain the heads with a second seed (head-seed reliability).
     #[arg(long)]
     retest_heads: bool,
+    /// Tokens with at least this many scored positions enter the reliability figures.
+    #[arg(long, default_value_t = 50)]
+    min_count: u64,
     /// Output directory.
     #[arg(long, default_value = "out/two_tower")]
     out: PathBuf,
@@ -169,13 +174,23 @@ fn run(args: Args) -> Result<(), ExperimentError> {
             run.dir.display()
         );
     }
+    // The noise ceiling of this run's scores: head-seed and split-half reliability over the
+    // tokens with at least `--min-count` scored positions.
+    let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
+    let tokens = select_tokens(&[&scores], &data.freq, TokenSelection::MinCount(args.min_count));
+    let boot = Bootstrap::default();
+    let head_seed = scores.retest_reliability(&tokens, Method::Pearson, &boot)?;
+    let split_half =
+        scores.split_half(ScoreKind::ArithmeticMean, &tokens, Method::Pearson, &boot)?;
     let summary = json!({
         "run": run.label, "dir": run.dir, "reused": run.reused,
         "scoring_set": run.record.scoring.short(), "positions": res.positions,
         "phase1": {"steps": res.phase1.steps, "tokens": res.phase1.tokens,
                    "val_loss": res.phase1.val_loss, "tokens_per_s": res.phase1.tokens_per_s},
         "heads": res.heads, "retest": res.retest, "scored_nll": res.scored_nll,
-        "snapshots": res.snapshots,
+        "snapshots": res.snapshots, "share_primary": scores.share_primary,
+        "reliability": {"tokens": tokens.len(), "head_seed": head_seed.map(|r| r.r),
+                        "split_half": split_half.r},
     });
     println!("{summary}");
     Ok(())
