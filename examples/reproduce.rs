@@ -10,8 +10,9 @@
 //!
 //! `smoke` runs in about a minute on the embedded synthetic corpus; `cpu` is the powered CPU
 //! protocol (WikiText-2, hours); `gpu` scales it for one GPU. A killed study resumes where it
-//! stopped when started again with the same arguments; `--only` trains some runs now (the
-//! tables come once every run is finished). The last line printed is the study's JSON summary.
+//! stopped when started again with the same arguments; `--only` trains (or reuses) some runs
+//! and writes the tables over them to `<out>/subset-<labels>/`. The last line printed is the
+//! study's JSON summary.
 
 mod common;
 
@@ -59,18 +60,9 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         progress: !args.quiet,
         need_model: false,
     };
-    match run_study(&spec, &out, &only, &opts)? {
-        Some(outcome) => {
-            let line = serde_json::to_string(&outcome).map_err(|e| {
-                ExperimentError::Invalid(format!("the summary could not be written: {e}"))
-            })?;
-            println!("{line}");
-        }
-        None => println!(
-            "{{\"finished\": false, \"out\": {:?}, \"trained\": {:?}}}",
-            out.display().to_string(),
-            only
-        ),
-    }
+    let outcome = run_study(&spec, &out, &only, &opts)?;
+    let line = serde_json::to_string(&outcome)
+        .map_err(|e| ExperimentError::Invalid(format!("the summary could not be written: {e}")))?;
+    println!("{line}");
     Ok(())
 }

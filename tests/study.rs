@@ -11,9 +11,9 @@ use lmsplit::experiment::{run_study, Protocol, StudySpec};
 fn smoke_study_runs_end_to_end_and_is_reused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
-    let out = run_study(&spec, dir.path(), &[], &quiet())
-        .unwrap()
-        .expect("every run finished");
+    let out = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
+    assert!(out.complete);
+    assert_eq!(out.tables, dir.path());
     let labels: Vec<&str> = out.runs.iter().map(|r| r.label.as_str()).collect();
     assert_eq!(labels, ["gpt-s0", "gpt-s1", "bert-s0"]);
     // Runs of one style share one scoring set; the styles' sets differ.
@@ -70,15 +70,16 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     assert_eq!(e.pairs[1].pearson, main.1.pearson.r);
     assert!(e.pairs[0].tokens < e.pairs[1].tokens);
     // ICA word groups of gpt-s0 and the per-run controls.
-    let g = out.word_groups.as_ref().expect("the smoke protocol asks for word groups");
+    let g = out
+        .word_groups
+        .as_ref()
+        .expect("the smoke protocol asks for word groups");
     assert_eq!((g.label.as_str(), g.dim), ("gpt-s0", 16));
     assert!((g.none + g.exactly_one) <= 1.0 + 1e-12 && g.mean >= g.exactly_one);
     assert_eq!(out.controls.len(), 3);
     assert!(out.controls.iter().all(|c| c.null_q975.is_finite()));
 
-    let again = run_study(&spec, dir.path(), &[], &quiet())
-        .unwrap()
-        .unwrap();
+    let again = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
     assert!(again.runs.iter().all(|r| r.reused));
     let r = |o: &lmsplit::experiment::StudyOutcome| -> Vec<f64> {
         o.pairs.iter().map(|(_, p)| p.pearson.r).collect()
@@ -87,13 +88,17 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
 }
 
 #[test]
-fn only_some_runs_leaves_the_tables_for_later() {
+fn some_runs_write_their_tables_to_a_subset_folder() {
     let dir = tempfile::tempdir().unwrap();
     let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
     let only = vec!["bert-s0".to_string()];
-    assert!(run_study(&spec, dir.path(), &only, &quiet())
-        .unwrap()
-        .is_none());
+    let out = run_study(&spec, dir.path(), &only, &quiet()).unwrap();
+    assert!(!out.complete);
+    assert_eq!(out.tables, dir.path().join("subset-bert-s0"));
+    assert!(out.tables.join("runs.md").is_file());
+    assert!(out.pairs.is_empty());
     assert!(dir.path().join("bert-s0/run.json").is_file());
     assert!(!dir.path().join("gpt-s0").exists());
+    let err = run_study(&spec, dir.path(), &["elmo-s9".into()], &quiet()).unwrap_err();
+    assert!(err.to_string().contains("elmo-s9 is not a run"), "{err}");
 }

@@ -277,6 +277,9 @@ pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
             ps.iter().map(gap).collect(),
         ));
     }
+    if heads.is_empty() {
+        return Ok(files);
+    }
     let f = out.join("fig_emergence_heads.png");
     report::line_plot(
         &f,

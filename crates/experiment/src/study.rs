@@ -246,6 +246,10 @@ pub struct WordGroupSummary {
 /// What a study produced.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudyOutcome {
+    /// Whether the tables cover every run of the study (else a subset, see [`run_study`]).
+    pub complete: bool,
+    /// Where the tables and figures went.
+    pub tables: PathBuf,
     /// The runs.
     pub runs: Vec<StudyRun>,
     /// Every pair of runs, per score kind and token selection.
@@ -262,14 +266,22 @@ pub struct StudyOutcome {
 }
 
 /// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
-/// empty) under `out/<label>/`, then, when all runs are finished, writes the tables and
-/// figures of the study to `out/`. Returns `Ok(None)` when `only` left runs unfinished.
+/// empty) under `out/<label>/`, then writes the tables and figures over those runs: to `out/`
+/// when they are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study
+/// can be run and read in parts). A label in `only` that is not a run of the study is an error.
 pub fn run_study(
     spec: &StudySpec,
     out: &Path,
     only: &[String],
     opts: &RunOptions,
-) -> Result<Option<StudyOutcome>> {
+) -> Result<StudyOutcome> {
+    let labels: Vec<String> = spec.runs.iter().map(RunSpec::label).collect();
+    if let Some(bad) = only.iter().find(|l| !labels.contains(l)) {
+        return Err(ExperimentError::Invalid(format!(
+            "{bad} is not a run of this study ({})",
+            labels.join(", ")
+        )));
+    }
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let data_dir = out.join("data");
     let data = CorpusData::load(&spec.corpus, &data_dir)?;
@@ -295,9 +307,16 @@ pub fn run_study(
         let run = ensure_run(r, &out.join(&label), &data, &data_dir, set, opts)?;
         scored.push(run);
     }
-    if scored.len() < spec.runs.len() {
-        return Ok(None);
-    }
+    let complete = scored.len() == spec.runs.len();
+    let tables = match complete {
+        true => out.to_path_buf(),
+        false => {
+            let names: Vec<&str> = scored.iter().map(|r| r.label.as_str()).collect();
+            out.join(format!("subset-{}", names.join("+")))
+        }
+    };
+    std::fs::create_dir_all(&tables).map_err(io_at(&tables))?;
+    let out = tables.as_path();
     let boot = Bootstrap {
         resamples: spec.resamples,
         ..Bootstrap::default()
@@ -392,14 +411,16 @@ pub fn run_study(
         }
     }
     let emergence = match &spec.emergence {
-        Some(es) => {
+        Some(es) if scored.iter().any(|r| es.styles.contains(&r.record.spec.style)) => {
             let e = emergence(&scored, &data, &sets, es, opts)?;
             outputs.extend(write_emergence(&e, out)?);
             Some(e)
         }
-        None => None,
+        _ => None,
     };
     let outcome = StudyOutcome {
+        complete,
+        tables: out.to_path_buf(),
         runs,
         pairs,
         controls,
@@ -408,7 +429,7 @@ pub fn run_study(
         outputs,
     };
     write_json_atomic(&out.join("study.json"), &outcome)?;
-    Ok(Some(outcome))
+    Ok(outcome)
 }
 
 fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {
