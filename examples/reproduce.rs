@@ -38,6 +38,10 @@ struct Args {
     /// Train only these runs now (comma-separated labels such as gpt-s0,bert-s1).
     #[arg(long, default_value = "")]
     only: String,
+    /// Leave out the emergence analysis (each phase-1 snapshot costs a head training and a
+    /// scoring).
+    #[arg(long)]
+    no_emergence: bool,
     /// No progress bars or tables on stdout (the JSON line still comes).
     #[arg(long)]
     quiet: bool,
@@ -50,7 +54,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
-    let spec = StudySpec::protocol(args.protocol, &args.shared)?;
+    let mut spec = StudySpec::protocol(args.protocol, &args.shared)?;
+    if args.no_emergence {
+        spec.emergence = None;
+    }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from(format!("out/reproduce/{:?}", args.protocol).to_lowercase())
     });
