@@ -10,9 +10,7 @@ use crate::mlm::{mask_sequence, MaskingConfig};
 use crate::tokenizer::SpecialTokens;
 use crate::windows::{pad_sequence, TrainingData};
 
-/// Label value at positions that carry no loss (PAD, unmasked MLM positions, the last causal
-/// position).
-pub const IGNORE_LABEL: u32 = u32::MAX;
+pub use crate::labels::IGNORE_LABEL;
 
 /// A batch of equal-length token sequences, every field row-major `[batch_size, seq_len]`.
 ///

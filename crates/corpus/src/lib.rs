@@ -11,6 +11,7 @@
 pub mod batch;
 pub mod error;
 pub mod freq;
+pub mod labels;
 pub mod mlm;
 pub mod pos;
 pub mod read;

@@ -4,8 +4,8 @@
 use rand::seq::index::sample;
 use rand::Rng;
 
-use crate::batch::IGNORE_LABEL;
 use crate::error::{CorpusError, Result};
+use crate::labels::IGNORE_LABEL;
 use crate::tokenizer::SpecialTokens;
 
 /// Masking rates (defaults: BERT's 15% with 80/10/10).

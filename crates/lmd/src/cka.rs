@@ -3,9 +3,9 @@
 
 use faer::Side;
 
-use crate::analysis::PairMatrix;
 use crate::error::{LmdError, Result};
 use crate::moments::Moments;
+use crate::pair_matrix::PairMatrix;
 
 /// Linear CKA of every pair of models: ‖C_ij‖²_F / (‖C_ii‖_F ‖C_jj‖_F) with centred covariances
 /// (symmetric, diagonal 1). Errors when a model has zero variance.

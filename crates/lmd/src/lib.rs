@@ -13,6 +13,7 @@ pub mod cka;
 mod dense;
 pub mod fit;
 pub mod moments;
+pub mod pair_matrix;
 pub mod synthetic;
 pub mod tables;
 

@@ -13,9 +13,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::StandardNormal;
 
-use crate::analysis::PairMatrix;
 use crate::error::{LmdError, Result};
 use crate::moments::Moments;
+use crate::pair_matrix::PairMatrix;
 
 /// The shape of a planted structure.
 #[derive(Clone, Debug)]

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use report::{Cell, HeatmapOptions, Table};
 
-use crate::analysis::{Analysis, GroupR2, PairMatrix};
+use crate::analysis::{Analysis, GroupR2};
 use crate::error::{LmdError, Result};
+use crate::pair_matrix::PairMatrix;
 
 /// The orientation note written into every R² table and plot.
 pub const ORIENTATION: &str = "rows = target, columns = basis";

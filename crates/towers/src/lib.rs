@@ -27,6 +27,8 @@ pub mod layers;
 mod linear_nll;
 pub mod loss;
 pub mod lstm;
+#[cfg(any(test, feature = "test-support"))]
+mod markov;
 pub mod metrics;
 pub mod model;
 pub mod norm;
@@ -39,9 +41,11 @@ pub mod train;
 pub mod transformer;
 
 pub use config::{ElmoMode, ModelConfig, Style};
-pub use data::{BatchSource, CorpusSource, MarkovSource, VecSource};
+pub use data::{BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use loss::NllPass;
+#[cfg(any(test, feature = "test-support"))]
+pub use markov::MarkovSource;
 pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
