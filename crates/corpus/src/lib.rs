@@ -8,6 +8,8 @@
 //!
 //! This crate has no candle dependency: everything is plain Rust data.
 
+#![deny(missing_docs)]
+
 pub mod batch;
 pub mod error;
 pub mod freq;

@@ -16,7 +16,7 @@
 //! assert!(amari_index(&w_total, &mix.mixing).unwrap() < 0.05);
 //! ```
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod amari;
 pub mod analysis;

@@ -5,6 +5,8 @@
 //! joint moments (one per split) hold everything the closed-form fits need; the fits give
 //! held-out R², pairwise and group ρ, and linear CKA beside them.
 
+#![deny(missing_docs)]
+
 pub mod error;
 
 // --- the mathematical core (moments, fits, scores, reports) ---

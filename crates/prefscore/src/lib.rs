@@ -22,7 +22,7 @@
 //!    [`partial_correlation`] and [`partial_on_log_frequency`] (controlling for log frequency),
 //!    [`tokens_with_min_count`] (tokens seen at least [`DEFAULT_MIN_COUNT`] times in every run).
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod control;
 mod corr;

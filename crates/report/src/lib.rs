@@ -7,7 +7,7 @@
 //! [`matrix_image`] write PNG or SVG, chosen by the path's extension. Text is drawn with the
 //! DejaVu Sans font compiled into the binary, so no system fonts are needed.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod error;
 mod plot;
