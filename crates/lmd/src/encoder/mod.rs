@@ -22,6 +22,7 @@ pub mod xlnet;
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_nn::VarBuilder;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{LmdError, Result};
@@ -335,148 +336,132 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         model_type: model_type.clone(),
         known: MODEL_TYPES.join(", "),
     };
-    let w = || Weights::load(dir, &opts.device);
-    let (model, width, max_tokens, vocab, natural, roberta_tok): (
-        Box<dyn Backbone>,
-        usize,
-        usize,
-        usize,
-        Pooling,
-        bool,
-    ) = match model_type.as_str() {
+    const WORD_EMB: &str = "embeddings.word_embeddings.weight";
+    let built = match model_type.as_str() {
         "bert" | "roberta" | "xlm-roberta" | "camembert" | "electra" | "longformer" => {
-            let cfg: bert::Config = read_config(dir)?;
-            if cfg
-                .position_embedding_type
-                .as_deref()
-                .is_some_and(|p| p != "absolute")
-            {
-                return Err(LmdError::ModelConfig {
-                    path: cfg_path,
-                    message: "only absolute position embeddings are supported".into(),
-                });
-            }
-            let w = w()?.strip_prefix(
-                "embeddings.word_embeddings.weight",
-                &[
-                    "bert.",
-                    "roberta.",
-                    "electra.",
-                    "camembert.",
-                    "longformer.",
-                    "model.",
-                ],
-            );
-            let m = bert::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            let rob = cfg.position_offset() > 0;
-            (
-                Box::new(m),
-                cfg.hidden_size,
-                cfg.max_tokens(),
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                rob,
-            )
+            let prefixes = &[
+                "bert.",
+                "roberta.",
+                "electra.",
+                "camembert.",
+                "longformer.",
+                "model.",
+            ];
+            build(
+                dir,
+                opts,
+                Arch::new(WORD_EMB, prefixes, bert::Model::new, |c: &bert::Config| {
+                    (
+                        c.hidden_size,
+                        c.max_tokens(),
+                        c.vocab_size,
+                        c.position_offset() > 0,
+                    )
+                })
+                .check(|c, path| match c.position_embedding_type.as_deref() {
+                    Some(p) if p != "absolute" => Err(LmdError::ModelConfig {
+                        path: path.to_path_buf(),
+                        message: "only absolute position embeddings are supported".into(),
+                    }),
+                    _ => Ok(()),
+                }),
+            )?
         }
-        "distilbert" => {
-            let cfg: distilbert::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("embeddings.word_embeddings.weight", &["distilbert."]);
-            let m = distilbert::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            (
-                Box::new(m),
-                cfg.dim,
-                cfg.max_position_embeddings,
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                false,
+        "distilbert" => build(
+            dir,
+            opts,
+            Arch::new(
+                WORD_EMB,
+                &["distilbert."],
+                distilbert::Model::new,
+                |c: &distilbert::Config| (c.dim, c.max_position_embeddings, c.vocab_size, false),
+            ),
+        )?,
+        "deberta" => build(
+            dir,
+            opts,
+            Arch::new(
+                WORD_EMB,
+                &["deberta."],
+                deberta::Model::new,
+                |c: &deberta::Config| {
+                    let max = if c.position_biased_input {
+                        c.max_position_embeddings
+                    } else {
+                        usize::MAX
+                    };
+                    (c.hidden_size, max, c.vocab_size, false)
+                },
+            ),
+        )?,
+        // candle's DeBERTa-v2 builds its masks in f32: always run it at f32.
+        "deberta-v2" => build(
+            dir,
+            opts,
+            Arch::new(
+                WORD_EMB,
+                &["deberta."],
+                deberta_v2::Model::new,
+                |c: &deberta_v2::Config| {
+                    let max = if c.position_biased_input {
+                        c.max_position_embeddings
+                    } else {
+                        usize::MAX
+                    };
+                    (c.hidden_size, max, c.vocab_size, false)
+                },
             )
-        }
-        "deberta" => {
-            let cfg: deberta::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("embeddings.word_embeddings.weight", &["deberta."]);
-            let m = deberta::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            let max = if cfg.position_biased_input {
-                cfg.max_position_embeddings
-            } else {
-                usize::MAX
-            };
-            (
-                Box::new(m),
-                cfg.hidden_size,
-                max,
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                false,
+            .dtype(DType::F32),
+        )?,
+        "albert" => build(
+            dir,
+            opts,
+            Arch::new(
+                WORD_EMB,
+                &["albert."],
+                albert::Model::new,
+                |c: &albert::Config| {
+                    (
+                        c.hidden_size,
+                        c.max_position_embeddings,
+                        c.vocab_size,
+                        false,
+                    )
+                },
+            ),
+        )?,
+        "gpt2" => build(
+            dir,
+            opts,
+            Arch::new(
+                "wte.weight",
+                &["transformer."],
+                gpt2::Model::new,
+                |c: &gpt2::Config| (c.n_embd, c.n_positions, c.vocab_size, false),
             )
-        }
-        "deberta-v2" => {
-            let cfg: deberta_v2::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("embeddings.word_embeddings.weight", &["deberta."]);
-            // candle's DeBERTa-v2 builds its masks in f32: always run it at f32.
-            let m = deberta_v2::Model::new(&cfg, w.var_builder(DType::F32, &opts.device))
-                .map_err(|e| w.error(e))?;
-            let max = if cfg.position_biased_input {
-                cfg.max_position_embeddings
-            } else {
-                usize::MAX
-            };
-            (
-                Box::new(m),
-                cfg.hidden_size,
-                max,
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                false,
-            )
-        }
-        "albert" => {
-            let cfg: albert::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("embeddings.word_embeddings.weight", &["albert."]);
-            let m = albert::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            (
-                Box::new(m),
-                cfg.hidden_size,
-                cfg.max_position_embeddings,
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                false,
-            )
-        }
-        "gpt2" => {
-            let cfg: gpt2::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("wte.weight", &["transformer."]);
-            let m = gpt2::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            (
-                Box::new(m),
-                cfg.n_embd,
-                cfg.n_positions,
-                cfg.vocab_size,
-                Pooling::LastToken,
-                false,
-            )
-        }
-        "xlnet" => {
-            let cfg: xlnet::Config = read_config(dir)?;
-            let w = w()?.strip_prefix("word_embedding.weight", &["transformer."]);
-            let m = xlnet::Model::new(&cfg, w.var_builder(opts.dtype, &opts.device))
-                .map_err(|e| w.error(e))?;
-            // Relative sinusoidal positions: no table limits T.
-            (
-                Box::new(m),
-                cfg.d_model,
-                usize::MAX,
-                cfg.vocab_size,
-                Pooling::MaskedMean,
-                false,
-            )
-        }
+            .pooling(Pooling::LastToken),
+        )?,
+        // Relative sinusoidal positions: no table limits T.
+        "xlnet" => build(
+            dir,
+            opts,
+            Arch::new(
+                "word_embedding.weight",
+                &["transformer."],
+                xlnet::Model::new,
+                |c: &xlnet::Config| (c.d_model, usize::MAX, c.vocab_size, false),
+            ),
+        )?,
         _ => return Err(unknown()),
     };
+    let Built {
+        model,
+        width,
+        max_tokens,
+        vocab,
+        natural,
+        roberta_tok,
+    } = built;
     let tokenizer = TextTokenizer::from_hf_dir(dir, roberta_tok)?;
     check_vocab(&tokenizer, vocab)?;
     Ok(LoadedEncoder {
@@ -489,6 +474,89 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         max_tokens,
         natural,
         device: opts.device.clone(),
+    })
+}
+
+/// (width, position limit, vocabulary, RoBERTa-style tokenizer) read from a config.
+type Shape = (usize, usize, usize, bool);
+
+/// One architecture as the loader sees it: the name of its token embedding (which finds the
+/// checkpoint's weight-name prefix among `prefixes`), its constructor, what its config says
+/// about the encoder, an optional config check, a forced dtype and its natural pooling.
+struct Arch<C, M> {
+    embedding: &'static str,
+    prefixes: &'static [&'static str],
+    new: fn(&C, VarBuilder<'static>) -> candle_core::Result<M>,
+    shape: fn(&C) -> Shape,
+    check: fn(&C, &Path) -> Result<()>,
+    dtype: Option<DType>,
+    pooling: Pooling,
+}
+
+impl<C, M> Arch<C, M> {
+    fn new(
+        embedding: &'static str,
+        prefixes: &'static [&'static str],
+        new: fn(&C, VarBuilder<'static>) -> candle_core::Result<M>,
+        shape: fn(&C) -> Shape,
+    ) -> Self {
+        Self {
+            embedding,
+            prefixes,
+            new,
+            shape,
+            check: |_, _| Ok(()),
+            dtype: None,
+            pooling: Pooling::MaskedMean,
+        }
+    }
+
+    fn check(self, check: fn(&C, &Path) -> Result<()>) -> Self {
+        Self { check, ..self }
+    }
+
+    fn dtype(self, dtype: DType) -> Self {
+        Self {
+            dtype: Some(dtype),
+            ..self
+        }
+    }
+
+    fn pooling(self, pooling: Pooling) -> Self {
+        Self { pooling, ..self }
+    }
+}
+
+/// What [`build`] returns to [`load`].
+struct Built {
+    model: Box<dyn Backbone>,
+    width: usize,
+    max_tokens: usize,
+    vocab: usize,
+    natural: Pooling,
+    roberta_tok: bool,
+}
+
+/// Reads the config of `dir` as `C`, checks it, loads the weights with their prefix stripped
+/// and builds the model: the one shape every architecture shares.
+fn build<C: serde::de::DeserializeOwned, M: Backbone + 'static>(
+    dir: &Path,
+    opts: &LoadOptions,
+    arch: Arch<C, M>,
+) -> Result<Built> {
+    let cfg: C = read_config(dir)?;
+    (arch.check)(&cfg, &dir.join("config.json"))?;
+    let w = Weights::load(dir, &opts.device)?.strip_prefix(arch.embedding, arch.prefixes);
+    let vb = w.var_builder(arch.dtype.unwrap_or(opts.dtype), &opts.device);
+    let model = (arch.new)(&cfg, vb).map_err(|e| w.error(e))?;
+    let (width, max_tokens, vocab, roberta_tok) = (arch.shape)(&cfg);
+    Ok(Built {
+        model: Box::new(model),
+        width,
+        max_tokens,
+        vocab,
+        natural: arch.pooling,
+        roberta_tok,
     })
 }
 
