@@ -53,7 +53,7 @@ pub struct ScoringSpec {
 }
 
 /// A scoring corpus: files (or folders) of one format (`corpus::Format::parse`: plain, lines,
-/// wikitext, folder, jsonl[:field]), read in order.
+/// wikitext, folder, jsonl\[:field\]), read in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScoringText {
     /// Files or folders.

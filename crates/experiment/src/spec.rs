@@ -16,7 +16,7 @@ use crate::{ExperimentError, Result};
 pub struct CorpusSpec {
     /// `"synthetic"` (the embedded generator with gold word classes) or a text file / folder.
     pub corpus: String,
-    /// Format of a corpus path: plain, lines, wikitext, folder, jsonl[:field]
+    /// Format of a corpus path: plain, lines, wikitext, folder, jsonl\[:field\]
     /// (`corpus::Format::parse`).
     pub format: String,
     /// Documents of the synthetic corpus.

@@ -22,7 +22,7 @@ pub struct PositionLogProbs {
     pub batch_index: Vec<u32>,
     /// Flat index (row · seq_len + t) of the position inside its batch.
     pub position: Vec<u32>,
-    /// `logp[k][i]` = log p_k(targets[i]) under tower k's head (natural log).
+    /// `logp\[k\]\[i\]` = log p_k(targets\[i\]) under tower k's head (natural log).
     pub logp: Vec<Vec<f32>>,
     /// On request, `full[k]` = row-major [n_positions, V] log-probabilities of head k.
     pub full: Option<Vec<Vec<f32>>>,

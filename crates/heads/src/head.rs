@@ -91,7 +91,7 @@ impl Head {
         Ok(self.ln.forward(&gelu(&self.dense.forward(x)?)?)?)
     }
 
-    /// The output layer's weight [V, D] and bias [V] (the training loss fuses the product).
+    /// The output layer's weight \[V, D\] and bias \[V\] (the training loss fuses the product).
     pub fn output_layer(&self) -> Result<(&Tensor, &Tensor)> {
         let b = self
             .out

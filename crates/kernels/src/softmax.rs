@@ -50,7 +50,7 @@ fn nll_body(row: &mut [f32], bias: &[f32], label: usize, scale: f32, grad: bool)
 
 dispatch! {
     /// One row of a fused output layer with cross-entropy: adds `bias` to the logits in `row`
-    /// and returns −log softmax(row)[label]. With `grad`, `row` ends as
+    /// and returns −log softmax(row)\[label\]. With `grad`, `row` ends as
     /// scale·(softmax(row) − one-hot(label)), the logits' gradient; without, its contents are
     /// scratch. A NaN logit gives a NaN loss (and gradient). Panics if `label ≥ row.len()`.
     pub fn nll_row(row: &mut [f32], bias: &[f32], label: usize, scale: f32, grad: bool) -> f32 => nll_body

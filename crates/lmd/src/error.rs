@@ -66,7 +66,7 @@ pub enum LmdError {
     /// A linear system that cannot be solved as asked (rank reported).
     #[error("singular system in {what}: rank {rank} of {dim}")]
     Singular {
-        /// Which system (e.g. "basis covariance of [bert]").
+        /// Which system (e.g. "basis covariance of \[bert\]").
         what: String,
         /// Numerical rank found.
         rank: usize,

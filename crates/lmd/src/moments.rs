@@ -507,8 +507,8 @@ impl Moments {
         Ok(())
     }
 
-    /// Writes the moments to `path` (safetensors: f64 tensors `gram` [D, D], `sum` [D],
-    /// `shift` [D]; JSON metadata with names, widths, n under the header key `lmd.moments`).
+    /// Writes the moments to `path` (safetensors: f64 tensors `gram` \[D, D\], `sum` \[D\],
+    /// `shift` \[D\]; JSON metadata with names, widths, n under the header key `lmd.moments`).
     /// The write is atomic (temporary file, then rename).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();

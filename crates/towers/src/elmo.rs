@@ -1,5 +1,5 @@
-//! ELMo towers: a forward LSTM whose output at t has read x_<t and a backward LSTM whose output
-//! at t has read x_>t; the tower output is their concatenation [B, T, 2H].
+//! ELMo towers: a forward LSTM whose output at t has read `x_<t` and a backward LSTM whose
+//! output at t has read `x_>t`; the tower output is their concatenation \[B, T, 2H\].
 //!
 //! The shift is applied to outputs (position t takes the forward state after x_{t-1} and the
 //! backward state after x_{t+1}, zeros at the ends) instead of the released code's shifted
@@ -65,8 +65,8 @@ impl ElmoTower {
         })
     }
 
-    /// The two directions separately, already shifted: (forward [B,T,H] from x_<t, backward
-    /// [B,T,H] from x_>t; zeros in `AsReleased` mode).
+    /// The two directions separately, already shifted: (forward \[B,T,H\] from x_<t, backward
+    /// \[B,T,H\] from x_>t; zeros in `AsReleased` mode).
     pub fn directions(&self, x: &Tensor, mask: &Tensor) -> Result<(Tensor, Tensor)> {
         let f = shift_time(&self.fwd.forward(x, mask)?, true)?;
         let b = match &self.bwd {

@@ -57,7 +57,7 @@ impl JointHead {
         self.ln_out.forward(&gelu(&self.dense.forward(&x)?)?)
     }
 
-    /// The output bias [V].
+    /// The output bias \[V\].
     pub fn out_bias(&self) -> &Tensor {
         &self.out_bias
     }

@@ -39,7 +39,7 @@ impl Linear {
         &self.weight
     }
 
-    /// The bias [out], if the layer has one.
+    /// The bias \[out\], if the layer has one.
     pub fn bias(&self) -> Option<&Tensor> {
         self.bias.as_ref()
     }

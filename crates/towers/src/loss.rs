@@ -23,7 +23,7 @@ pub fn labelled_positions(batch: &TokenBatch) -> (Vec<u32>, Vec<u32>) {
     (idx, lab)
 }
 
-/// log p(label) per row of `logits` [N, V] (f32): the gathered log-softmax, shape [N].
+/// log p(label) per row of `logits` \[N, V\] (f32): the gathered log-softmax, shape \[N\].
 pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
     let n = labels.len();
     let lab = Tensor::from_vec(labels.to_vec(), (n, 1), dev)?;
@@ -31,7 +31,7 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
 }
 
 /// Mean negative log-likelihood of `labels` under the logits x·wᵀ + bias of an output layer
-/// (x [N, E], w [V, E], bias [V]); errors on N = 0. On CPU with f32 inputs a fused kernel
+/// (x \[N, E\], w \[V, E\], bias \[V\]); errors on N = 0. On CPU with f32 inputs a fused kernel
 /// (`linear_nll.rs`) never materialises the [N, V] logits and, for
 /// [`NllPass::Train`], forms the gradients in the same pass; elsewhere the composed graph
 /// (logits in f32) is used. Both give the same values and gradients.

@@ -2,7 +2,7 @@
 //! multi-head attention, and the post-LayerNorm transformer block of the BERT family.
 //!
 //! On the CPU at f32 the exact GELU and the whole post-LN block take fused, vectorised paths
-//! ([`kernels`], [`super::cpu_block`]); every other device and dtype runs candle's ops.
+//! ([`kernels`], `cpu_block`); every other device and dtype runs candle's ops.
 
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{LayerNorm, Linear, VarBuilder};
@@ -295,7 +295,7 @@ impl PostLnBlock {
     }
 }
 
-/// Position ids 0..L (plus `offset`), as a [L] u32 tensor.
+/// Position ids 0..L (plus `offset`), as a \[L\] u32 tensor.
 pub fn positions(l: usize, offset: usize, device: &Device) -> Result<Tensor> {
     Tensor::arange(offset as u32, (offset + l) as u32, device)
 }
