@@ -144,6 +144,11 @@ impl Batcher {
         })
     }
 
+    /// The batching settings (batch size, seed, drop_last).
+    pub fn config(&self) -> &BatcherConfig {
+        &self.config
+    }
+
     /// The sequences.
     pub fn data(&self) -> &TrainingData {
         &self.data

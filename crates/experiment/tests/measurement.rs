@@ -69,7 +69,11 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
         }
         for (j, &id) in ids.iter().enumerate() {
             let want = u32::from(!sp.contains(id));
-            assert_eq!(seen[j], want, "window {i} position {j} scored {} times", seen[j]);
+            assert_eq!(
+                seen[j], want,
+                "window {i} position {j} scored {} times",
+                seen[j]
+            );
             maskable_total += want as u64;
         }
     }
@@ -102,7 +106,12 @@ fn a_masked_tokens_identity_never_reaches_its_prediction() {
     let mut docs = d.held_out().to_vec();
     let text = docs[0].text.clone();
     let words: Vec<&str> = text.split_whitespace().collect();
-    let single = |w: &str| d.tok.encode(w, false).map(|e| e.len() == 1).unwrap_or(false);
+    let single = |w: &str| {
+        d.tok
+            .encode(w, false)
+            .map(|e| e.len() == 1)
+            .unwrap_or(false)
+    };
     let (i, w) = words
         .iter()
         .enumerate()
@@ -179,7 +188,10 @@ fn head_k_reads_only_tower_k_unless_it_reads_the_joint_layer_norm() {
         let before = evaluate(&m, &h, batches, false).unwrap();
         perturb_tower(&m, 1);
         let after = evaluate(&m, &h, batches, false).unwrap();
-        assert_ne!(before.logp[1], after.logp[1], "{input:?}: tower 1 unchanged");
+        assert_ne!(
+            before.logp[1], after.logp[1],
+            "{input:?}: tower 1 unchanged"
+        );
         assert_eq!(
             before.logp[0] == after.logp[0],
             independent,
@@ -201,8 +213,7 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(&dir.path().join("data"));
     for style in [Style::Gpt, Style::Elmo] {
-        let src =
-            |seed| CorpusSource::new(batcher(style, &d.tok, d.train(), 32, 4, seed).unwrap());
+        let src = |seed| CorpusSource::new(batcher(style, &d.tok, d.train(), 32, 4, seed).unwrap());
         let tc = TrainConfig {
             budget: Budget::Steps(12),
             checkpoint_every: 4,
@@ -219,6 +230,12 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
             .unwrap()
             .train_until(&mut src(7), &[], Some(6))
             .unwrap();
+        // A source of another seed would train on other batches: refused by name.
+        let other = model(style, &d, 99);
+        let err = Trainer::resume_or_new(&other, tc.clone(), &out, &mut src(12345))
+            .err()
+            .expect("a cursor of another seed must be refused");
+        assert!(err.to_string().contains("seed 7"), "{err}");
         // A fresh model and a fresh source of the run's seed (the cursor holds the position).
         let resumed = model(style, &d, 99);
         let mut s = src(7);
@@ -247,7 +264,15 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
             .train_until(&mut src(8), &[], Some(5))
             .unwrap();
         let h_resumed = heads(77);
-        retrain(&whole, &h_resumed, tc.clone(), &mut src(8), &[], Some(&h_out)).unwrap();
+        retrain(
+            &whole,
+            &h_resumed,
+            tc.clone(),
+            &mut src(8),
+            &[],
+            Some(&h_out),
+        )
+        .unwrap();
         assert_eq!(
             weights(h_whole.params()),
             weights(h_resumed.params()),
@@ -277,6 +302,9 @@ fn heads_stop_when_validation_stops_improving() {
     };
     let (_, q) = train_heads_in(&spec, &m, &d, &valid, 1, &dir.path().join("h"), &opts).unwrap();
     assert!(q.stopped_early);
-    assert_eq!(q.steps, 4, "best at the first validation (2), stopped at the next (4)");
+    assert_eq!(
+        q.steps, 4,
+        "best at the first validation (2), stopped at the next (4)"
+    );
     assert!(q.nll.iter().all(|v| v.is_finite()));
 }

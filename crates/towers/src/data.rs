@@ -102,11 +102,30 @@ impl BatchSource for CorpusSource {
         Ok(b)
     }
     fn cursor(&self) -> Value {
-        json!({ "epoch": self.cursor.epoch, "position": self.cursor.position })
+        let cfg = self.batcher.config();
+        json!({
+            "epoch": self.cursor.epoch,
+            "position": self.cursor.position,
+            "seed": cfg.seed,
+            "batch_size": cfg.batch_size,
+        })
     }
     fn seek(&mut self, cursor: &Value) -> Result<()> {
         let c: corpus::BatchCursor = serde_json::from_value(cursor.clone())
             .map_err(|e| TowersError::Data(format!("bad corpus cursor {cursor}: {e}")))?;
+        // The position means the same batches only under the same seed and batch size
+        // (checkpoints written before these were recorded carry neither).
+        let cfg = self.batcher.config();
+        for (key, now) in [("seed", cfg.seed), ("batch_size", cfg.batch_size as u64)] {
+            if let Some(saved) = cursor.get(key).and_then(Value::as_u64) {
+                if saved != now {
+                    return Err(TowersError::Data(format!(
+                        "the checkpoint's data cursor was written with {key} {saved}, this \
+                         source has {key} {now}: resuming would train on other batches"
+                    )));
+                }
+            }
+        }
         self.cursor = c;
         Ok(())
     }
