@@ -5,6 +5,7 @@ use std::path::Path;
 
 use corpus::{TokenBatch, IGNORE_LABEL};
 use serde::{Deserialize, Serialize};
+use towers::loss::score_log_probs;
 use towers::norm::log_softmax_last;
 use towers::TwoTowerLm;
 
@@ -83,10 +84,8 @@ pub fn evaluate(
             let head = heads
                 .head(k)
                 .ok_or_else(|| HeadsError::Mismatch(format!("no head {k}")))?;
-            let lp = log_softmax_last(&head.forward(x)?)?.detach();
-            let lab =
-                candle_core::Tensor::from_vec(f.labels.clone(), (f.labels.len(), 1), lp.device())?;
-            let picked: Vec<f32> = lp.gather(&lab, 1)?.squeeze(1)?.to_vec1()?;
+            let logits = head.forward(x)?.detach();
+            let picked = score_log_probs(&logits, &f.labels)?;
             if picked.iter().any(|v| !v.is_finite()) {
                 return Err(
                     towers::TowersError::NonFinite(format!("log-probability of head {k}")).into(),
@@ -94,6 +93,7 @@ pub fn evaluate(
             }
             out.logp[k].extend(picked);
             if let Some(fl) = out.full.as_mut() {
+                let lp = log_softmax_last(&logits)?;
                 fl[k].extend(lp.flatten_all()?.to_vec1::<f32>()?);
             }
         }

@@ -23,11 +23,47 @@ pub fn labelled_positions(batch: &TokenBatch) -> (Vec<u32>, Vec<u32>) {
     (idx, lab)
 }
 
-/// log p(label) per row of `logits` \[N, V\] (f32): the gathered log-softmax, shape \[N\].
+/// log p(label) per row of `logits` \[N, V\] (f32): the gathered log-softmax, shape \[N\]
+/// (differentiable).
 pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result<Tensor> {
     let n = labels.len();
     let lab = Tensor::from_vec(labels.to_vec(), (n, 1), dev)?;
     Ok(log_softmax_last(logits)?.gather(&lab, 1)?.squeeze(1)?)
+}
+
+/// [`target_log_probs`] for scoring, without a gradient: on CPU with f32 logits every row runs
+/// through the fused kernel (−`kernels::nll_row`) over the thread pool, about ten times faster
+/// than the composed graph at V = 8192; elsewhere the composed graph. Labels must lie below V.
+pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {
+    if !on_host_f32(&[logits]) {
+        return Ok(target_log_probs(logits, labels, logits.device())?
+            .detach()
+            .to_vec1()?);
+    }
+    let (n, v) = logits.dims2()?;
+    if labels.len() != n || labels.iter().any(|&l| l as usize >= v) {
+        return Err(TowersError::Data(format!(
+            "{} labels (all below {v} required) for {n} rows of logits",
+            labels.len()
+        )));
+    }
+    let mut data = logits.flatten_all()?.to_vec1::<f32>()?;
+    let zeros = vec![0f32; v];
+    let mut out = vec![0f32; n];
+    let rows = n.div_ceil(kernels::par::threads()).max(1);
+    let (dp, op) = (
+        kernels::par::pieces(&mut data, rows * v),
+        kernels::par::pieces(&mut out, rows),
+    );
+    kernels::par::for_each_part(op.len(), |p| {
+        let (mut d, mut o) = (kernels::par::take(&dp[p]), kernels::par::take(&op[p]));
+        for (r, slot) in o.iter_mut().enumerate() {
+            let label = labels[p * rows + r] as usize;
+            *slot = -kernels::nll_row(&mut d[r * v..(r + 1) * v], &zeros, label, 1.0, false);
+        }
+    });
+    drop((dp, op));
+    Ok(out)
 }
 
 /// Mean negative log-likelihood of `labels` under the logits x·wᵀ + bias of an output layer
@@ -150,5 +186,24 @@ mod tests {
         let nan = x.affine(0.0, f64::NAN).unwrap();
         let l = linear_cross_entropy(&nan, &w, &b, &labels, NllPass::Eval).unwrap();
         assert!(l.to_scalar::<f32>().unwrap().is_nan());
+    }
+
+    #[test]
+    fn host_target_log_probs_match_the_composed_log_softmax() {
+        let dev = Device::Cpu;
+        let (n, v) = (37, 301);
+        let logits = (Tensor::randn(0f32, 3.0, (n, v), &dev).unwrap() + 5.0).unwrap();
+        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 7919) % v as u32).collect();
+        let fast = Tensor::new(score_log_probs(&logits, &labels).unwrap(), &dev).unwrap();
+        let lab = Tensor::from_vec(labels.clone(), (n, 1), &dev).unwrap();
+        let slow = log_softmax_last(&logits)
+            .unwrap()
+            .gather(&lab, 1)
+            .unwrap()
+            .squeeze(1)
+            .unwrap();
+        assert!(max_abs_diff(&fast, &slow) < 1e-5);
+        // A label outside the vocabulary is an error, not a panic.
+        assert!(score_log_probs(&logits, &[v as u32; 37]).is_err());
     }
 }
