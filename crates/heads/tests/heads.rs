@@ -154,7 +154,9 @@ fn evaluation_reports_identical_positions_for_all_towers() {
             let row = &fl[i * v..(i + 1) * v];
             let total: f64 = row.iter().map(|&x| (x as f64).exp()).sum();
             assert!((total - 1.0).abs() < 1e-4);
-            assert_eq!(row[r.targets[i] as usize], lp[i]);
+            // The scores come from the fused row kernel, the full rows from the composed
+            // log-softmax: two computations of one number.
+            assert!((row[r.targets[i] as usize] - lp[i]).abs() < 1e-5);
             assert!(lp[i] <= 0.0);
         }
     }
