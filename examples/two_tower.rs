@@ -177,7 +177,11 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     // The noise ceiling of this run's scores: head-seed and split-half reliability over the
     // tokens with at least `--min-count` scored positions.
     let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
-    let tokens = select_tokens(&[&scores], &data.freq, TokenSelection::MinCount(args.min_count));
+    let tokens = select_tokens(
+        &[&scores],
+        &data.freq,
+        TokenSelection::MinCount(args.min_count),
+    );
     let boot = Bootstrap::default();
     let head_seed = scores.retest_reliability(&tokens, Method::Pearson, &boot)?;
     let split_half =

@@ -411,7 +411,11 @@ pub fn run_study(
         }
     }
     let emergence = match &spec.emergence {
-        Some(es) if scored.iter().any(|r| es.styles.contains(&r.record.spec.style)) => {
+        Some(es)
+            if scored
+                .iter()
+                .any(|r| es.styles.contains(&r.record.spec.style)) =>
+        {
             let e = emergence(&scored, &data, &sets, es, opts)?;
             outputs.extend(write_emergence(&e, out)?);
             Some(e)
