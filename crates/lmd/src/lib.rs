@@ -22,5 +22,6 @@ pub mod tables;
 // --- pretrained encoders and embedding extraction ---
 pub mod encoder;
 pub mod extract;
+pub mod external;
 
 pub use error::{LmdError, Result};
