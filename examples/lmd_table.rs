@@ -9,8 +9,18 @@
 //!     --corpus ../shared/data/wikitext-2/train.txt --t 32,128 --n-train 2000 --n-test 500
 //! ```
 //!
-//! Embeddings are stored per model, split and T under `<out>/embeddings/` (safetensors): a rerun
-//! reuses every finished model. Outputs: `table2.{csv,md,json}` and `table2_group_r2.png`
+//! Embeddings stream into the joint moments of each split (memory O(D² + chunk·D), never the
+//! n × D embeddings), stored under `<out>/moments/` with what they were computed from: a rerun
+//! reuses finished shards, resumes an interrupted one and recomputes a stale one. At scale, cut
+//! each split into N sample-range shards and run them as independent processes (a Slurm job
+//! array, one process per GPU), then merge and analyse once:
+//!
+//! ```text
+//! lmd_table ... --shard 0/4        # ... --shard 3/4: extraction only, one process each
+//! lmd_table ... --shards 4 --merge-only   # keys checked, shards summed, tables written
+//! ```
+//!
+//! Outputs: `table2.{csv,md,json}` and `table2_group_r2.png`
 //! (rows = models, columns = T), and per T under `T<t>/` the pairwise R², pairwise ρ and CKA
 //! tables and heatmaps and the group table (rows = target, columns = basis). Models whose
 //! position table is shorter than the largest T are left out (the run says so). The last line
@@ -24,9 +34,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lmsplit::experiment::lmd_study::{run_lmd_study, LmdStudySpec};
+use lmsplit::experiment::lmd_study::{extract_lmd_shard, run_lmd_study, LmdStudySpec};
 use lmsplit::experiment::ExperimentError;
 use lmsplit::lmd::encoder::Pooling;
+use lmsplit::lmd::shard::Shard;
 
 #[derive(Parser, Debug)]
 #[command(about = "LMD Table 2: group R² of each model on all others, by sequence length T")]
@@ -65,6 +76,21 @@ struct Args {
     /// Most padded tokens per forward pass.
     #[arg(long, default_value_t = 4096)]
     token_budget: usize,
+    /// Compute dtype: f32 (fidelity) or bf16 (speed on a GPU).
+    #[arg(long, default_value = "f32")]
+    dtype: String,
+    /// Sequences per joint moments update.
+    #[arg(long, default_value_t = 512)]
+    chunk: usize,
+    /// Extract only shard i of N (`i/N`) of every split and T, then stop.
+    #[arg(long, conflicts_with_all = ["shards", "merge_only"])]
+    shard: Option<String>,
+    /// Sample-range shards per split (computed here unless `--merge-only`).
+    #[arg(long, default_value_t = 1)]
+    shards: usize,
+    /// Merge shards extracted elsewhere (all must exist) and analyse; embed nothing.
+    #[arg(long)]
+    merge_only: bool,
     /// Output folder.
     #[arg(long, default_value = "out/lmd_table")]
     out: PathBuf,
@@ -101,11 +127,23 @@ fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
     spec.ridge = args.ridge.clone();
     spec.seed = args.seed;
     spec.token_budget = args.token_budget;
+    spec.dtype = args.dtype.clone();
+    spec.chunk = args.chunk;
+    spec.shards = args.shards;
+    spec.merge_only = args.merge_only;
     Ok(spec)
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
-    let spec = spec_of(&args)?;
+    let mut spec = spec_of(&args)?;
+    if let Some(shard) = &args.shard {
+        let shard: Shard = shard.parse()?;
+        spec.shards = shard.count;
+        let files = extract_lmd_shard(&spec, shard, &args.out, true)?;
+        let json = serde_json::json!({ "shard": shard.to_string(), "files": files });
+        println!("{json}");
+        return Ok(());
+    }
     let outcome = run_lmd_study(&spec, &args.out, true)?;
     println!("{}", outcome.table2_markdown);
     println!(

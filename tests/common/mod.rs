@@ -60,3 +60,13 @@ pub fn example_bin(name: &str) -> PathBuf {
     );
     bin
 }
+
+/// A path under the shared data folder (`../shared` beside the checkout); panics naming it when
+/// it is missing, so a test never passes without its inputs.
+pub fn shared(rel: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared")
+        .join(rel);
+    assert!(p.exists(), "shared test input {} is missing", p.display());
+    p
+}

@@ -3,10 +3,10 @@
 //!
 //! [`run_lmd_study`] samples, for every sequence length T, sequences of exactly T BERT-uncased
 //! word pieces from disjoint train and test documents, embeds them with every model (pooled
-//! last hidden layer; embeddings stored per model, split and T under `<out>/embeddings/`, so a
-//! rerun reuses finished models), accumulates the joint first and second moments of each split,
-//! and fits every model on the others in closed form from the train moments. Each fit is scored
-//! on the test moments:
+//! last hidden layer) and streams them, chunk by chunk, into the joint first and second moments
+//! of each split (memory O(D² + chunk·D), D = Σ d: never the n × D embeddings), then fits every
+//! model on the others in closed form from the train moments. Each fit is scored on the test
+//! moments:
 //!
 //! - **held-out R²** of a target on a basis: 1 − SSR / SST of the linear prediction of the
 //!   target's embedding from the basis embeddings, pooled over the target's dimensions
@@ -16,18 +16,29 @@
 //! - every R² table and heatmap is oriented **rows = target, columns = basis**
 //!   ([`lmd::tables::ORIENTATION`]); Table 2 has one row per model, one column per T.
 //!
+//! The moments of a split are cut into [`LmdStudySpec::shards`] sample ranges, each a file under
+//! `<out>/moments/T<t>/` keyed by what it was computed from ([`lmd::shard::ExtractKey`]: the
+//! models' files, device, dtype, pooling, T, the texts): a rerun reuses finished shards, resumes
+//! an interrupted one exactly and recomputes a stale one. [`extract_lmd_shard`] computes one
+//! shard only (one process per GPU or cluster job); [`run_lmd_study`] with
+//! [`LmdStudySpec::merge_only`] then merges the shards (keys checked, sums exact) and analyses.
+//!
 //! [`crate::lmd_planted::planted_check`] runs the same analysis on synthetic embeddings with a
 //! planted linear structure whose population group R² is known in closed form.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use candle_core::DType;
 use corpus::{Document, Documents, Format, SamplerConfig, SequenceSampler, Split, Tokenizer};
 use lmd::analysis::{analyze, Analysis, GroupR2};
 use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder, Pooling};
-use lmd::extract::{EmbeddingStore, ExtractOptions};
+use lmd::extract::ExtractOptions;
 use lmd::fit::Ridge;
 use lmd::moments::Moments;
+use lmd::shard::{
+    merge_shards, shard_moments, ExtractKey, ModelKey, Shard, ShardStatus, StreamSettings,
+};
 use lmd::tables::{group_table, write_analysis, ORIENTATION};
 use report::{heatmap, HeatmapOptions, Table};
 use serde::{Deserialize, Serialize};
@@ -63,6 +74,29 @@ pub struct LmdStudySpec {
     pub seed: u64,
     /// Most padded tokens per forward pass.
     pub token_budget: usize,
+    /// Compute dtype of the encoders: `f32` (fidelity, the default) or `bf16` (speed on a GPU).
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    /// Sample-range shards each split's moments are cut into (1: one file per split).
+    #[serde(default = "one")]
+    pub shards: usize,
+    /// Sequences per moments update (part of a shard's key: it fixes the order of the sums).
+    #[serde(default = "default_chunk")]
+    pub chunk: usize,
+    /// Analyse only: every shard must already be extracted (by [`extract_lmd_shard`], perhaps
+    /// on other machines); nothing is embedded, models are read on the CPU for their keys.
+    #[serde(default)]
+    pub merge_only: bool,
+}
+
+fn default_dtype() -> String {
+    "f32".into()
+}
+fn one() -> usize {
+    1
+}
+fn default_chunk() -> usize {
+    512
 }
 
 impl LmdStudySpec {
@@ -82,6 +116,21 @@ impl LmdStudySpec {
             ridge: "ridge:1e-6".into(),
             seed: 0,
             token_budget: 4096,
+            dtype: default_dtype(),
+            shards: 1,
+            chunk: default_chunk(),
+            merge_only: false,
+        }
+    }
+
+    /// The parsed compute dtype.
+    pub fn compute_dtype(&self) -> Result<DType> {
+        match self.dtype.as_str() {
+            "f32" => Ok(DType::F32),
+            "bf16" => Ok(DType::BF16),
+            d => Err(ExperimentError::Invalid(format!(
+                "dtype {d:?}: expected f32 or bf16"
+            ))),
         }
     }
 
@@ -123,9 +172,16 @@ impl LmdStudySpec {
                 self.ts
             ));
         }
-        if self.n_train == 0 || self.n_test == 0 || self.token_budget == 0 {
-            return invalid("n_train, n_test and token_budget must be positive".into());
+        if self.n_train == 0 || self.n_test == 0 || self.token_budget == 0 || self.chunk == 0 {
+            return invalid("n_train, n_test, token_budget and chunk must be positive".into());
         }
+        if self.shards == 0 || self.shards > self.n_test.min(self.n_train) {
+            return invalid(format!(
+                "{} shards of {} train and {} test sequences: every shard needs a sequence",
+                self.shards, self.n_train, self.n_test
+            ));
+        }
+        self.compute_dtype()?;
         self.ridge()?;
         self.corpus_format()?;
         Ok(())
@@ -211,8 +267,8 @@ pub struct LmdStudyOutcome {
     /// Table 2 as Markdown (not serialised: it is in the `.md` file).
     #[serde(skip)]
     pub table2_markdown: String,
-    /// The embedding store (reused by a rerun).
-    pub embeddings: PathBuf,
+    /// The moments store (every shard of every split and T; reused by a rerun).
+    pub moments: PathBuf,
     /// The pooling's short name.
     pub pooling: String,
     /// The ridge's label.
@@ -236,37 +292,26 @@ struct Context<'a> {
     encoders: Vec<&'a LoadedEncoder>,
     tokenizer: Tokenizer,
     docs: Vec<Document>,
-    store: EmbeddingStore,
     ridge: Ridge,
     out: &'a Path,
     progress: bool,
 }
 
-/// Runs the LMD study of `spec` into `out`: per T, sampling, extraction with every model
-/// (reusing stored embeddings under `out/embeddings`), moments per split, the closed-form
-/// analysis written under `out/T<t>/`, then Table 2 (`out/table2.{csv,md,json}`) and its
-/// heatmap (`out/table2_group_r2.png`). With `progress`, says what it does on stdout (and
+/// Runs the LMD study of `spec` into `out`: per T, sampling, the moments of each split streamed
+/// shard by shard from every model (finished shards under `out/moments/` reused; with
+/// [`LmdStudySpec::merge_only`] nothing is embedded and every shard must exist), merged, the
+/// closed-form analysis written under `out/T<t>/`, then Table 2 (`out/table2.{csv,md,json}`) and
+/// its heatmap (`out/table2_group_r2.png`). With `progress`, says what it does on stdout (and
 /// shows extraction progress bars on stderr).
 ///
 /// Models whose position table is shorter than the largest T are left out (every T is analysed
 /// over the same models); fewer than two remaining is an error.
 pub fn run_lmd_study(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<LmdStudyOutcome> {
     let start = Instant::now();
-    spec.validate()?;
-    std::fs::create_dir_all(out).map_err(crate::error::io_at(out))?;
-    let encoders = load_encoders(spec, progress)?;
+    let encoders = prepare(spec, out, progress)?;
     let t_max = spec.ts.iter().copied().max().unwrap_or(0);
     let (active, left_out) = select_active(&encoders, t_max, progress)?;
-    let ctx = Context {
-        spec,
-        encoders: active,
-        tokenizer: Tokenizer::load(&spec.tokenizer)?,
-        docs: read_documents(spec, progress)?,
-        store: EmbeddingStore::new(out.join("embeddings")),
-        ridge: spec.ridge()?,
-        out,
-        progress,
-    };
+    let ctx = Context::new(spec, active, out, progress)?;
     let mut per_t = Vec::with_capacity(spec.ts.len());
     for &t in &spec.ts {
         per_t.push(study_t(&ctx, t)?);
@@ -280,17 +325,94 @@ pub fn run_lmd_study(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<
         table2,
         table2_heatmap,
         table2_markdown: table.to_markdown(),
-        embeddings: out.join("embeddings"),
+        moments: out.join("moments"),
         pooling: spec.pooling.as_str().into(),
         ridge: ctx.ridge.label(),
         seconds: start.elapsed().as_secs_f64(),
     })
 }
 
-/// Loads every model (CUDA at bf16 when available, else CPU at f32); two models may not share
-/// a name.
+/// Extracts one shard of every split and T of `spec` into `out/moments/` and stops (no
+/// analysis): the work of one process of a sharded study. Returns the shard files. Run every
+/// shard `i` of `0..spec.shards`, then [`run_lmd_study`] (with [`LmdStudySpec::merge_only`] on a
+/// machine that should not embed) on the same `out`.
+pub fn extract_lmd_shard(
+    spec: &LmdStudySpec,
+    shard: Shard,
+    out: &Path,
+    progress: bool,
+) -> Result<Vec<PathBuf>> {
+    if shard.count != spec.shards {
+        return Err(ExperimentError::Invalid(format!(
+            "shard {shard} of a study cut into {} shards",
+            spec.shards
+        )));
+    }
+    if spec.merge_only {
+        return Err(ExperimentError::Invalid(
+            "a merge-only study extracts nothing".into(),
+        ));
+    }
+    let encoders = prepare(spec, out, progress)?;
+    let t_max = spec.ts.iter().copied().max().unwrap_or(0);
+    let (active, _) = select_active(&encoders, t_max, progress)?;
+    let ctx = Context::new(spec, active, out, progress)?;
+    let mut files = Vec::new();
+    for &t in &spec.ts {
+        let (opts, splits) = sample(&ctx, t)?;
+        for (split, texts) in &splits {
+            files.push(compute_shard(&ctx, split, texts, &opts, shard)?.0);
+        }
+    }
+    Ok(files)
+}
+
+/// Validates the spec, creates `out` and loads the models.
+fn prepare(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<Vec<LoadedEncoder>> {
+    spec.validate()?;
+    std::fs::create_dir_all(out).map_err(crate::error::io_at(out))?;
+    load_encoders(spec, progress)
+}
+
+impl<'a> Context<'a> {
+    fn new(
+        spec: &'a LmdStudySpec,
+        encoders: Vec<&'a LoadedEncoder>,
+        out: &'a Path,
+        progress: bool,
+    ) -> Result<Self> {
+        Ok(Self {
+            spec,
+            encoders,
+            tokenizer: Tokenizer::load(&spec.tokenizer)?,
+            docs: read_documents(spec, progress)?,
+            ridge: spec.ridge()?,
+            out,
+            progress,
+        })
+    }
+
+    fn encoders(&self) -> Vec<&dyn Encoder> {
+        self.encoders.iter().map(|e| *e as &dyn Encoder).collect()
+    }
+
+    /// The file of one shard of one split at T.
+    fn shard_path(&self, t: usize, split: &str, shard: Shard) -> PathBuf {
+        self.out.join("moments").join(format!("T{t}")).join(format!(
+            "{split}-shard-{}-of-{}.safetensors",
+            shard.index, shard.count
+        ))
+    }
+}
+
+/// Loads every model (on CUDA when available, at the spec's dtype; on the CPU at f32 for a
+/// merge-only study, which only reads their keys); two models may not share a name.
 fn load_encoders(spec: &LmdStudySpec, progress: bool) -> Result<Vec<LoadedEncoder>> {
-    let opts = LoadOptions::auto();
+    let opts = if spec.merge_only {
+        LoadOptions::default()
+    } else {
+        LoadOptions::best_device(spec.compute_dtype()?)
+    };
     if progress {
         println!("device {:?}, dtype {:?}", opts.device, opts.dtype);
     }
@@ -362,8 +484,11 @@ fn read_documents(spec: &LmdStudySpec, progress: bool) -> Result<Vec<Document>> 
     Ok(docs)
 }
 
-/// One T: sampling, moments of both splits, analysis and its reports under `out/T<t>/`.
-fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
+/// The extraction options and the (train, test) texts of T.
+fn sample(
+    ctx: &Context<'_>,
+    t: usize,
+) -> Result<(ExtractOptions, [(&'static str, Vec<String>); 2])> {
     let spec = ctx.spec;
     let cfg = SamplerConfig::new(t, spec.n_train, 0, spec.n_test, spec.seed);
     let splits = SequenceSampler::new(ctx.tokenizer.clone(), cfg)?
@@ -380,6 +505,12 @@ fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
     opts.pooling = spec.pooling;
     opts.token_budget = spec.token_budget;
     opts.progress = ctx.progress;
+    Ok((opts, [("train", train), ("test", test)]))
+}
+
+/// One T: sampling, moments of both splits, analysis and its reports under `out/T<t>/`.
+fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
+    let (opts, [(_, train), (_, test)]) = sample(ctx, t)?;
     let m_train = split_moments(ctx, "train", &train, &opts)?;
     let m_test = split_moments(ctx, "test", &test, &opts)?;
     let a = analyze(&m_train, &m_test, ctx.ridge)?;
@@ -403,37 +534,76 @@ fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
     Ok((a, outcome))
 }
 
-/// Joint moments of one split from the stored (or freshly extracted) embeddings of every model.
+/// One shard of one split streamed into its moments file (reused when finished, resumed when
+/// interrupted); says what it did when `progress`.
+fn compute_shard(
+    ctx: &Context<'_>,
+    split: &str,
+    texts: &[String],
+    opts: &ExtractOptions,
+    shard: Shard,
+) -> Result<(PathBuf, Moments)> {
+    let path = ctx.shard_path(opts.t, split, shard);
+    let settings = StreamSettings {
+        chunk: ctx.spec.chunk,
+        progress: ctx.progress,
+        ..StreamSettings::default()
+    };
+    let start = Instant::now();
+    let (m, status) = shard_moments(&ctx.encoders(), texts, opts, shard, &path, &settings)?;
+    if ctx.progress {
+        let what = match status {
+            ShardStatus::Reused => "reused".to_string(),
+            ShardStatus::Resumed { from } => format!("resumed from {from} rows"),
+            ShardStatus::Computed { replaced } if !replaced.is_empty() => {
+                format!("recomputed (other {})", replaced.join(", "))
+            }
+            _ => "computed".to_string(),
+        };
+        println!(
+            "  {split:<5} shard {shard}: {} sequences {what} in {:.1} s -> {}",
+            m.n(),
+            start.elapsed().as_secs_f64(),
+            path.display()
+        );
+    }
+    Ok((path, m))
+}
+
+/// Joint moments of one split: every shard computed (or reused) and merged, or, merge-only,
+/// the shards' files merged after their keys are checked against these texts and models.
 fn split_moments(
     ctx: &Context<'_>,
     split: &str,
     texts: &[String],
     opts: &ExtractOptions,
 ) -> Result<Moments> {
-    let mut blocks = Vec::with_capacity(ctx.encoders.len());
-    for enc in &ctx.encoders {
-        let (e, reused) = ctx.store.get_or_embed(*enc, split, texts, opts)?;
-        if ctx.progress && reused {
-            let path = ctx.store.path(enc.name(), split, opts);
-            println!("  {:<28} {split:<5} reused {}", enc.name(), path.display());
-        } else if ctx.progress {
-            println!(
-                "  {:<28} {split:<5} {} seq in {:.1} s = {:.1} seq/s ({:.0} tokens/s)",
-                enc.name(),
-                e.rows,
-                e.seconds,
-                e.sequences_per_second(),
-                e.tokens as f64 / e.seconds
-            );
-        }
-        blocks.push(e);
+    let shards = Shard::all(ctx.spec.shards)?;
+    if ctx.spec.merge_only {
+        let models = ctx
+            .encoders()
+            .into_iter()
+            .map(ModelKey::of)
+            .collect::<lmd::Result<Vec<_>>>()?;
+        let files: Vec<(PathBuf, ExtractKey)> = shards
+            .iter()
+            .map(|&s| {
+                let rows = &texts[s.range(texts.len())];
+                let key = ExtractKey::new(&models, rows, opts, s, ctx.spec.chunk);
+                (ctx.shard_path(opts.t, split, s), key)
+            })
+            .collect();
+        return Ok(merge_shards(&files)?);
     }
-    let names = ctx.encoders.iter().map(|e| e.name().to_string()).collect();
-    let widths = ctx.encoders.iter().map(|e| e.width()).collect();
-    let mut m = Moments::new(names, widths)?;
-    let views: Vec<&[f32]> = blocks.iter().map(|b| b.data.as_slice()).collect();
-    m.update(&views)?;
-    Ok(m)
+    let mut total: Option<Moments> = None;
+    for shard in shards {
+        let (_, m) = compute_shard(ctx, split, texts, opts, shard)?;
+        match total.as_mut() {
+            None => total = Some(m),
+            Some(t) => t.merge(&m)?,
+        }
+    }
+    total.ok_or_else(|| ExperimentError::Invalid("no shards".into()))
 }
 
 /// Table 2 (rows = models, columns = T, cells = group R² on all others, last row group ρ),

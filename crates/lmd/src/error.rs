@@ -146,6 +146,14 @@ pub enum LmdError {
         /// What went wrong.
         message: String,
     },
+    /// A shard's moments file is missing, unfinished or computed from something else.
+    #[error("{path}: {reason}")]
+    Shard {
+        /// The shard's file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A model produced NaN or infinite embeddings.
     #[error("{model}: non-finite embeddings ({context})")]
     NonFiniteEmbedding {

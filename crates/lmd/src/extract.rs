@@ -1,17 +1,13 @@
 //! Embedding extraction at speed: sequences are tokenized once, sorted by length into batches
 //! of at most `token_budget` padded tokens (little padding, steady memory), embedded, and put
-//! back in input order. Results stream into [`Moments`] or into one safetensors file per model
-//! and split ([`EmbeddingStore`]) so an interrupted run resumes without recomputing finished
-//! models.
+//! back in input order. Results stream into [`Moments`] (here, or by shard with checkpoints in
+//! [`crate::shard`]) or into one safetensors file per model and split
+//! ([`crate::store::EmbeddingStore`]).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
 use indicatif::{ProgressBar, ProgressStyle};
-use safetensors::tensor::TensorView;
-use safetensors::Dtype;
 
 use crate::encoder::{Encoder, Pooling};
 use crate::error::{LmdError, Result};
@@ -72,7 +68,7 @@ pub fn plan_batches(lengths: &[usize], token_budget: usize, max_batch: usize) ->
     batches
 }
 
-fn progress_bar(len: usize, label: &str, show: bool) -> ProgressBar {
+pub(crate) fn progress_bar(len: usize, label: &str, show: bool) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
@@ -202,140 +198,4 @@ pub fn fingerprint(texts: &[String]) -> u64 {
         }
     }
     h
-}
-
-/// Per-model, per-split embedding files under one folder:
-/// `{dir}/{model}/{split}-T{t}-{pooling}.safetensors`, written atomically (temp file + rename)
-/// with the texts' fingerprint, so a rerun reuses exactly the finished (model, split) pairs.
-#[derive(Debug, Clone)]
-pub struct EmbeddingStore {
-    dir: PathBuf,
-}
-
-const META_FINGERPRINT: &str = "lmd.texts_fnv1a64";
-const META_MODEL: &str = "lmd.model";
-
-impl EmbeddingStore {
-    /// A store rooted at `dir` (created on first write).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
-    }
-
-    /// The file of one model and split.
-    pub fn path(&self, model: &str, split: &str, opts: &ExtractOptions) -> PathBuf {
-        self.dir.join(model).join(format!(
-            "{split}-T{}-{}.safetensors",
-            opts.t,
-            opts.pooling.as_str()
-        ))
-    }
-
-    /// Loads a stored embedding if it exists and was computed from exactly `texts`.
-    pub fn load(
-        &self,
-        model: &str,
-        split: &str,
-        texts: &[String],
-        opts: &ExtractOptions,
-    ) -> Result<Option<Embedded>> {
-        let path = self.path(model, split, opts);
-        if !path.is_file() {
-            return Ok(None);
-        }
-        let bytes = std::fs::read(&path).map_err(|source| LmdError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let bad = |m: String| LmdError::Weights {
-            path: path.clone(),
-            message: m,
-        };
-        let (_, meta) =
-            safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
-        let want = fingerprint(texts).to_string();
-        let meta = meta.metadata().clone().unwrap_or_default();
-        if meta.get(META_FINGERPRINT) != Some(&want) {
-            return Ok(None);
-        }
-        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
-        let view = st.tensor("embeddings").map_err(|e| bad(e.to_string()))?;
-        let shape = view.shape();
-        if view.dtype() != Dtype::F32 || shape.len() != 2 || shape[0] != texts.len() {
-            return Err(bad(format!(
-                "expected f32 [{}, d], found {:?} {:?}",
-                texts.len(),
-                view.dtype(),
-                shape
-            )));
-        }
-        let data: Vec<f32> = view
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        Ok(Some(Embedded {
-            rows: shape[0],
-            width: shape[1],
-            data,
-            seconds: 0.0,
-            tokens: 0,
-        }))
-    }
-
-    /// Writes one model's embeddings of one split atomically.
-    pub fn save(
-        &self,
-        model: &str,
-        split: &str,
-        texts: &[String],
-        opts: &ExtractOptions,
-        e: &Embedded,
-    ) -> Result<PathBuf> {
-        let path = self.path(model, split, opts);
-        let parent = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|source| LmdError::Io {
-            path: parent.to_path_buf(),
-            source,
-        })?;
-        let bytes: Vec<u8> = e.data.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let view = TensorView::new(Dtype::F32, vec![e.rows, e.width], &bytes)
-            .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
-        let meta: HashMap<String, String> = [
-            (META_FINGERPRINT.to_string(), fingerprint(texts).to_string()),
-            (META_MODEL.to_string(), model.to_string()),
-            ("lmd.t".to_string(), opts.t.to_string()),
-            ("lmd.pooling".to_string(), opts.pooling.as_str().to_string()),
-        ]
-        .into_iter()
-        .collect();
-        let tmp = path.with_extension("safetensors.tmp");
-        let io = |source| LmdError::Io {
-            path: tmp.clone(),
-            source,
-        };
-        let data = safetensors::tensor::serialize([("embeddings", view)], Some(meta))
-            .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
-        std::fs::write(&tmp, data).map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)?;
-        Ok(path)
-    }
-
-    /// The stored embeddings of (model, split) when present for exactly these texts, else
-    /// computes and stores them. The flag says whether they were reused.
-    pub fn get_or_embed(
-        &self,
-        enc: &dyn Encoder,
-        split: &str,
-        texts: &[String],
-        opts: &ExtractOptions,
-    ) -> Result<(Embedded, bool)> {
-        if let Some(e) = self.load(enc.name(), split, texts, opts)? {
-            if e.width == enc.width() {
-                return Ok((e, true));
-            }
-        }
-        let e = embed_texts(enc, texts, opts)?;
-        self.save(enc.name(), split, texts, opts, &e)?;
-        Ok((e, false))
-    }
 }

@@ -21,7 +21,9 @@ pub mod tables;
 
 // --- pretrained encoders and embedding extraction ---
 pub mod encoder;
-pub mod extract;
 pub mod external;
+pub mod extract;
+pub mod shard;
+pub mod store;
 
 pub use error::{LmdError, Result};

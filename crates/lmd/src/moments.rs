@@ -511,7 +511,18 @@ impl Moments {
     /// `shift` \[D\]; JSON metadata with names, widths, n under the header key `lmd.moments`).
     /// The write is atomic (temporary file, then rename).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.save_with(path, &HashMap::new())
+    }
+
+    /// [`Moments::save`] with extra header metadata (e.g. what the moments were computed from;
+    /// read back by [`Moments::load_with`]). A key equal to the moments' own is refused.
+    pub fn save_with(&self, path: impl AsRef<Path>, extra: &HashMap<String, String>) -> Result<()> {
         let path = path.as_ref();
+        if extra.contains_key(META_KEY) {
+            return Err(LmdError::InvalidArgument(format!(
+                "metadata key {META_KEY} is reserved"
+            )));
+        }
         let d = self.dim();
         let gram = le_bytes((0..d * d).map(|k| self.gram_at(k / d, k % d)));
         let shift = le_bytes(self.shift());
@@ -528,7 +539,8 @@ impl Moments {
             ("shift", f64_view(&shift, vec![d])?),
             ("sum", f64_view(&sum, vec![d])?),
         ];
-        let info = HashMap::from([(META_KEY.to_string(), meta.to_string())]);
+        let mut info = extra.clone();
+        info.insert(META_KEY.to_string(), meta.to_string());
         let tmp = path.with_extension("safetensors.tmp");
         safetensors::serialize_to_file(tensors, Some(info), &tmp).map_err(|e| {
             LmdError::Malformed {
@@ -544,6 +556,11 @@ impl Moments {
 
     /// Reads moments written by [`Moments::save`], validating shapes and metadata.
     pub fn load(path: impl AsRef<Path>) -> Result<Self> {
+        Ok(Self::load_with(path)?.0)
+    }
+
+    /// Reads moments written by [`Moments::save_with`] and the extra metadata written with them.
+    pub fn load_with(path: impl AsRef<Path>) -> Result<(Self, HashMap<String, String>)> {
         let path = path.as_ref();
         let bad = |reason: String| LmdError::Malformed {
             path: path.to_path_buf(),
@@ -554,12 +571,12 @@ impl Moments {
             source,
         })?;
         let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
-        let meta = header
-            .metadata()
-            .as_ref()
-            .and_then(|m| m.get(META_KEY))
+        let mut extra = header.metadata().clone().unwrap_or_default();
+        let meta = extra
+            .remove(META_KEY)
             .ok_or_else(|| bad(format!("no {META_KEY} metadata")))?;
-        let meta: serde_json::Value = serde_json::from_str(meta).map_err(|e| bad(e.to_string()))?;
+        let meta: serde_json::Value =
+            serde_json::from_str(&meta).map_err(|e| bad(e.to_string()))?;
         if meta["format"] != FORMAT {
             return Err(bad(format!("format {} is not {FORMAT}", meta["format"])));
         }
@@ -600,7 +617,7 @@ impl Moments {
         m.gram = Mat::from_fn(d, d, |r, c| if r >= c { gram[r * d + c] } else { 0.0 });
         m.shift = has_shift.then_some(shift);
         m.n = n;
-        Ok(m)
+        Ok((m, extra))
     }
 }
 

@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder, Pooling};
-use lmd::extract::{embed_into_moments, embed_texts, plan_batches, EmbeddingStore, ExtractOptions};
+use lmd::extract::{embed_into_moments, embed_texts, plan_batches, ExtractOptions};
 use lmd::moments::Moments;
+use lmd::store::EmbeddingStore;
 
 fn fixture(name: &str) -> LoadedEncoder {
     load(
@@ -119,10 +120,7 @@ fn store_resumes_finished_models_and_rejects_other_texts() {
     assert_eq!(first.data, again.data);
     // Other texts (or another T) never reuse the file.
     let other = texts[1..].to_vec();
-    assert!(store
-        .load("roberta", "train", &other, &opts)
-        .unwrap()
-        .is_none());
+    assert!(store.load(&enc, "train", &other, &opts).unwrap().is_none());
     let (_, reused) = store.get_or_embed(&enc, "train", &other, &opts).unwrap();
     assert!(!reused);
 }

@@ -296,5 +296,7 @@ pub(crate) fn load(dir: &Path, name: String, opts: &LoadOptions) -> LmdResult<Lo
         max_tokens: cfg.seq_len,
         natural: Pooling::LastToken,
         device: opts.device.clone(),
+        dtype: opts.dtype,
+        fingerprint: Default::default(),
     })
 }

@@ -13,6 +13,7 @@ pub mod deberta_v2;
 pub mod distilbert;
 pub mod gpt2;
 pub mod hub;
+pub mod identity;
 pub mod layers;
 pub mod llama2c;
 pub mod tokenize;
@@ -27,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{LmdError, Result};
 pub use hub::resolve;
+pub use identity::{file_safe, folder_fingerprint, model_name};
 pub use tokenize::TextTokenizer;
 use weights::{read_config, Weights};
 
@@ -89,6 +91,14 @@ impl Default for LoadOptions {
 }
 
 impl LoadOptions {
+    /// The first CUDA device when this build has one, else the CPU, computing in `dtype`.
+    pub fn best_device(dtype: DType) -> Self {
+        Self {
+            device: Device::cuda_if_available(0).unwrap_or(Device::Cpu),
+            dtype,
+        }
+    }
+
     /// The first CUDA device at bf16 when this build has one, else CPU at f32.
     pub fn auto() -> Self {
         match Device::cuda_if_available(0) {
@@ -115,6 +125,13 @@ pub trait Encoder: Send + Sync {
     fn natural_pooling(&self) -> Pooling;
     /// The model's device.
     fn device(&self) -> &Device;
+    /// The dtype the model computes in (embeddings are returned as f32 whatever it is).
+    fn dtype(&self) -> DType;
+    /// What the model is, byte for byte: SHA-256 of its folder's files ([`folder_fingerprint`]).
+    /// Stored embeddings and moments record it, so a changed model is never read from a store.
+    fn fingerprint(&self) -> Result<String> {
+        folder_fingerprint(self.source())
+    }
     /// Token ids of each text, special tokens included, truncated to at most `t`.
     fn tokenize(&self, texts: &[&str], t: usize) -> Result<Vec<Vec<u32>>>;
     /// Last hidden states [n, L, d] (model dtype) of right-padded ids [n, L] with mask [n, L]
@@ -257,6 +274,8 @@ pub struct LoadedEncoder {
     max_tokens: usize,
     natural: Pooling,
     device: Device,
+    dtype: DType,
+    fingerprint: std::sync::OnceLock<String>,
 }
 
 impl LoadedEncoder {
@@ -289,6 +308,17 @@ impl Encoder for LoadedEncoder {
     fn device(&self) -> &Device {
         &self.device
     }
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+    fn fingerprint(&self) -> Result<String> {
+        // Hashing a checkpoint takes about a second per 500 MB: once per loaded model.
+        if let Some(f) = self.fingerprint.get() {
+            return Ok(f.clone());
+        }
+        let f = folder_fingerprint(&self.dir)?;
+        Ok(self.fingerprint.get_or_init(|| f).clone())
+    }
     fn tokenize(&self, texts: &[&str], t: usize) -> Result<Vec<Vec<u32>>> {
         if t > self.max_tokens {
             return Err(LmdError::SequenceTooLong {
@@ -315,10 +345,7 @@ impl Encoder for LoadedEncoder {
 /// Loads the model in `dir` (a Hugging Face folder or a llama2.c folder).
 pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> {
     let dir = dir.as_ref();
-    let name = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().to_string())
-        .unwrap_or_else(|| dir.display().to_string());
+    let name = model_name(dir);
     if !dir.join("config.json").is_file() {
         if llama2c::find_files(dir).is_some() {
             return llama2c::load(dir, name, opts);
@@ -461,6 +488,7 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         vocab,
         natural,
         roberta_tok,
+        dtype,
     } = built;
     let tokenizer = TextTokenizer::from_hf_dir(dir, roberta_tok)?;
     check_vocab(&tokenizer, vocab)?;
@@ -474,6 +502,8 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         max_tokens,
         natural,
         device: opts.device.clone(),
+        dtype,
+        fingerprint: Default::default(),
     })
 }
 
@@ -535,6 +565,7 @@ struct Built {
     vocab: usize,
     natural: Pooling,
     roberta_tok: bool,
+    dtype: DType,
 }
 
 /// Reads the config of `dir` as `C`, checks it, loads the weights with their prefix stripped
@@ -547,7 +578,8 @@ fn build<C: serde::de::DeserializeOwned, M: Backbone + 'static>(
     let cfg: C = read_config(dir)?;
     (arch.check)(&cfg, &dir.join("config.json"))?;
     let w = Weights::load(dir, &opts.device)?.strip_prefix(arch.embedding, arch.prefixes);
-    let vb = w.var_builder(arch.dtype.unwrap_or(opts.dtype), &opts.device);
+    let dtype = arch.dtype.unwrap_or(opts.dtype);
+    let vb = w.var_builder(dtype, &opts.device);
     let model = (arch.new)(&cfg, vb).map_err(|e| w.error(e))?;
     let (width, max_tokens, vocab, roberta_tok) = (arch.shape)(&cfg);
     Ok(Built {
@@ -557,6 +589,7 @@ fn build<C: serde::de::DeserializeOwned, M: Backbone + 'static>(
         vocab,
         natural: arch.pooling,
         roberta_tok,
+        dtype,
     })
 }
 

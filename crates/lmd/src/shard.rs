@@ -1,0 +1,391 @@
+//! Extraction at paper scale: a split's sequences cut into shards by sample range, each shard's
+//! joint moments streamed chunk by chunk (memory O(D² + chunk·D), never the n × D embeddings),
+//! checkpointed atomically so an interrupted shard resumes exactly, and the shards merged
+//! exactly ([`Moments::merge`]) after their keys are checked.
+//!
+//! A shard is a plain process (`lmd_table --shard i/N`): any scheduler runs them (a Slurm job
+//! array, one process per GPU); the analysis then runs once on the merged moments.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::encoder::Encoder;
+use crate::error::{LmdError, Result};
+use crate::extract::{embed_into_moments, fingerprint, progress_bar, ExtractOptions};
+use crate::moments::Moments;
+
+/// Shard `index` of `count` (0-based): the sample range `index·n/count .. (index+1)·n/count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which shard, 0-based.
+    pub index: usize,
+    /// How many shards the split is cut into.
+    pub count: usize,
+}
+
+impl Shard {
+    /// The whole split as one shard.
+    pub const WHOLE: Shard = Shard { index: 0, count: 1 };
+
+    /// Shard `index` of `count`; `count` > 0 and `index` < `count`.
+    pub fn new(index: usize, count: usize) -> Result<Self> {
+        if count == 0 || index >= count {
+            return Err(LmdError::InvalidArgument(format!(
+                "shard {index}/{count}: need 0 <= index < count"
+            )));
+        }
+        Ok(Self { index, count })
+    }
+
+    /// Every shard of a split cut into `count`.
+    pub fn all(count: usize) -> Result<Vec<Shard>> {
+        (0..count.max(1)).map(|i| Shard::new(i, count)).collect()
+    }
+
+    /// The rows of `n` this shard covers (the shards of one count tile `0..n`).
+    pub fn range(&self, n: usize) -> std::ops::Range<usize> {
+        self.index * n / self.count..(self.index + 1) * n / self.count
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl FromStr for Shard {
+    type Err = LmdError;
+    /// Reads `i/N`.
+    fn from_str(s: &str) -> Result<Self> {
+        let bad = || LmdError::InvalidArgument(format!("shard {s:?}: expected i/N, e.g. 0/4"));
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let num = |v: &str| v.trim().parse::<usize>().map_err(|_| bad());
+        Shard::new(num(i)?, num(n)?)
+    }
+}
+
+/// One model as a stored result records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelKey {
+    /// Display name.
+    pub name: String,
+    /// [`Encoder::fingerprint`]: its files, byte for byte.
+    pub fingerprint: String,
+    /// Device it ran on (`Cpu`, `Cuda { gpu_id: 0 }`).
+    pub device: String,
+    /// Dtype it computed in.
+    pub dtype: String,
+}
+
+impl ModelKey {
+    /// The key of a loaded model (hashes its folder once).
+    pub fn of(enc: &dyn Encoder) -> Result<Self> {
+        Ok(Self {
+            name: enc.name().to_string(),
+            fingerprint: enc.fingerprint()?,
+            device: format!("{:?}", enc.device().location()),
+            dtype: format!("{:?}", enc.dtype()),
+        })
+    }
+}
+
+/// Everything a stored embedding or moments file was computed from. A stored result is used
+/// only when its key equals the one asked for; otherwise it is computed again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExtractKey {
+    /// The models, in column-block order.
+    pub models: Vec<ModelKey>,
+    /// Pooling's short name.
+    pub pooling: String,
+    /// Tokens per sequence.
+    pub t: usize,
+    /// FNV-1a fingerprint (hex) of exactly the texts covered, in order.
+    pub texts: String,
+    /// How many texts that is.
+    pub rows: usize,
+    /// Which part of its split.
+    pub shard: Shard,
+    /// Sequences per moments update (fixes the order of accumulation, so a resumed shard equals
+    /// an uninterrupted one bit for bit); 0 for an embedding file.
+    pub chunk: usize,
+}
+
+/// The header metadata key a key is stored under.
+pub(crate) const KEY_META: &str = "lmd.extract_key";
+
+impl ExtractKey {
+    /// The key of `texts` (the shard's own rows) embedded by `models` with `opts`.
+    pub fn new(
+        models: &[ModelKey],
+        texts: &[String],
+        opts: &ExtractOptions,
+        shard: Shard,
+        chunk: usize,
+    ) -> Self {
+        Self {
+            models: models.to_vec(),
+            pooling: opts.pooling.as_str().to_string(),
+            t: opts.t,
+            texts: format!("{:016x}", fingerprint(texts)),
+            rows: texts.len(),
+            shard,
+            chunk,
+        }
+    }
+
+    /// The fields in which `other` differs from this key (empty when equal).
+    pub fn differences(&self, other: &ExtractKey) -> Vec<&'static str> {
+        let mut d = Vec::new();
+        let names = |k: &ExtractKey| k.models.iter().map(|m| m.name.clone()).collect::<Vec<_>>();
+        let field = |k: &ExtractKey, f: fn(&ModelKey) -> &String| {
+            k.models.iter().map(f).cloned().collect::<Vec<_>>()
+        };
+        if names(self) != names(other) {
+            d.push("models");
+        } else {
+            for (what, f) in [
+                (
+                    "model fingerprints",
+                    (|m: &ModelKey| &m.fingerprint) as fn(&ModelKey) -> &String,
+                ),
+                ("device", |m| &m.device),
+                ("dtype", |m| &m.dtype),
+            ] {
+                if field(self, f) != field(other, f) {
+                    d.push(what);
+                }
+            }
+        }
+        if self.pooling != other.pooling {
+            d.push("pooling");
+        }
+        if self.t != other.t {
+            d.push("T");
+        }
+        if (self.texts.as_str(), self.rows) != (other.texts.as_str(), other.rows) {
+            d.push("texts");
+        }
+        if self.shard != other.shard {
+            d.push("shard");
+        }
+        if self.chunk != other.chunk {
+            d.push("chunk");
+        }
+        d
+    }
+
+    /// As header metadata.
+    pub(crate) fn to_meta(&self) -> HashMap<String, String> {
+        let json = serde_json::to_string(self).unwrap_or_default();
+        HashMap::from([(KEY_META.to_string(), json)])
+    }
+
+    /// From header metadata; `None` when absent or unreadable (an older file: computed again).
+    pub(crate) fn from_meta(meta: &HashMap<String, String>) -> Option<Self> {
+        serde_json::from_str(meta.get(KEY_META)?).ok()
+    }
+}
+
+/// How a shard is streamed.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    /// Sequences per moments update (every model embeds them, then one joint update).
+    pub chunk: usize,
+    /// Least time between two checkpoints (each writes the D × D moments).
+    pub checkpoint_every: Duration,
+    /// Most rows this call processes (rounded down to whole chunks, at least one) before it
+    /// checkpoints and returns [`ShardStatus::Partial`] (time-sliced or pre-emptible jobs);
+    /// `None`: to the end.
+    pub max_rows: Option<usize>,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl Default for StreamSettings {
+    /// 512 sequences per update, a checkpoint at most every two minutes, no row limit.
+    fn default() -> Self {
+        Self {
+            chunk: 512,
+            checkpoint_every: Duration::from_secs(120),
+            max_rows: None,
+            progress: true,
+        }
+    }
+}
+
+/// What [`shard_moments`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ShardStatus {
+    /// A finished file with the same key was read.
+    Reused,
+    /// Computed from scratch (no file, or a file with another key: `replaced` names the fields
+    /// that differed).
+    Computed {
+        /// Fields of the stale file's key that differed (empty when there was no file).
+        replaced: Vec<&'static str>,
+    },
+    /// Continued from a checkpoint of `from` rows to the end.
+    Resumed {
+        /// Rows the checkpoint held.
+        from: u64,
+    },
+    /// Stopped at `rows` of the shard's rows after [`StreamSettings::max_rows`] (checkpointed).
+    Partial {
+        /// Rows done so far.
+        rows: u64,
+    },
+}
+
+/// The joint moments of `shard` of one split: `split_texts` are the split's texts (the shard
+/// takes its range), embedded by every model in `encoders` and streamed into [`Moments`] at
+/// `path` (safetensors with the [`ExtractKey`] in its header). A finished file with the same key
+/// is reused; a checkpoint with the same key is resumed exactly; a file with another key is
+/// replaced. Checkpoints are atomic (temporary file, then rename).
+pub fn shard_moments(
+    encoders: &[&dyn Encoder],
+    split_texts: &[String],
+    opts: &ExtractOptions,
+    shard: Shard,
+    path: &Path,
+    settings: &StreamSettings,
+) -> Result<(Moments, ShardStatus)> {
+    let texts = &split_texts[shard.range(split_texts.len())];
+    if texts.is_empty() {
+        return Err(LmdError::InvalidArgument(format!(
+            "shard {shard} of {} texts is empty",
+            split_texts.len()
+        )));
+    }
+    let chunk = settings.chunk.max(1);
+    let models = encoders
+        .iter()
+        .map(|e| ModelKey::of(*e))
+        .collect::<Result<Vec<_>>>()?;
+    let key = ExtractKey::new(&models, texts, opts, shard, chunk);
+    let names: Vec<String> = encoders.iter().map(|e| e.name().to_string()).collect();
+    let widths: Vec<usize> = encoders.iter().map(|e| e.width()).collect();
+    let (mut m, mut replaced) = (Moments::new(names, widths)?, Vec::new());
+    if path.is_file() {
+        let (stored, meta) = Moments::load_with(path)?;
+        match ExtractKey::from_meta(&meta) {
+            Some(k) if k == key => m = stored,
+            Some(k) => replaced = k.differences(&key),
+            None => replaced = vec!["key (none recorded)"],
+        }
+    }
+    let from = m.n();
+    if from as usize > texts.len() {
+        return Err(LmdError::Malformed {
+            path: path.to_path_buf(),
+            reason: format!("holds {from} rows of a {}-row shard", texts.len()),
+        });
+    }
+    if from as usize == texts.len() {
+        return Ok((m, ShardStatus::Reused));
+    }
+    // A row limit ends on the chunk grid (at least one chunk), so a resumed shard repeats the
+    // uninterrupted run's updates exactly.
+    let end = match settings.max_rows {
+        Some(r) if from as usize + r < texts.len() => {
+            let next = (from as usize / chunk + 1) * chunk;
+            ((from as usize + r) / chunk * chunk)
+                .max(next)
+                .min(texts.len())
+        }
+        _ => texts.len(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|source| LmdError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    let inner = ExtractOptions {
+        progress: false,
+        ..opts.clone()
+    };
+    let label = format!("moments {shard}");
+    let pb = progress_bar(texts.len(), &label, settings.progress && opts.progress);
+    pb.set_position(from);
+    let mut saved = Instant::now();
+    let mut start = from as usize;
+    // Chunks start at multiples of `chunk` from the shard's first row, whatever the resume point.
+    while start < end {
+        let stop = ((start / chunk + 1) * chunk).min(end);
+        embed_into_moments(encoders, &texts[start..stop], &inner, chunk, &mut m)?;
+        pb.set_position(stop as u64);
+        start = stop;
+        if start < end && saved.elapsed() >= settings.checkpoint_every {
+            m.save_with(path, &key.to_meta())?;
+            saved = Instant::now();
+        }
+    }
+    m.save_with(path, &key.to_meta())?;
+    pb.finish_and_clear();
+    let status = if end < texts.len() {
+        ShardStatus::Partial { rows: end as u64 }
+    } else if from > 0 {
+        ShardStatus::Resumed { from }
+    } else {
+        ShardStatus::Computed { replaced }
+    };
+    Ok((m, status))
+}
+
+/// Merges finished shard files into the moments of the whole split. Every file must carry the
+/// key in `expected` (same position) and be complete. Device and dtype are compared among the
+/// shards, not with `expected`: shards computed on GPUs may be merged on a machine without one,
+/// but never shards computed at two precisions.
+pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
+    let mut total: Option<Moments> = None;
+    let mut first: Option<ExtractKey> = None;
+    for (path, want) in files {
+        let bad = |reason: String| LmdError::Shard {
+            path: path.clone(),
+            reason,
+        };
+        if !path.is_file() {
+            return Err(bad(format!("shard {} has not been extracted", want.shard)));
+        }
+        let (m, meta) = Moments::load_with(path)?;
+        let got = ExtractKey::from_meta(&meta).ok_or_else(|| bad("no extraction key".into()))?;
+        let mut want = want.clone();
+        let reference = first.get_or_insert_with(|| got.clone());
+        for ((w, g), r) in want
+            .models
+            .iter_mut()
+            .zip(&got.models)
+            .zip(&reference.models)
+        {
+            if (&g.device, &g.dtype) != (&r.device, &r.dtype) {
+                return Err(bad(format!(
+                    "{} ran on {} at {}, the first shard on {} at {}",
+                    g.name, g.device, g.dtype, r.device, r.dtype
+                )));
+            }
+            (w.device, w.dtype) = (g.device.clone(), g.dtype.clone());
+        }
+        let diff = got.differences(&want);
+        if !diff.is_empty() {
+            return Err(bad(format!("computed from other {}", diff.join(", "))));
+        }
+        if m.n() as usize != want.rows {
+            return Err(bad(format!(
+                "unfinished: {} of {} rows (run the shard again to resume it)",
+                m.n(),
+                want.rows
+            )));
+        }
+        match total.as_mut() {
+            None => total = Some(m),
+            Some(t) => t.merge(&m)?,
+        }
+    }
+    total.ok_or_else(|| LmdError::InvalidArgument("no shards to merge".into()))
+}

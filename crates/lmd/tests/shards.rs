@@ -1,0 +1,255 @@
+//! Sharded streaming extraction: shards tile a split, merged shards equal one pass, a shard
+//! resumes exactly from a checkpoint, stale files are recomputed and bad shards refused by name.
+
+use std::path::{Path, PathBuf};
+
+use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder};
+use lmd::extract::ExtractOptions;
+use lmd::moments::Moments;
+use lmd::shard::{
+    merge_shards, shard_moments, ExtractKey, ModelKey, Shard, ShardStatus, StreamSettings,
+};
+use lmd::LmdError;
+
+fn fixture(name: &str) -> LoadedEncoder {
+    load(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+        &LoadOptions::default(),
+    )
+    .unwrap()
+}
+
+fn texts(n: usize) -> Vec<String> {
+    let words = [
+        "the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "fox",
+    ];
+    (0..n)
+        .map(|i| {
+            (0..(2 + (i * 7) % 9))
+                .map(|j| words[(i * 3 + j * 5 + i / 7) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect()
+}
+
+fn opts() -> ExtractOptions {
+    let mut o = ExtractOptions::new(12);
+    o.progress = false;
+    o
+}
+
+fn settings(chunk: usize) -> StreamSettings {
+    StreamSettings {
+        chunk,
+        progress: false,
+        ..StreamSettings::default()
+    }
+}
+
+fn assert_close(a: &Moments, b: &Moments, tol: f64) {
+    assert_eq!(a.n(), b.n());
+    let (ca, cb) = (a.covariance().unwrap(), b.covariance().unwrap());
+    let scale = (0..ca.nrows())
+        .map(|i| ca[(i, i)].abs())
+        .fold(0.0, f64::max);
+    for i in 0..ca.nrows() {
+        for j in 0..ca.ncols() {
+            assert!(
+                (ca[(i, j)] - cb[(i, j)]).abs() <= tol * scale,
+                "cov[{i},{j}] {} vs {}",
+                ca[(i, j)],
+                cb[(i, j)]
+            );
+        }
+    }
+    for (x, y) in a.mean().unwrap().iter().zip(&b.mean().unwrap()) {
+        assert!((x - y).abs() <= tol * (1.0 + x.abs()), "mean {x} vs {y}");
+    }
+}
+
+#[test]
+fn shards_tile_the_rows_and_parse_from_i_slash_n() {
+    for (n, count) in [(10, 3), (7, 7), (100, 1), (5, 4)] {
+        let ranges: Vec<_> = Shard::all(count)
+            .unwrap()
+            .iter()
+            .map(|s| s.range(n))
+            .collect();
+        assert_eq!(ranges[0].start, 0);
+        assert_eq!(ranges[count - 1].end, n);
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+    }
+    assert_eq!("2/5".parse::<Shard>().unwrap(), Shard::new(2, 5).unwrap());
+    for bad in ["5/5", "1", "a/2", "0/0", "-1/3"] {
+        assert!(bad.parse::<Shard>().is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn three_merged_shards_equal_one_pass() {
+    let (a, b) = (fixture("bert"), fixture("distilbert"));
+    let encs: [&dyn Encoder; 2] = [&a, &b];
+    let texts = texts(50);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, status) = shard_moments(
+        &encs,
+        &texts,
+        &opts(),
+        Shard::WHOLE,
+        &dir.path().join("whole.safetensors"),
+        &settings(8),
+    )
+    .unwrap();
+    assert_eq!(status, ShardStatus::Computed { replaced: vec![] });
+    let models: Vec<ModelKey> = encs.iter().map(|e| ModelKey::of(*e).unwrap()).collect();
+    let mut files = Vec::new();
+    for s in Shard::all(3).unwrap() {
+        let path = dir.path().join(format!("s{}.safetensors", s.index));
+        shard_moments(&encs, &texts, &opts(), s, &path, &settings(8)).unwrap();
+        let key = ExtractKey::new(&models, &texts[s.range(texts.len())], &opts(), s, 8);
+        files.push((path, key));
+    }
+    let merged = merge_shards(&files).unwrap();
+    assert_eq!(merged.names(), whole.names());
+    assert_close(&merged, &whole, 1e-12);
+}
+
+#[test]
+fn an_interrupted_shard_resumes_to_the_uninterrupted_moments_bit_for_bit() {
+    let (a, b) = (fixture("bert"), fixture("gpt2"));
+    let encs: [&dyn Encoder; 2] = [&a, &b];
+    let texts = texts(37);
+    let dir = tempfile::tempdir().unwrap();
+    let straight = dir.path().join("straight.safetensors");
+    let (m0, _) = shard_moments(
+        &encs,
+        &texts,
+        &opts(),
+        Shard::WHOLE,
+        &straight,
+        &settings(5),
+    )
+    .unwrap();
+    let cut = dir.path().join("cut.safetensors");
+    // 12 rows per call are rounded down to the chunk grid (10), so the resumed updates are the
+    // uninterrupted ones.
+    let mut s = settings(5);
+    s.max_rows = Some(12);
+    let (_, st) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &cut, &s).unwrap();
+    assert_eq!(st, ShardStatus::Partial { rows: 10 });
+    let (_, st) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &cut, &s).unwrap();
+    assert_eq!(st, ShardStatus::Partial { rows: 20 });
+    let (m1, st) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &cut, &settings(5)).unwrap();
+    assert_eq!(st, ShardStatus::Resumed { from: 20 });
+    let (c0, c1) = (m0.covariance().unwrap(), m1.covariance().unwrap());
+    for i in 0..c0.nrows() {
+        for j in 0..c0.ncols() {
+            assert_eq!(c0[(i, j)].to_bits(), c1[(i, j)].to_bits(), "cov[{i},{j}]");
+        }
+    }
+    let (_, st) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &cut, &settings(5)).unwrap();
+    assert_eq!(st, ShardStatus::Reused);
+}
+
+#[test]
+fn a_stale_file_is_recomputed_naming_what_changed() {
+    let (a, b) = (fixture("bert"), fixture("distilbert"));
+    let encs: [&dyn Encoder; 2] = [&a, &b];
+    let texts = texts(20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.safetensors");
+    shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(8)).unwrap();
+    let mut other = opts();
+    other.t = 10;
+    let (_, st) = shard_moments(&encs, &texts, &other, Shard::WHOLE, &path, &settings(8)).unwrap();
+    assert_eq!(
+        st,
+        ShardStatus::Computed {
+            replaced: vec!["T"]
+        }
+    );
+    let (_, st) = shard_moments(
+        &encs,
+        &texts[1..],
+        &other,
+        Shard::WHOLE,
+        &path,
+        &settings(8),
+    )
+    .unwrap();
+    assert_eq!(
+        st,
+        ShardStatus::Computed {
+            replaced: vec!["texts"]
+        }
+    );
+    // Another model under the same name: the fingerprint, not the name, decides.
+    let renamed = dir.path().join("bert");
+    std::fs::create_dir(&renamed).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/distilbert");
+    for f in std::fs::read_dir(&src).unwrap() {
+        let f = f.unwrap().path();
+        std::fs::copy(&f, renamed.join(f.file_name().unwrap())).unwrap();
+    }
+    let imposter = load(&renamed, &LoadOptions::default()).unwrap();
+    assert_eq!(imposter.name(), "bert");
+    let encs2: [&dyn Encoder; 2] = [&imposter, &b];
+    let (_, st) = shard_moments(
+        &encs2,
+        &texts[1..],
+        &other,
+        Shard::WHOLE,
+        &path,
+        &settings(8),
+    )
+    .unwrap();
+    assert_eq!(
+        st,
+        ShardStatus::Computed {
+            replaced: vec!["model fingerprints"]
+        }
+    );
+}
+
+#[test]
+fn merging_refuses_missing_unfinished_and_foreign_shards_by_path() {
+    let (a, b) = (fixture("bert"), fixture("distilbert"));
+    let encs: [&dyn Encoder; 2] = [&a, &b];
+    let texts = texts(30);
+    let dir = tempfile::tempdir().unwrap();
+    let models: Vec<ModelKey> = encs.iter().map(|e| ModelKey::of(*e).unwrap()).collect();
+    let shards = Shard::all(2).unwrap();
+    let files: Vec<(PathBuf, ExtractKey)> = shards
+        .iter()
+        .map(|&s| {
+            let rows = &texts[s.range(texts.len())];
+            let key = ExtractKey::new(&models, rows, &opts(), s, 4);
+            (dir.path().join(format!("s{}.safetensors", s.index)), key)
+        })
+        .collect();
+    let shard_err = |files: &[(PathBuf, ExtractKey)]| match merge_shards(files) {
+        Err(LmdError::Shard { path, reason }) => (path, reason),
+        other => panic!("expected a shard error, got {other:?}"),
+    };
+    shard_moments(&encs, &texts, &opts(), shards[0], &files[0].0, &settings(4)).unwrap();
+    let (path, reason) = shard_err(&files);
+    assert_eq!(path, files[1].0);
+    assert!(reason.contains("not been extracted"), "{reason}");
+    let mut s = settings(4);
+    s.max_rows = Some(4);
+    shard_moments(&encs, &texts, &opts(), shards[1], &files[1].0, &s).unwrap();
+    let (path, reason) = shard_err(&files);
+    assert_eq!(path, files[1].0);
+    assert!(reason.contains("unfinished: 4 of 15"), "{reason}");
+    // Shard 1 computed at another T is not part of this study.
+    let mut other = opts();
+    other.t = 9;
+    shard_moments(&encs, &texts, &other, shards[1], &files[1].0, &settings(4)).unwrap();
+    let (_, reason) = shard_err(&files);
+    assert!(reason.contains("other T"), "{reason}");
+    shard_moments(&encs, &texts, &opts(), shards[1], &files[1].0, &settings(4)).unwrap();
+    assert_eq!(merge_shards(&files).unwrap().n(), 30);
+}
