@@ -89,6 +89,48 @@ pub fn gemm(
     });
 }
 
+/// Columns per block of [`gemm_cols`]. Fixed, so that the blocks, and with them the result, do
+/// not depend on the number of threads.
+const COL_BLOCK: usize = 128;
+
+/// dst ← alpha·lhs·rhs (+ dst with [`Accum::Add`]) for products with few rows (the per-step
+/// GEMMs of a recurrence have B rows, which [`gemm`] would leave on one thread): dst is cut into
+/// fixed blocks of 128 columns, each a sequential faer GEMM, and the blocks are shared out over
+/// the pool.
+pub fn gemm_cols(
+    dst: MatMut<'_, f32>,
+    accum: Accum,
+    lhs: MatRef<'_, f32>,
+    rhs: MatRef<'_, f32>,
+    alpha: f32,
+) {
+    let n = dst.ncols();
+    let blocks = n.div_ceil(COL_BLOCK);
+    let parts = threads().min(blocks).max(1);
+    // Each part takes consecutive whole blocks.
+    let cols = blocks.div_ceil(parts) * COL_BLOCK;
+    let mut groups = Vec::with_capacity(parts);
+    let mut rest = dst;
+    let mut c0 = 0;
+    while c0 < n {
+        let take = cols.min(n - c0);
+        let (left, right) = rest.split_at_col_mut(take);
+        groups.push((c0, Mutex::new(left)));
+        rest = right;
+        c0 += take;
+    }
+    for_each_part(groups.len(), |p| {
+        let (g0, group) = &groups[p];
+        let mut group = group.lock().unwrap_or_else(|e| e.into_inner());
+        let width = group.ncols();
+        for b0 in (0..width).step_by(COL_BLOCK) {
+            let w = COL_BLOCK.min(width - b0);
+            let block = group.as_mut().subcols_mut(b0, w);
+            matmul(block, accum, lhs, rhs.subcols(g0 + b0, w), alpha, Par::Seq);
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,5 +165,28 @@ mod tests {
             }
         });
         assert!(v.iter().enumerate().all(|(i, &x)| x == i + 1));
+    }
+
+    #[test]
+    fn column_blocked_gemm_equals_its_blocks_run_one_by_one() {
+        for (m, k, n) in [(1, 3, 2), (16, 40, 128), (5, 13, 300), (16, 64, 1000)] {
+            let a = Mat::<f32>::from_fn(m, k, |i, j| ((i * 7 + j * 3) % 11) as f32 - 5.0);
+            let b = Mat::<f32>::from_fn(k, n, |i, j| ((i * 5 + j * 2) % 13) as f32 * 0.3 - 1.7);
+            let mut want = Mat::<f32>::from_fn(m, n, |i, j| (i + j) as f32);
+            let mut got = want.clone();
+            for c0 in (0..n).step_by(COL_BLOCK) {
+                let w = COL_BLOCK.min(n - c0);
+                matmul(
+                    want.as_mut().subcols_mut(c0, w),
+                    Accum::Add,
+                    a.as_ref(),
+                    b.as_ref().subcols(c0, w),
+                    0.5,
+                    Par::Seq,
+                );
+            }
+            gemm_cols(got.as_mut(), Accum::Add, a.as_ref(), b.as_ref(), 0.5);
+            assert_eq!(got, want, "{m}x{k}x{n}");
+        }
     }
 }

@@ -68,10 +68,21 @@ impl ElmoTower {
     /// The two directions separately, already shifted: (forward \[B,T,H\] from x_<t, backward
     /// \[B,T,H\] from x_>t; zeros in `AsReleased` mode).
     pub fn directions(&self, x: &Tensor, mask: &Tensor) -> Result<(Tensor, Tensor)> {
-        let f = shift_time(&self.fwd.forward(x, mask)?, true)?;
+        self.directions_with(x, mask, true)
+    }
+
+    /// [`ElmoTower::directions`], with the LSTMs' whole-sequence op where it applies (`fused`)
+    /// or their per-step graph (`!fused`, the tests' reference).
+    pub(crate) fn directions_with(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        fused: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let f = shift_time(&self.fwd.forward_with(x, mask, fused)?, true)?;
         let b = match &self.bwd {
             Some(bwd) => {
-                let rb = bwd.forward(&reverse_time(x)?, &reverse_time(mask)?)?;
+                let rb = bwd.forward_with(&reverse_time(x)?, &reverse_time(mask)?, fused)?;
                 shift_time(&reverse_time(&rb)?, false)?
             }
             None => f.zeros_like()?,
@@ -83,5 +94,43 @@ impl ElmoTower {
     pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let (f, b) = self.directions(x, mask)?;
         Ok(Tensor::cat(&[&f, &b], D::Minus1)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Style;
+    use crate::params::ParamStore;
+    use crate::test_util::assert_same_op;
+    use candle_core::{Device, Var};
+
+    #[test]
+    fn both_directions_match_the_per_step_graph_values_and_gradients() {
+        let cfg = ModelConfig::preset(Style::Elmo, "tiny").unwrap();
+        let store = ParamStore::new(&Device::Cpu, 5);
+        let tower = ElmoTower::new(&cfg, store.root().pp("tower")).unwrap();
+        let (b, t, h) = (3, 10, cfg.hidden_size);
+        let dev = Device::Cpu;
+        let xs: Vec<f32> = (0..b * t * h)
+            .map(|i| (i as f32 * 0.71).sin() * 1.5)
+            .collect();
+        let x = Var::from_tensor(&Tensor::from_vec(xs, (b, t, h), &dev).unwrap()).unwrap();
+        // PAD first in sequence 0, in the middle of sequence 1, at the end of sequence 2.
+        let mut m = vec![1f32; b * t];
+        (m[0], m[t + 4], m[3 * t - 1]) = (0.0, 0.0, 0.0);
+        let mask = Tensor::from_vec(m, (b, t, 1), &dev).unwrap();
+        let both = |fused: bool| {
+            let (f, r) = tower.directions_with(x.as_tensor(), &mask, fused).unwrap();
+            Tensor::cat(&[&f, &r], D::Minus1).unwrap()
+        };
+        let w: Vec<f32> = (0..b * t * 2 * h)
+            .map(|i| (i as f32 * 0.37).cos())
+            .collect();
+        let w = Tensor::from_vec(w, (b, t, 2 * h), &dev).unwrap();
+        let params = store.params();
+        let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
+        vars.push(&x);
+        assert_same_op(&both(true), &both(false), &w, &vars, 2e-5);
     }
 }

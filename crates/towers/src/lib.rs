@@ -21,7 +21,7 @@ pub mod error;
 mod fused_attention;
 mod fused_layer_norm;
 mod fused_linear;
-mod fused_lstm_cell;
+mod fused_lstm_seq;
 pub mod joint_head;
 pub mod layers;
 mod linear_nll;
