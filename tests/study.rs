@@ -78,6 +78,16 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     assert!((g.none + g.exactly_one) <= 1.0 + 1e-12 && g.mean >= g.exactly_one);
     assert_eq!(out.controls.len(), 3);
     assert!(out.controls.iter().all(|c| c.null_q975.is_finite()));
+    // The word-piece control: present exactly when continuation pieces were scored.
+    let pieces_md = dir.path().join("pieces_pairs.md");
+    match &out.pieces {
+        Some(p) => {
+            assert_eq!((p.runs.len(), p.pairs.len()), (3, 3));
+            assert!(p.runs.iter().any(|r| r.continuation > 0));
+            assert!(p.pairs[0].r_all.is_finite() && pieces_md.is_file());
+        }
+        None => assert!(!pieces_md.exists()),
+    }
 
     let again = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
     assert!(again.runs.iter().all(|r| r.reused));

@@ -24,6 +24,7 @@ pub mod error;
 pub mod groups;
 pub mod lmd_planted;
 pub mod lmd_study;
+pub mod pieces;
 pub mod pos;
 pub mod run;
 pub mod scoring;

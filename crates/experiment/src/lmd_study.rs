@@ -484,11 +484,11 @@ fn read_documents(spec: &LmdStudySpec, progress: bool) -> Result<Vec<Document>> 
     Ok(docs)
 }
 
+/// The texts of each split, named.
+type SplitTexts = [(&'static str, Vec<String>); 2];
+
 /// The extraction options and the (train, test) texts of T.
-fn sample(
-    ctx: &Context<'_>,
-    t: usize,
-) -> Result<(ExtractOptions, [(&'static str, Vec<String>); 2])> {
+fn sample(ctx: &Context<'_>, t: usize) -> Result<(ExtractOptions, SplitTexts)> {
     let spec = ctx.spec;
     let cfg = SamplerConfig::new(t, spec.n_train, 0, spec.n_test, spec.seed);
     let splits = SequenceSampler::new(ctx.tokenizer.clone(), cfg)?

@@ -15,6 +15,7 @@ use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence, EmergenceSpec};
 use crate::error::{io_at, write_json_atomic};
 use crate::groups::{word_groups, WordGroupSettings};
+use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
 use crate::run::{ensure_run, HeadQuality, RunOptions};
 use crate::scoring::{ScoringSet, ScoringSpec, ScoringText};
@@ -261,6 +262,8 @@ pub struct StudyOutcome {
     pub word_groups: Option<WordGroupSummary>,
     /// How the preference emerged during phase 1, when the spec asks for it.
     pub emergence: Option<Emergence>,
+    /// The word-piece control (first score kind; WordPiece vocabularies only).
+    pub pieces: Option<PieceControl>,
     /// Files written.
     pub outputs: Vec<PathBuf>,
 }
@@ -329,6 +332,7 @@ pub fn run_study(
     let mut pairs = Vec::new();
     let mut runs = Vec::new();
     let mut controls = Vec::new();
+    let mut pieces = None;
     let lex = lexicon(&data, &resolve_tags(&spec.tags, out), opts.progress)?;
     let tags = lex.to_dense(data.padded_vocab());
     for (ki, &kind) in spec.kinds.iter().enumerate() {
@@ -393,6 +397,16 @@ pub fn run_study(
         let t = controls_table(&controls, NULL_REPLICATES);
         outputs.extend(t.write_all(out, "controls")?);
         outputs.extend(score_figures(&rs, &data.freq, top, out)?);
+        let classes = piece_classes(&data.tok, data.padded_vocab())?;
+        pieces = piece_control(&rs, &data.freq, &classes, top)?;
+        if let Some(pc) = &pieces {
+            let (t, p) = piece_tables(&pc.runs, &pc.pairs, top);
+            outputs.extend(t.write_all(out, "pieces_runs")?);
+            outputs.extend(p.write_all(out, "pieces_pairs")?);
+            if opts.progress {
+                println!("{}\n{}", t.to_markdown(), p.to_markdown());
+            }
+        }
     }
     let mut ica = None;
     if let Some((label, settings)) = &spec.word_groups {
@@ -430,6 +444,7 @@ pub fn run_study(
         controls,
         word_groups: ica,
         emergence,
+        pieces,
         outputs,
     };
     write_json_atomic(&out.join("study.json"), &outcome)?;
