@@ -17,8 +17,8 @@ Two jobs, both optional and combinable:
 
 The reference is imported from the path given by ``--reference`` (a clone of
 https://github.com/haozhg/lmd); nothing of it is copied. Its ``cli.py`` imports pandas,
-transformers, datasets and tqdm at module level although the LMD class uses none of them: when
-they are not installed, empty stand-in modules are registered so that the import succeeds.
+transformers, datasets and tqdm at module level although the LMD class uses none of them: while
+it is imported, empty stand-in modules take their place (installed or not).
 
 Example (parity fixture, a few seconds):
   python3 scripts/lmd_reference_parity.py --reference /tmp/lmd --embeddings /tmp/lmd_emb \
@@ -34,36 +34,51 @@ import time
 import types
 
 
-def stub_missing(names):
-    """Registers empty modules for imports the reference makes but the LMD class never uses."""
-    stubbed = []
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError:
+class _Anything:
+    """Stands in for any name the reference imports but the LMD class never uses."""
 
-            class _Anything:
-                def __init__(self, *a, **k):
-                    pass
+    def __init__(self, *a, **k):
+        pass
 
-                def __call__(self, *a, **k):
-                    return _Anything()
+    def __call__(self, *a, **k):
+        return _Anything()
 
-                def __getattr__(self, _):
-                    return _Anything()
+    def __getattr__(self, _):
+        return _Anything()
 
-            mod = types.ModuleType(name)
-            mod.__getattr__ = lambda attr: _Anything()
-            sys.modules[name] = mod
-            stubbed.append(name)
-    return stubbed
+
+def _stub_module(name):
+    def attr(a):
+        # Dunder lookups (__file__, __path__ ...) must fail as for a real module: inspect and
+        # importlib walk sys.modules and read them.
+        if a.startswith("__"):
+            raise AttributeError(a)
+        return _Anything()
+
+    mod = types.ModuleType(name)
+    mod.__getattr__ = attr
+    return mod
+
+
+STUBBED = ["pandas", "transformers", "datasets", "tqdm"]
 
 
 def import_reference(path):
-    stubbed = stub_missing(["pandas", "transformers", "datasets", "tqdm"])
+    """Imports lmd/cli.py from the clone with its unused imports stubbed for the duration of the
+    import (installed or not: importing the real transformers is slow and version-fragile)."""
+    saved = {n: sys.modules.get(n) for n in STUBBED}
+    for n in STUBBED:
+        sys.modules[n] = _stub_module(n)
     sys.path.insert(0, os.path.abspath(path))
-    cli = importlib.import_module("lmd.cli")
-    return cli, stubbed
+    try:
+        cli = importlib.import_module("lmd.cli")
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+    return cli, STUBBED
 
 
 def generate(args, torch):
