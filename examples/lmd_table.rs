@@ -76,6 +76,13 @@ struct Args {
     /// Most padded tokens per forward pass.
     #[arg(long, default_value_t = 4096)]
     token_budget: usize,
+    /// How sequences are made: sampled (exactly T word pieces from disjoint documents) or
+    /// reference (the reference code's chunks of concatenated rows; needs --test-corpus).
+    #[arg(long, default_value = "sampled")]
+    sampler: String,
+    /// Test split's file for `--sampler reference` (e.g. wikitext-2/test.txt).
+    #[arg(long)]
+    test_corpus: Option<PathBuf>,
     /// Compute dtype: f32 (fidelity) or bf16 (speed on a GPU).
     #[arg(long, default_value = "f32")]
     dtype: String,
@@ -128,6 +135,8 @@ fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
     spec.seed = args.seed;
     spec.token_budget = args.token_budget;
     spec.dtype = args.dtype.clone();
+    spec.sampler = args.sampler.parse()?;
+    spec.test_corpus = args.test_corpus.clone();
     spec.chunk = args.chunk;
     spec.shards = args.shards;
     spec.merge_only = args.merge_only;

@@ -3,7 +3,8 @@
 //! Streaming readers (plain text, WikiText, folders of `.txt`, JSONL), sentence splitting, a
 //! tokenizer wrapper over `tokenizers`, token frequencies, training data for the three model
 //! styles (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches
-//! with a resumable cursor, document-level splits, the LMD `SequenceSampler`, a seeded synthetic
+//! with a resumable cursor, document-level splits, the LMD `SequenceSampler` and the LMD reference's chunking
+//! ([`reference_chunks`]), a seeded synthetic
 //! corpus with gold UPOS tags, and a UPOS tagger with the per-token `PosLexicon`.
 //!
 //! This crate has no candle dependency: everything is plain Rust data.
@@ -17,6 +18,7 @@ pub mod labels;
 pub mod mlm;
 pub mod pos;
 pub mod read;
+pub mod reference_chunks;
 pub mod sampler;
 pub mod sentence;
 pub mod split;
@@ -35,6 +37,7 @@ pub use pos::{
     TaggerConfig, TokenTag, Upos,
 };
 pub use read::{read_documents, DocSource, Document, Documents, Format};
+pub use reference_chunks::{reference_chunks, text_rows, REFERENCE_GROUP_ROWS};
 pub use sampler::{Sample, SampleText, SampledSplits, SamplerConfig, SequenceSampler};
 pub use sentence::{split_sentences, SentenceSplitter};
 pub use split::{DocumentSplitter, Split, SplitFractions, SplitKey};

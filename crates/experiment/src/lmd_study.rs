@@ -83,10 +83,44 @@ pub struct LmdStudySpec {
     /// Sequences per moments update (part of a shard's key: it fixes the order of the sums).
     #[serde(default = "default_chunk")]
     pub chunk: usize,
+    /// How sequences are made from the corpus.
+    #[serde(default)]
+    pub sampler: LmdSampler,
+    /// [`LmdSampler::Reference`] only: the file whose rows make the test sequences (the
+    /// reference takes train and test from the dataset's own splits).
+    #[serde(default)]
+    pub test_corpus: Option<PathBuf>,
     /// Analyse only: every shard must already be extracted (by [`extract_lmd_shard`], perhaps
     /// on other machines); nothing is embedded, models are read on the CPU for their keys.
     #[serde(default)]
     pub merge_only: bool,
+}
+
+/// How the sequences of an LMD study are made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LmdSampler {
+    /// [`corpus::SequenceSampler`]: sequences of exactly T word pieces from disjoint train and
+    /// test documents, seeded.
+    #[default]
+    Sampled,
+    /// The reference's pipeline ([`corpus::reference_chunks`]): rows tokenized with specials,
+    /// concatenated per 1000 rows, cut into T-token chunks, decoded; the first `n_train` chunks
+    /// of `corpus` and the first `n_test` of `test_corpus`.
+    Reference,
+}
+
+impl std::str::FromStr for LmdSampler {
+    type Err = ExperimentError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "sampled" => Ok(Self::Sampled),
+            "reference" => Ok(Self::Reference),
+            _ => Err(ExperimentError::Invalid(format!(
+                "sampler {s:?}: expected sampled or reference"
+            ))),
+        }
+    }
 }
 
 fn default_dtype() -> String {
@@ -119,6 +153,8 @@ impl LmdStudySpec {
             dtype: default_dtype(),
             shards: 1,
             chunk: default_chunk(),
+            sampler: LmdSampler::Sampled,
+            test_corpus: None,
             merge_only: false,
         }
     }
@@ -158,6 +194,14 @@ impl LmdStudySpec {
             }
         }
         require(&self.corpus, "the LMD corpus")?;
+        if self.sampler == LmdSampler::Reference {
+            let test = self.test_corpus.as_ref().ok_or_else(|| {
+                ExperimentError::Invalid(
+                    "the reference sampler needs a test corpus (the dataset's test split)".into(),
+                )
+            })?;
+            require(test, "the LMD test corpus")?;
+        }
         require(&self.tokenizer, "the tokenizer that counts word pieces")?;
         let invalid = |m: String| Err(ExperimentError::Invalid(m));
         if self.models.len() < 2 {
@@ -385,7 +429,10 @@ impl<'a> Context<'a> {
             spec,
             encoders,
             tokenizer: Tokenizer::load(&spec.tokenizer)?,
-            docs: read_documents(spec, progress)?,
+            docs: match spec.sampler {
+                LmdSampler::Sampled => read_documents(spec, progress)?,
+                LmdSampler::Reference => Vec::new(),
+            },
             ridge: spec.ridge()?,
             out,
             progress,
@@ -490,10 +537,33 @@ type SplitTexts = [(&'static str, Vec<String>); 2];
 /// The extraction options and the (train, test) texts of T.
 fn sample(ctx: &Context<'_>, t: usize) -> Result<(ExtractOptions, SplitTexts)> {
     let spec = ctx.spec;
-    let cfg = SamplerConfig::new(t, spec.n_train, 0, spec.n_test, spec.seed);
-    let splits = SequenceSampler::new(ctx.tokenizer.clone(), cfg)?
-        .sample(ctx.docs.iter().cloned().map(Ok))?;
-    let (train, test) = (splits.texts(Split::Train), splits.texts(Split::Test));
+    let (train, test) = match spec.sampler {
+        LmdSampler::Sampled => {
+            let cfg = SamplerConfig::new(t, spec.n_train, 0, spec.n_test, spec.seed);
+            let splits = SequenceSampler::new(ctx.tokenizer.clone(), cfg)?
+                .sample(ctx.docs.iter().cloned().map(Ok))?;
+            (splits.texts(Split::Train), splits.texts(Split::Test))
+        }
+        LmdSampler::Reference => {
+            let test_file = spec.test_corpus.as_deref().unwrap_or(&spec.corpus);
+            let chunks = |path: &Path, n: usize| -> Result<Vec<String>> {
+                let text = std::fs::read_to_string(path).map_err(crate::error::io_at(path))?;
+                let rows = corpus::text_rows(&text);
+                let mut c = corpus::reference_chunks(
+                    &ctx.tokenizer,
+                    &rows,
+                    t,
+                    corpus::REFERENCE_GROUP_ROWS,
+                )?;
+                c.truncate(n);
+                Ok(c)
+            };
+            (
+                chunks(&spec.corpus, spec.n_train)?,
+                chunks(test_file, spec.n_test)?,
+            )
+        }
+    };
     if ctx.progress {
         println!(
             "T = {t}: {} train, {} test sequences",
@@ -708,6 +778,41 @@ mod tests {
         let spec = LmdStudySpec::new(vec!["a".into(), "b".into()], "c".into(), "v".into());
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<LmdStudySpec>(&text).unwrap(), spec);
+    }
+
+    #[test]
+    fn the_reference_sampler_takes_the_first_chunks_of_each_split_file() {
+        let fixtures = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../lmd/tests/fixtures"
+        ));
+        let models = vec![fixtures.join("bert"), fixtures.join("distilbert")];
+        let mut spec = LmdStudySpec::new(
+            models,
+            shared("data/wikitext-2/valid.txt"),
+            shared("data/bert-base-uncased/vocab.txt"),
+        );
+        spec.sampler = LmdSampler::Reference;
+        (spec.ts, spec.n_train, spec.n_test) = (vec![16], 80, 30);
+        let dir = tempfile::tempdir().unwrap();
+        // Without the test split's file the spec is refused before anything is loaded.
+        let e = run_lmd_study(&spec, dir.path(), false).unwrap_err();
+        assert!(e.to_string().contains("test corpus"), "{e}");
+        spec.test_corpus = Some(shared("data/wikitext-2/test.txt"));
+        let o = run_lmd_study(&spec, dir.path(), false).unwrap();
+        assert_eq!((o.per_t[0].n_train, o.per_t[0].n_test), (80, 30));
+        assert!(o.per_t[0].group_r2.iter().all(|r| r.is_finite()));
+        // The test moments are those of the first 30 reference chunks of the test file.
+        let tok = corpus::Tokenizer::load(&spec.tokenizer).unwrap();
+        let text = std::fs::read_to_string(spec.test_corpus.as_ref().unwrap()).unwrap();
+        let chunks = corpus::reference_chunks(&tok, &corpus::text_rows(&text), 16, 1000).unwrap();
+        let (m, meta) =
+            Moments::load_with(dir.path().join("moments/T16/test-shard-0-of-1.safetensors"))
+                .unwrap();
+        assert_eq!(m.n(), 30);
+        let key: serde_json::Value = serde_json::from_str(&meta["lmd.extract_key"]).unwrap();
+        let want = format!("{:016x}", lmd::extract::fingerprint(&chunks[..30]));
+        assert_eq!(key["texts"], want);
     }
 
     #[test]
