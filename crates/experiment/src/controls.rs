@@ -143,11 +143,13 @@ pub fn score_figures(
     let all: Vec<&[Option<f64>]> = runs.iter().map(|r| r.scores.values.as_slice()).collect();
     let common = top_tokens(freq, top_n, &all);
     let (order, curves) = sorted_profile(&first.scores.values, &all, &common)?;
-    let series: Vec<Series> = runs
+    let mut series: Vec<Series> = runs
         .iter()
         .zip(curves)
         .map(|(r, y)| Series::from_y(r.label.clone(), y))
         .collect();
+    // The sorting run last, drawn on top: the others scatter around its monotone curve.
+    series.rotate_left(1);
     let fig3 = out.join("fig3_sorted_scores.png");
     let opts = PlotOptions {
         title: format!(
