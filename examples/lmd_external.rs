@@ -1,0 +1,163 @@
+//! LMD on embeddings computed elsewhere: reads a folder of external embeddings
+//! (`lmd::external`: safetensors, `.npy`, `torch.save` dicts, the reference's `embeddings.pt`),
+//! accumulates one moment matrix per split, runs the whole analysis (pairwise R² and ρ, group R²
+//! and ρ, CKA), writes the reports, and with `--reference` compares every number with the
+//! reference implementation's JSON written by `scripts/lmd_reference_parity.py`. Prints a JSON
+//! object as its last line.
+//!
+//! `cargo run --release --example lmd_external -- --embeddings DIR --out out/lmd_external
+//!  [--reference DIR/reference.json]`
+
+mod common;
+
+use std::error::Error;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use lmsplit::lmd::analysis::{analyze_with, Analysis, Arithmetic};
+use lmsplit::lmd::external::{read_split, ReadOptions};
+use lmsplit::lmd::fit::Ridge;
+use lmsplit::lmd::tables;
+use serde_json::{json, Value};
+
+#[derive(Parser, Debug)]
+#[command(about = "LMD on external embeddings (train and test split of one folder)")]
+struct Args {
+    /// Folder of embeddings (layouts: see `lmd::external`).
+    #[arg(long)]
+    embeddings: PathBuf,
+    /// Ridge α on the covariance (the reference's default 1e-6).
+    #[arg(long, default_value_t = 1e-6)]
+    alpha: f64,
+    /// Apply α as the reference does, to the n−1-normalised covariance (`torch.cov`): our
+    /// moments divide by n, so the equivalent ridge is α (n−1)/n.
+    #[arg(long)]
+    unbiased: bool,
+    /// Group fits with the f32 product on whitened matrices (`Arithmetic::MixedF32`).
+    #[arg(long)]
+    mixed: bool,
+    /// Models to read, comma separated, in this order (default: all, by name).
+    #[arg(long, value_delimiter = ',')]
+    models: Option<Vec<String>>,
+    /// Tensor name in per-model files holding several tensors.
+    #[arg(long)]
+    tensor: Option<String>,
+    /// Output folder for the tables (none written when absent).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The reference's JSON (`scripts/lmd_reference_parity.py --out`) to compare with.
+    #[arg(long)]
+    reference: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    common::finish(run(Args::parse()))
+}
+
+fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    lmsplit::alloc::retain_freed_memory();
+    let opts = ReadOptions {
+        tensor: args.tensor.clone(),
+        models: args.models.clone(),
+    };
+    let t0 = Instant::now();
+    let train = read_split(&args.embeddings, "train", &opts)?;
+    let t_read_train = t0.elapsed().as_secs_f64();
+    let m_train = train.to_moments()?;
+    let (names, widths) = (train.names(), train.widths());
+    drop(train);
+    let t1 = Instant::now();
+    let test = read_split(&args.embeddings, "test", &opts)?;
+    if test.names() != names || test.widths() != widths {
+        return Err(format!(
+            "train holds {names:?} of widths {widths:?}, test {:?} of widths {:?}",
+            test.names(),
+            test.widths()
+        )
+        .into());
+    }
+    let t_read_test = t1.elapsed().as_secs_f64();
+    let m_test = test.to_moments()?;
+    drop(test);
+    let read_and_accumulate = t0.elapsed().as_secs_f64();
+
+    let n = m_train.n() as f64;
+    let lambda = if args.unbiased {
+        args.alpha * (n - 1.0) / n
+    } else {
+        args.alpha
+    };
+    let arithmetic = if args.mixed {
+        Arithmetic::MixedF32
+    } else {
+        Arithmetic::F64
+    };
+    let t2 = Instant::now();
+    let a = analyze_with(&m_train, &m_test, Ridge::Fixed(lambda), arithmetic)?;
+    let analysis = t2.elapsed().as_secs_f64();
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out)?;
+        tables::write_analysis(out, &a)?;
+    }
+    let mut summary = json!({
+        "models": names,
+        "widths": widths,
+        "n_train": m_train.n(),
+        "n_test": m_test.n(),
+        "lambda": lambda,
+        "group_method": format!("{:?}", a.group.method),
+        "group_r2": a.group.r2,
+        "group_rho": a.group.rho(),
+        "seconds": {
+            "read_train": t_read_train,
+            "read_test": t_read_test,
+            "read_and_accumulate": read_and_accumulate,
+            "analysis": analysis,
+            "total": t0.elapsed().as_secs_f64(),
+        },
+    });
+    if let Some(path) = &args.reference {
+        let reference: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+        summary["vs_reference"] = compare(&a, &reference)?;
+    }
+    println!("{summary}");
+    Ok(())
+}
+
+/// Largest differences from the reference's numbers (matched by model name).
+fn compare(a: &Analysis, r: &Value) -> Result<Value, Box<dyn Error>> {
+    let names: Vec<String> = serde_json::from_value(r["models"].clone())?;
+    let pair: Vec<Vec<f64>> = serde_json::from_value(r["pairwise_r2"].clone())?;
+    let group: Vec<f64> = serde_json::from_value(r["group_r2"].clone())?;
+    let group_rho = r["group_rho"].as_f64().ok_or("reference: no group_rho")?;
+    let idx = |name: &str| {
+        a.group
+            .names
+            .iter()
+            .position(|n| n == name)
+            .ok_or_else(|| format!("reference model {name} not in our analysis"))
+    };
+    let (mut d_pair, mut d_rho, mut d_group) = (0f64, 0f64, 0f64);
+    for (i, ti) in names.iter().enumerate() {
+        let oi = idx(ti)?;
+        d_group = d_group.max((a.group.r2[oi] - group[i]).abs());
+        for (j, tj) in names.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            let oj = idx(tj)?;
+            d_pair = d_pair.max((a.pairwise_r2.get(oi, oj) - pair[i][j]).abs());
+            let rho = (pair[i][j] + pair[j][i]) / 2.0;
+            d_rho = d_rho.max((a.pairwise_rho.get(oi, oj) - rho).abs());
+        }
+    }
+    Ok(json!({
+        "reference_dtype": r["dtype"],
+        "max_abs_diff_pairwise_r2": d_pair,
+        "max_abs_diff_pairwise_rho": d_rho,
+        "max_abs_diff_group_r2": d_group,
+        "abs_diff_group_rho": (a.group.rho() - group_rho).abs(),
+    }))
+}
