@@ -1,36 +1,15 @@
 //! Extraction: length-bucketed batches restore input order, streaming into joint moments equals
 //! moments of the stacked embeddings, and the per-model store resumes exactly.
 
-use std::path::Path;
 
-use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder, Pooling};
+use lmd::encoder::{Encoder, Pooling};
 use lmd::extract::{embed_into_moments, embed_texts, plan_batches, ExtractOptions};
 use lmd::moments::Moments;
 use lmd::store::EmbeddingStore;
 
-fn fixture(name: &str) -> LoadedEncoder {
-    load(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-        &LoadOptions::default(),
-    )
-    .unwrap()
-}
+mod fixture;
 
-fn texts(n: usize) -> Vec<String> {
-    let words = [
-        "the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "quick", "fox", "hello",
-    ];
-    (0..n)
-        .map(|i| {
-            (0..(1 + (i * 7) % 11))
-                .map(|j| words[(i * 3 + j * 5) % words.len()])
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
-}
+use fixture::{encoder as fixture, texts};
 
 #[test]
 fn batches_cover_every_sequence_within_budget() {

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lmd::encoder::{load, Encoder, LoadOptions, LoadedEncoder};
+use lmd::encoder::{load, Encoder, LoadOptions};
 use lmd::extract::ExtractOptions;
 use lmd::moments::Moments;
 use lmd::shard::{
@@ -11,34 +11,26 @@ use lmd::shard::{
 };
 use lmd::LmdError;
 
-fn fixture(name: &str) -> LoadedEncoder {
-    load(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-        &LoadOptions::default(),
-    )
-    .unwrap()
-}
+mod fixture;
 
-fn texts(n: usize) -> Vec<String> {
-    let words = [
-        "the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "fox",
-    ];
-    (0..n)
-        .map(|i| {
-            (0..(2 + (i * 7) % 9))
-                .map(|j| words[(i * 3 + j * 5 + i / 7) % words.len()])
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .collect()
-}
+use fixture::{encoder as fixture, texts};
 
 fn opts() -> ExtractOptions {
     let mut o = ExtractOptions::new(12);
     o.progress = false;
     o
+}
+
+/// What [`shard_moments`] did for the whole split at chunk 8.
+fn status(
+    encs: &[&dyn Encoder],
+    texts: &[String],
+    opts: &ExtractOptions,
+    path: &Path,
+) -> ShardStatus {
+    shard_moments(encs, texts, opts, Shard::WHOLE, path, &settings(8))
+        .unwrap()
+        .1
 }
 
 fn settings(chunk: usize) -> StreamSettings {
@@ -161,30 +153,16 @@ fn a_stale_file_is_recomputed_naming_what_changed() {
     let texts = texts(20);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.safetensors");
-    shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(8)).unwrap();
+    let replaced = |fields: &[&'static str]| ShardStatus::Computed {
+        replaced: fields.to_vec(),
+    };
+    assert_eq!(status(&encs, &texts, &opts(), &path), replaced(&[]));
     let mut other = opts();
     other.t = 10;
-    let (_, st) = shard_moments(&encs, &texts, &other, Shard::WHOLE, &path, &settings(8)).unwrap();
+    assert_eq!(status(&encs, &texts, &other, &path), replaced(&["T"]));
     assert_eq!(
-        st,
-        ShardStatus::Computed {
-            replaced: vec!["T"]
-        }
-    );
-    let (_, st) = shard_moments(
-        &encs,
-        &texts[1..],
-        &other,
-        Shard::WHOLE,
-        &path,
-        &settings(8),
-    )
-    .unwrap();
-    assert_eq!(
-        st,
-        ShardStatus::Computed {
-            replaced: vec!["texts"]
-        }
+        status(&encs, &texts[1..], &other, &path),
+        replaced(&["texts"])
     );
     // Another model under the same name: the fingerprint, not the name, decides.
     let renamed = dir.path().join("bert");
@@ -197,20 +175,13 @@ fn a_stale_file_is_recomputed_naming_what_changed() {
     let imposter = load(&renamed, &LoadOptions::default()).unwrap();
     assert_eq!(imposter.name(), "bert");
     let encs2: [&dyn Encoder; 2] = [&imposter, &b];
-    let (_, st) = shard_moments(
-        &encs2,
-        &texts[1..],
-        &other,
-        Shard::WHOLE,
-        &path,
-        &settings(8),
-    )
-    .unwrap();
     assert_eq!(
-        st,
-        ShardStatus::Computed {
-            replaced: vec!["model fingerprints"]
-        }
+        status(&encs2, &texts[1..], &other, &path),
+        replaced(&["model fingerprints"])
+    );
+    assert_eq!(
+        status(&encs2, &texts[1..], &other, &path),
+        ShardStatus::Reused
     );
 }
 
