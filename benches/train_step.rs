@@ -16,7 +16,7 @@
 use candle_core::Device;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lmsplit::corpus::TokenBatch;
-use lmsplit::towers::data::BatchSource;
+use lmsplit::towers::BatchSource;
 use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
 
 fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {

@@ -3,6 +3,8 @@
 //! This facade re-exports every crate of the workspace under one name, plus [`alloc`] (allocator
 //! tuning for CPU binaries) and [`process`] (CPU time for timings).
 
+#![deny(missing_docs)]
+
 pub mod alloc;
 pub mod process;
 

@@ -4,7 +4,7 @@
 //! tokenizer wrapper over `tokenizers`, token frequencies, training data for the three model
 //! styles (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches
 //! with a resumable cursor, document-level splits, the LMD `SequenceSampler` and the LMD reference's chunking
-//! ([`reference_chunks`]), a seeded synthetic
+//! ([`reference_chunks()`]), a seeded synthetic
 //! corpus with gold UPOS tags, and a UPOS tagger with the per-token `PosLexicon`.
 //!
 //! This crate has no candle dependency: everything is plain Rust data.

@@ -104,7 +104,7 @@ pub enum LmdSampler {
     /// test documents, seeded.
     #[default]
     Sampled,
-    /// The reference's pipeline ([`corpus::reference_chunks`]): rows tokenized with specials,
+    /// The reference's pipeline ([`corpus::reference_chunks()`]): rows tokenized with specials,
     /// concatenated per 1000 rows, cut into T-token chunks, decoded; the first `n_train` chunks
     /// of `corpus` and the first `n_test` of `test_corpus`.
     Reference,

@@ -12,8 +12,8 @@ use candle_core::{DType, Device};
 use corpus::{TokenBatch, IGNORE_LABEL};
 use heads::{evaluate, retrain, HeadConfig, PositionLogProbs, TowerHeads};
 use serde::{Deserialize, Serialize};
-use towers::data::BatchSource;
-use towers::train::evaluate_loss;
+use towers::evaluate_loss;
+use towers::BatchSource;
 use towers::{
     Budget, CorpusSource, EarlyStop, Schedule, TrainConfig, TrainSummary, Trainer, TwoTowerLm,
 };

@@ -5,8 +5,8 @@ use std::path::Path;
 
 use corpus::{TokenBatch, IGNORE_LABEL};
 use serde::{Deserialize, Serialize};
-use towers::loss::score_log_probs;
-use towers::norm::log_softmax_last;
+use towers::nn::log_softmax_last;
+use towers::nn::score_log_probs;
 use towers::TwoTowerLm;
 
 use crate::head::TowerHeads;

@@ -5,9 +5,9 @@ use std::path::Path;
 use candle_core::{Device, Tensor, D};
 use corpus::TokenBatch;
 use serde::{Deserialize, Serialize};
-use towers::layers::{gelu, Linear};
-use towers::loss::labelled_positions;
-use towers::norm::{layer_norm, LayerNorm};
+use towers::nn::labelled_positions;
+use towers::nn::{gelu, Linear};
+use towers::nn::{layer_norm, LayerNorm};
 use towers::{Init, ParamStore, TwoTowerLm};
 
 use crate::{HeadsError, Result};

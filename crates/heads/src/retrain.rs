@@ -6,8 +6,8 @@ use candle_core::Tensor;
 use corpus::TokenBatch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use towers::data::BatchSource;
-use towers::loss::linear_cross_entropy;
+use towers::nn::linear_cross_entropy;
+use towers::BatchSource;
 use towers::{
     NllPass, ParamStore, TowersError, TrainConfig, TrainSummary, Trainable, Trainer, TwoTowerLm,
 };

@@ -3,7 +3,7 @@
 use candle_core::Device;
 use corpus::{TokenBatch, IGNORE_LABEL};
 use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
-use towers::data::{unigram_entropy, BatchSource};
+use towers::{unigram_entropy, BatchSource};
 use towers::{
     Budget, ElmoMode, MarkovSource, ModelConfig, Style, TrainConfig, Trainable, Trainer, TwoTowerLm,
 };

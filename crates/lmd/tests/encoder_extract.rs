@@ -1,7 +1,6 @@
 //! Extraction: length-bucketed batches restore input order, streaming into joint moments equals
 //! moments of the stacked embeddings, and the per-model store resumes exactly.
 
-
 use lmd::encoder::{Encoder, Pooling};
 use lmd::extract::{embed_into_moments, embed_texts, plan_batches, ExtractOptions};
 use lmd::moments::Moments;

@@ -7,9 +7,6 @@ use serde_json::{json, Value};
 
 use crate::{Result, TowersError};
 
-#[cfg(any(test, feature = "test-support"))]
-pub use crate::markov::{SYN_MASK, SYN_PAD};
-
 /// A resumable stream of batches. `cursor` must capture everything needed so that after
 /// `seek(&cursor)` the same batches follow (checkpoints store it).
 pub trait BatchSource {

@@ -79,10 +79,10 @@ impl ElmoTower {
         mask: &Tensor,
         fused: bool,
     ) -> Result<(Tensor, Tensor)> {
-        let f = shift_time(&self.fwd.forward_with(x, mask, fused)?, true)?;
+        let f = shift_time(&self.fwd.forward(x, mask, fused)?, true)?;
         let b = match &self.bwd {
             Some(bwd) => {
-                let rb = bwd.forward_with(&reverse_time(x)?, &reverse_time(mask)?, fused)?;
+                let rb = bwd.forward(&reverse_time(x)?, &reverse_time(mask)?, fused)?;
                 shift_time(&reverse_time(&rb)?, false)?
             }
             None => f.zeros_like()?,

@@ -6,48 +6,54 @@
 //! clipping, warmup + linear decay, gradient accumulation, token / step / wall-clock budgets,
 //! validation, JSON-lines metrics and atomic checkpoints that resume bit-exactly on CPU.
 //!
-//! LayerNorm and softmax are written from basic ops ([`norm`]) because candle's fused versions
-//! have no backward pass.
+//! LayerNorm and softmax are written from basic ops (with fused CPU custom ops carrying their own
+//! backward passes) because candle's fused versions have no backward pass; [`nn`] exposes these
+//! differentiable building blocks to the crates that build heads on frozen towers.
 
 #![deny(missing_docs)]
 
-pub mod attention;
-pub mod checkpoint;
-pub mod config;
-pub mod data;
-pub mod elmo;
-pub mod embedding;
-pub mod error;
+mod attention;
+mod checkpoint;
+mod config;
+mod data;
+mod elmo;
+mod embedding;
+mod error;
 mod fused_attention;
 mod fused_layer_norm;
 mod fused_linear;
 mod fused_lstm_seq;
-pub mod joint_head;
-pub mod layers;
+mod joint_head;
+mod layers;
 mod linear_nll;
-pub mod loss;
-pub mod lstm;
+mod loss;
+mod lstm;
 #[cfg(any(test, feature = "test-support"))]
 mod markov;
-pub mod metrics;
-pub mod model;
-pub mod norm;
-pub mod optim;
-pub mod params;
-pub mod schedule;
+mod metrics;
+mod model;
+pub mod nn;
+mod norm;
+mod optim;
+mod params;
+mod schedule;
 #[cfg(test)]
 mod test_util;
-pub mod train;
-pub mod transformer;
+mod train;
+mod transformer;
 
+pub use checkpoint::{load_model, CHECKPOINT_DIR};
 pub use config::{ElmoMode, ModelConfig, Style};
-pub use data::{BatchSource, CorpusSource, VecSource};
+pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
-pub use markov::MarkovSource;
+pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};
 pub use model::{DeviceBatch, TwoTowerLm};
-pub use optim::{AdamW, AdamWConfig};
+pub use optim::{clip_grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
-pub use train::{Budget, EarlyStop, TrainConfig, TrainSummary, Trainable, Trainer};
+pub use train::{
+    evaluate_loss, Budget, EarlyStop, StepStats, TrainConfig, TrainState, TrainSummary, Trainable,
+    Trainer,
+};

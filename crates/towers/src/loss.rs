@@ -31,7 +31,7 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
     Ok(log_softmax_last(logits)?.gather(&lab, 1)?.squeeze(1)?)
 }
 
-/// [`target_log_probs`] for scoring, without a gradient: on CPU with f32 logits every row runs
+/// `target_log_probs` for scoring, without a gradient: on CPU with f32 logits every row runs
 /// through the fused kernel (−`kernels::nll_row`) over the thread pool, about ten times faster
 /// than the composed graph at V = 8192; elsewhere the composed graph. Labels must lie below V.
 pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {

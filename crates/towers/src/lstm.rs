@@ -90,14 +90,10 @@ impl Lstm {
     }
 
     /// Runs left to right over `x` [B, T, D]; `mask` [B, T, 1] (1 real, 0 PAD) zeroes the state
-    /// at PAD steps, so a sequence read after PADs starts fresh. Returns [B, T, H].
-    pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        self.forward_with(x, mask, true)
-    }
-
-    /// [`Lstm::forward`], with the whole-sequence op where it applies (`fused`, f32 on the CPU)
-    /// or the per-step graph throughout (`!fused`, the tests' reference).
-    pub(crate) fn forward_with(&self, x: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
+    /// at PAD steps, so a sequence read after PADs starts fresh. Returns [B, T, H]. With `fused`
+    /// each layer is the whole-sequence op where it applies (f32 on the CPU); `!fused` runs the
+    /// per-step graph throughout (other devices and dtypes, and the tests' reference).
+    pub fn forward(&self, x: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
         let mut seq = x.clone();
         for layer in &self.layers {
             let gx_all = layer.w_ih.forward(&seq)?;
@@ -245,8 +241,8 @@ mod tests {
         let (b, t) = (3, 11);
         let x = f32var(&[b, t, 6], 9, 1.5);
         let mask = mask_with_pads(b, t);
-        let fused = lstm.forward_with(x.as_tensor(), &mask, true).unwrap();
-        let reference = lstm.forward_with(x.as_tensor(), &mask, false).unwrap();
+        let fused = lstm.forward(x.as_tensor(), &mask, true).unwrap();
+        let reference = lstm.forward(x.as_tensor(), &mask, false).unwrap();
         let params = store.params();
         let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
         vars.push(&x);

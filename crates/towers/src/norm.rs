@@ -26,7 +26,7 @@ pub fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
 
 /// Layer normalisation over the last dimension, computed in f32 for half-precision inputs
 /// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on CPU runs as one
-/// fused op with its backward pass; other devices and dtypes run [`composed_layer_norm`].
+/// fused op with its backward pass; other devices and dtypes run `composed_layer_norm`.
 pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
     if on_host_f32(&[x, gamma, beta]) {
         let dims = x.dims().to_vec();

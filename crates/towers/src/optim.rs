@@ -90,7 +90,7 @@ impl AdamW {
     }
 
     /// [`AdamW::step`] on the gradients multiplied by `grad_scale` (the clipping factor of
-    /// [`clip_factor`], applied inside the update instead of as a separate pass). On CPU with
+    /// `clip_factor`, applied inside the update instead of as a separate pass). On CPU with
     /// f32 tensors each parameter is updated in one fused pass; elsewhere by tensor ops with
     /// the same f32 arithmetic.
     pub fn step_scaled(
@@ -218,7 +218,7 @@ pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
 }
 
 /// Global L2 norm of the gradients; when it exceeds `max_norm`, every gradient is scaled by
-/// [`clip_factor`] (PyTorch `clip_grad_norm_`). Returns the norm before clipping, or an error
+/// `clip_factor` (PyTorch `clip_grad_norm_`). Returns the norm before clipping, or an error
 /// if it is not finite.
 pub fn clip_grad_norm(grads: &mut [Option<Tensor>], max_norm: f64) -> Result<f64> {
     let norm = grad_norm(grads)?;

@@ -52,7 +52,6 @@ impl Block {
 pub struct TransformerTower {
     blocks: Vec<Block>,
     final_ln: Option<LayerNorm>,
-    causal: bool,
 }
 
 impl TransformerTower {
@@ -61,8 +60,7 @@ impl TransformerTower {
         let blocks = (0..cfg.n_layers)
             .map(|i| Block::new(cfg, init.pp(format!("layer{i}"))))
             .collect::<Result<Vec<_>>>()?;
-        let causal = cfg.style == Style::Gpt;
-        let final_ln = if causal {
+        let final_ln = if cfg.style == Style::Gpt {
             Some(LayerNorm::new(
                 cfg.hidden_size,
                 cfg.layer_norm_eps,
@@ -71,16 +69,7 @@ impl TransformerTower {
         } else {
             None
         };
-        Ok(Self {
-            blocks,
-            final_ln,
-            causal,
-        })
-    }
-
-    /// Whether attention is causal.
-    pub fn is_causal(&self) -> bool {
-        self.causal
+        Ok(Self { blocks, final_ln })
     }
 
     /// Encodes `x` [B, T, H] under the additive attention `bias` [B, 1, T, T].

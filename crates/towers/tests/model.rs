@@ -5,7 +5,7 @@ mod common;
 use candle_core::{Tensor, D};
 use common::*;
 use corpus::{TokenBatch, IGNORE_LABEL};
-use towers::data::{BatchSource, SYN_MASK};
+use towers::{BatchSource, SYN_MASK};
 use towers::{ElmoMode, ModelConfig, Style, TowersError};
 
 fn all_configs() -> Vec<(&'static str, ModelConfig)> {

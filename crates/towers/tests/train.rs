@@ -4,8 +4,8 @@ mod common;
 
 use candle_core::{Device, Tensor};
 use common::*;
-use towers::data::unigram_entropy;
-use towers::optim::clip_grad_norm;
+use towers::clip_grad_norm;
+use towers::unigram_entropy;
 use towers::{AdamW, AdamWConfig, Budget, ElmoMode, ParamStore, Style, TrainConfig, Trainer};
 
 fn cfg(steps: u64, lr: f64) -> TrainConfig {
@@ -177,7 +177,7 @@ fn truncated_checkpoint_is_a_typed_error() {
         .train(&mut s, &[])
         .unwrap();
     let ck = dir.path().join("checkpoint");
-    let loaded = towers::checkpoint::load_model(&ck, &Device::Cpu).unwrap();
+    let loaded = towers::load_model(&ck, &Device::Cpu).unwrap();
     assert_eq!(loaded.config(), &mc);
     let w = ck.join("weights.safetensors");
     let bytes = std::fs::read(&w).unwrap();

@@ -2,7 +2,7 @@
 #![allow(dead_code)]
 
 use candle_core::Device;
-use towers::data::BatchSource;
+use towers::BatchSource;
 use towers::{ElmoMode, MarkovSource, ModelConfig, Style, TwoTowerLm};
 
 /// Tiny preset of `style`, K towers, vocabulary 64.
