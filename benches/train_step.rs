@@ -11,13 +11,17 @@
 //!
 //! Whole-process timing beside the PyTorch peer (`scripts/peer_two_tower_gpt.py`):
 //! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape,
-//! runs one warm-up step and 10 timed steps, prints JSON and exits.
+//! runs one warm-up step and 10 timed steps, prints JSON and exits. For ELMo it also prints the
+//! step's GFLOP/s (matrix products only, backward = 2x forward) beside faer's f32 GEMM rate at the
+//! recurrent product's shape and at 1024^3, measured in the same process.
 
 use candle_core::Device;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lmsplit::corpus::TokenBatch;
 use lmsplit::towers::BatchSource;
 use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
+
+mod common;
 
 fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     let tiny = ModelConfig::preset(style, "tiny").unwrap();
@@ -80,6 +84,29 @@ fn trainer(model: &TwoTowerLm) -> Trainer<'_, TwoTowerLm> {
     Trainer::new(model, tc, None).unwrap()
 }
 
+/// Matrix-product flops of one ELMo training step per token (forward x 3: the backward pass
+/// costs two products per forward one): per tower the input projection Linear(2H, H); per
+/// direction and layer the input-to-gate product (width H, then C, to 4C) and the recurrent one
+/// (C to 4C); per direction the projection Linear(C, H); the joint head's Linear(K 2H, 2H) and
+/// the tied output layer (2H to V). Elementwise work is left out.
+fn elmo_flops_per_token(cfg: &ModelConfig) -> f64 {
+    let (h, c, v, k) = (
+        cfg.hidden_size as f64,
+        cfg.lstm_size as f64,
+        cfg.vocab_size as f64,
+        cfg.n_towers as f64,
+    );
+    let layers: f64 = (0..cfg.n_layers)
+        .map(|l| {
+            let d_in = if l == 0 { h } else { c };
+            2.0 * d_in * 4.0 * c + 2.0 * c * 4.0 * c
+        })
+        .sum();
+    let tower = 2.0 * (2.0 * h) * h + 2.0 * (layers + 2.0 * c * h);
+    let head = 2.0 * (k * 2.0 * h) * (2.0 * h) + 2.0 * (2.0 * h) * v;
+    3.0 * (k * tower + head)
+}
+
 /// `TRAIN_STEP_ONESHOT=style/shape/steps`: times `steps` steps after one warm-up step.
 fn oneshot(spec: &str) {
     let parts: Vec<&str> = spec.split('/').collect();
@@ -105,13 +132,22 @@ fn oneshot(spec: &str) {
         tr.step(std::slice::from_ref(&batch)).unwrap();
     }
     let secs = start.elapsed().as_secs_f64();
-    println!(
-        "{}",
-        serde_json::json!({
-            "style": format!("{style:?}"), "shape": shape,
-            "tokens_per_s": (steps * b * t) as f64 / secs, "s_per_step": secs / steps as f64,
-        })
-    );
+    let tokens_per_s = (steps * b * t) as f64 / secs;
+    let mut out = serde_json::json!({
+        "style": format!("{style:?}"), "shape": shape,
+        "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
+    });
+    if style == Style::Elmo {
+        let flops = elmo_flops_per_token(&cfg);
+        let c = cfg.lstm_size;
+        out["mflop_per_token"] = (flops / 1e6).into();
+        out["gflop_per_s"] = (flops * tokens_per_s / 1e9).into();
+        out["faer_gemm_recurrent_gflop_per_s"] =
+            common::faer_gemm_gflops(b, c, 4 * c, 1.0f32, 200).into();
+        out["faer_gemm_1024_gflop_per_s"] =
+            common::faer_gemm_gflops(1024, 1024, 1024, 1.0f32, 10).into();
+    }
+    println!("{out}");
 }
 
 fn train_step(c: &mut Criterion) {

@@ -25,6 +25,7 @@ import torch.nn as nn
 # hidden H, cell C, vocab V, batch B, steps T
 SHAPES = {
     "small": (128, 512, 8192, 16, 128),
+    "base_2tower": (256, 2048, 30528, 4, 128),
     "tiny": (16, 32, 64, 16, 64),
 }
 
