@@ -34,8 +34,9 @@ pub enum Protocol {
     /// the embedded synthetic corpus (gold word classes). For tests.
     Smoke,
     /// The powered CPU reproduction: WikiText-2 train, an 8k WordPiece vocabulary trained on
-    /// it, GPT `peer_small` seeds 0-2 and BERT seeds 0-1 (several epochs each), scored on
-    /// WikiText-103 valid + test, POS tags from the EWT-trained tagger.
+    /// it, GPT `peer_small` seeds 0-2 and BERT seeds 0-1 (8M tokens each), ELMo
+    /// `peer_small` seeds 0-1 (2M tokens), scored on WikiText-103 valid + test, POS tags from
+    /// the EWT-trained tagger.
     Cpu,
     /// `cpu` scaled for a GPU: `base_2tower` towers, longer training.
     Gpu,
@@ -167,6 +168,15 @@ impl StudySpec {
                     r.heads = heads.clone();
                     r
                 };
+                // ELMo trains at ~1.5k tokens/s on 2 cores against GPT's ~8.5k (docs/towers.md):
+                // on the CPU a quarter of GPT's phase-1 budget.
+                let elmo = |seed| {
+                    let mut r = run(Style::Elmo, seed);
+                    if !gpu {
+                        r.phase1.budget_tokens = 2_000_000;
+                    }
+                    r
+                };
                 let scoring = ScoringSpec {
                     text: Some(ScoringText {
                         paths: ["wiki.valid.tokens", "wiki.test.tokens"]
@@ -184,6 +194,8 @@ impl StudySpec {
                         run(Style::Gpt, 2),
                         run(Style::Bert, 0),
                         run(Style::Bert, 1),
+                        elmo(0),
+                        elmo(1),
                     ],
                     corpus,
                     selections: vec![

@@ -343,12 +343,7 @@ pub fn read_split(
             n
         }
     };
-    if names.is_empty() {
-        return Err(ExternalError::EmptyFolder {
-            path: dir.to_path_buf(),
-            split: split.to_string(),
-        });
-    }
+    non_empty(&names, dir, split)?;
     let mut models = Vec::with_capacity(names.len());
     for name in names {
         let matrix = by_name
@@ -365,6 +360,17 @@ pub fn read_split(
         });
     }
     finish_split(split, layout, models)
+}
+
+/// [`ExternalError::EmptyFolder`] when no model was found for `split` in `dir`.
+fn non_empty(names: &[String], dir: &Path, split: &str) -> Result<()> {
+    if names.is_empty() {
+        return Err(ExternalError::EmptyFolder {
+            path: dir.to_path_buf(),
+            split: split.to_string(),
+        });
+    }
+    Ok(())
 }
 
 fn read_per_model(dir: &Path, split: &str, opts: &ReadOptions) -> Result<SplitEmbeddings> {
@@ -390,12 +396,7 @@ fn read_per_model(dir: &Path, split: &str, opts: &ReadOptions) -> Result<SplitEm
             names
         }
     };
-    if names.is_empty() {
-        return Err(ExternalError::EmptyFolder {
-            path: dir.to_path_buf(),
-            split: split.to_string(),
-        });
-    }
+    non_empty(&names, dir, split)?;
     let mut models = Vec::with_capacity(names.len());
     for name in names {
         let stem = dir.join(&name).join(split);

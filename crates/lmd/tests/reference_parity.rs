@@ -73,13 +73,13 @@ fn ours(unbiased: bool) -> Analysis {
     analyze(&train, &test, Ridge::Fixed(lambda)).unwrap()
 }
 
-#[test]
-fn equals_the_float64_reference_to_rounding() {
-    let r = load("reference_float64.json");
-    assert_eq!(r["dtype"], "float64");
+/// Our tables against the reference's JSON of `dtype`: every |Δ| below `tol`.
+fn check_against_reference(file: &str, dtype: &str, tol: f64) {
+    let r = load(file);
+    assert_eq!(r["dtype"], dtype);
     let d = diffs(&ours(true), &r);
     eprintln!(
-        "vs float64 reference: pairwise R² {:.2e}, pairwise ρ {:.2e}, group R² {:.2e}, group ρ {:.2e}",
+        "vs {dtype} reference: pairwise R² {:.2e}, pairwise ρ {:.2e}, group R² {:.2e}, group ρ {:.2e}",
         d.pairwise_r2, d.pairwise_rho, d.group_r2, d.group_rho
     );
     for (what, v) in [
@@ -88,28 +88,19 @@ fn equals_the_float64_reference_to_rounding() {
         ("group R²", d.group_r2),
         ("group ρ", d.group_rho),
     ] {
-        assert!(v < 1e-10, "{what}: {v:e}");
+        assert!(v < tol, "{what}: {v:e}");
     }
 }
 
 #[test]
+fn equals_the_float64_reference_to_rounding() {
+    check_against_reference("reference_float64.json", "float64", 1e-10);
+}
+
+#[test]
 fn equals_the_float32_reference_to_its_rounding() {
-    let r = load("reference_float32.json");
-    assert_eq!(r["dtype"], "float32");
-    let d = diffs(&ours(true), &r);
-    eprintln!(
-        "vs float32 reference: pairwise R² {:.2e}, pairwise ρ {:.2e}, group R² {:.2e}, group ρ {:.2e}",
-        d.pairwise_r2, d.pairwise_rho, d.group_r2, d.group_rho
-    );
     // The bar is 1e-4; the observed float32 rounding of the reference is far below.
-    for (what, v) in [
-        ("pairwise R²", d.pairwise_r2),
-        ("pairwise ρ", d.pairwise_rho),
-        ("group R²", d.group_r2),
-        ("group ρ", d.group_rho),
-    ] {
-        assert!(v < 1e-6, "{what}: {v:e}");
-    }
+    check_against_reference("reference_float32.json", "float32", 1e-6);
 }
 
 #[test]
