@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use lmsplit::lmd::analysis::{analyze_with, Analysis, Arithmetic};
-use lmsplit::lmd::external::{read_split, ReadOptions};
+use lmsplit::lmd::external::{read_train_test, ReadOptions, TrainTest};
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::tables;
 use serde_json::{json, Value};
@@ -63,24 +63,12 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         models: args.models.clone(),
     };
     let t0 = Instant::now();
-    let train = read_split(&args.embeddings, "train", &opts)?;
-    let t_read_train = t0.elapsed().as_secs_f64();
-    let m_train = train.to_moments()?;
-    let (names, widths) = (train.names(), train.widths());
-    drop(train);
-    let t1 = Instant::now();
-    let test = read_split(&args.embeddings, "test", &opts)?;
-    if test.names() != names || test.widths() != widths {
-        return Err(format!(
-            "train holds {names:?} of widths {widths:?}, test {:?} of widths {:?}",
-            test.names(),
-            test.widths()
-        )
-        .into());
-    }
-    let t_read_test = t1.elapsed().as_secs_f64();
-    let m_test = test.to_moments()?;
-    drop(test);
+    let TrainTest {
+        names,
+        widths,
+        train: m_train,
+        test: m_test,
+    } = read_train_test(&args.embeddings, &opts)?;
     let read_and_accumulate = t0.elapsed().as_secs_f64();
 
     let n = m_train.n() as f64;
@@ -111,8 +99,6 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         "group_r2": a.group.r2,
         "group_rho": a.group.rho(),
         "seconds": {
-            "read_train": t_read_train,
-            "read_test": t_read_test,
             "read_and_accumulate": read_and_accumulate,
             "analysis": analysis,
             "total": t0.elapsed().as_secs_f64(),

@@ -284,9 +284,23 @@ impl SplitEmbeddings {
     }
 }
 
-/// Reads both splits of `dir` and returns their moments `(train, test)`; the splits must hold
-/// the same models with the same widths. Each split is read, accumulated and dropped in turn.
-pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<(Moments, Moments)> {
+/// The moments of both splits of an external-embeddings folder, with the models they hold.
+#[derive(Debug, Clone)]
+pub struct TrainTest {
+    /// The models, in the order of the moments' blocks.
+    pub names: Vec<String>,
+    /// Each model's embedding width D_i.
+    pub widths: Vec<usize>,
+    /// The train split's moments.
+    pub train: Moments,
+    /// The test split's moments.
+    pub test: Moments,
+}
+
+/// Reads both splits of `dir` into their moments; the splits must hold the same models with
+/// the same widths ([`ExternalError::SplitMismatch`]). Each split is read, accumulated and
+/// dropped in turn, so memory holds one split's embeddings at a time.
+pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<TrainTest> {
     let dir = dir.as_ref();
     let train = read_split(dir, "train", opts)?;
     let (names, widths) = (train.names(), train.widths());
@@ -299,7 +313,13 @@ pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<(Mom
             test.widths()
         )));
     }
-    Ok((train, test.to_moments()?))
+    let test = test.to_moments()?;
+    Ok(TrainTest {
+        names,
+        widths,
+        train,
+        test,
+    })
 }
 
 /// Reads one split of `dir` (see the module documentation for the layouts), checking shapes,

@@ -12,7 +12,7 @@ use candle_core::{DType, Device, Tensor};
 use lmd::analysis::analyze;
 use lmd::external::{
     read_npy, read_safetensors_all, read_split, read_torch, read_train_test, write_npy,
-    ExternalError, Layout, Matrix, ReadOptions, Values,
+    ExternalError, Layout, Matrix, ReadOptions, TrainTest, Values,
 };
 use lmd::fit::Ridge;
 use lmd::moments::Moments;
@@ -116,7 +116,8 @@ fn per_model_npy_folder_gives_the_direct_moments() {
     assert_eq!(s.names(), ["a", "b", "c"]);
     assert_eq!(s.widths(), [3, 4, 2]);
     assert_eq!(s.rows(), 60);
-    let (train, test) = read_train_test(dir.path(), &ReadOptions::default()).unwrap();
+    let TrainTest { train, test, .. } =
+        read_train_test(dir.path(), &ReadOptions::default()).unwrap();
     // f32 inputs go through Moments::update: bit-identical to feeding the blocks directly.
     assert_same_moments(&train, &direct_moments(&random_models(60, 1)), 0.0);
     assert_same_moments(&test, &direct_moments(&random_models(25, 2)), 0.0);
@@ -307,7 +308,7 @@ fn torch_save_per_split_nested_and_transposed() {
                 assert_eq!(as_f64(&m.matrix), want);
             }
         }
-        let (train, test) = read_train_test(dir, &ReadOptions::default()).unwrap();
+        let TrainTest { train, test, .. } = read_train_test(dir, &ReadOptions::default()).unwrap();
         assert_eq!((train.n(), test.n()), (5, 4));
     };
     let per_split = fixtures().join("per_split");

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use lmd::analysis::{analyze, Analysis};
-use lmd::external::{read_train_test, ReadOptions};
+use lmd::external::{read_train_test, ReadOptions, TrainTest};
 use lmd::fit::Ridge;
 use serde_json::Value;
 
@@ -61,7 +61,8 @@ fn load(name: &str) -> Value {
 }
 
 fn ours(unbiased: bool) -> Analysis {
-    let (train, test) = read_train_test(fixture(), &ReadOptions::default()).unwrap();
+    let TrainTest { train, test, .. } =
+        read_train_test(fixture(), &ReadOptions::default()).unwrap();
     assert_eq!((train.n(), test.n()), (800, 200));
     let alpha = 1e-6;
     let n = train.n() as f64;
