@@ -1,0 +1,251 @@
+//! A target device's numbers against the CPU's, in one command: two-tower gradients and short
+//! training runs (f32, and bf16 compute against f32), pretrained encoders' pooled embeddings
+//! (f32, bf16, and against transformers' reference outputs) and LMD's joint moments.
+//!
+//! ```text
+//! # here (CPU target against the CPU reference: the f32 comparisons are trivially equal, the
+//! # bf16 ones are real because candle's CPU backend computes bf16 through the composed graph)
+//! cargo run --example gpu_check -- --device cpu
+//! # build for the GPU machine (see docs/gpu.md), then run the binary there without cargo
+//! source ../shared/tools/cuda-env.sh
+//! cargo build --release --features cuda --example gpu_check
+//! bin/gpu_check --device cuda --no-minilm --fixtures crates/lmd/tests/fixtures --out out/gpu_check
+//! ```
+//!
+//! Checks (one line each on stdout: name, metric, measured value, bound, PASS/FAIL, detail):
+//! - `grad/<style>/<shape>/init`: the initial weights are bit-identical (drawn on the host);
+//!   `/f32`: every variable's f32 gradient within [`towers_checks::GRAD_REL_TOL`] of the CPU's,
+//!   relative to its largest entry; `/finite-nonzero`: every variable gets a finite, non-zero
+//!   gradient on the target. Styles ELMo, GPT, BERT; shapes `tiny` and `wide`.
+//! - `train/<style>/<shape>/f32`, `/bf16`: `--steps` AdamW updates from the same weights and
+//!   batches on the target (f32, then bf16 compute on f32 masters) against the CPU in f32,
+//!   each step's loss within the stated tolerance; a NaN fails.
+//! - `enc/<model>/f32/{rel,cos}`, `/bf16/{rel,cos}`, `/transformers`: the parity fixtures under
+//!   `--fixtures` and MiniLM (`--minilm`, skipped with `--no-minilm`): pooled embeddings of
+//!   eight texts on the target against the CPU in f32, and the target's against transformers.
+//! - `moments/embed/{mean,cov}`: joint moments streamed from the target's embeddings against
+//!   the CPU's; `moments/f64/{mean,cov}`: the same embeddings accumulated on the target
+//!   (`Moments::update_tensor`) against the host.
+//!
+//! The JSON report (`<out>/gpu_check.json`) lists every check with its result. The exit code is
+//! 1 when any check fails, naming the failed checks; errors are printed as sentences.
+
+mod common;
+#[path = "gpu_check/compare.rs"]
+mod compare;
+#[path = "gpu_check/encoder_checks.rs"]
+mod encoder_checks;
+#[path = "gpu_check/report.rs"]
+mod report;
+#[path = "gpu_check/towers_checks.rs"]
+mod towers_checks;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use candle_core::{Device, DeviceLocation};
+use clap::{Parser, ValueEnum};
+use lmsplit::towers::Style;
+use serde_json::json;
+
+use report::{guarded, BoxError, Check};
+use towers_checks::{style_name, Shape};
+
+/// The parity fixtures where this binary was built (absent on another machine: then the
+/// relative `crates/lmd/tests/fixtures` of a checkout's root is used).
+const BUILT_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/lmd/tests/fixtures");
+
+/// The target device.
+#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
+enum DeviceArg {
+    /// The CPU (against itself: f32 equal by construction, bf16 real).
+    Cpu,
+    /// The first CUDA GPU (needs a `--features cuda` build).
+    Cuda,
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    about = "Correctness of a target device (GPU) against the CPU: gradients, bf16 \
+                   training, encoders, moments"
+)]
+struct Args {
+    /// Target device (default: cuda when this build has it and a GPU is present, else cpu).
+    #[arg(long, value_enum)]
+    device: Option<DeviceArg>,
+    /// Seed of the model weights and the batches.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Training updates per run in the training checks.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Folder of the encoder parity fixtures (default: the built checkout's, else
+    /// `crates/lmd/tests/fixtures`).
+    #[arg(long)]
+    fixtures: Option<PathBuf>,
+    /// The all-MiniLM-L6-v2 folder.
+    #[arg(long, default_value = "/work/shared/models/all-MiniLM-L6-v2")]
+    minilm: PathBuf,
+    /// Leave MiniLM out (its 90 MB folder does not travel to the GPU machine).
+    #[arg(long)]
+    no_minilm: bool,
+    /// Two-tower shapes: tiny, wide (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "tiny,wide")]
+    shapes: Vec<String>,
+    /// Output folder of `gpu_check.json`.
+    #[arg(long, default_value = "out/gpu_check")]
+    out: PathBuf,
+}
+
+/// Runs the checks; exit code 1 (with an error sentence) when any fails or the run cannot start.
+fn main() -> ExitCode {
+    // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
+    lmsplit::alloc::retain_freed_memory();
+    common::finish(run(Args::parse()))
+}
+
+/// The device the flag names, or the default one.
+fn target_device(arg: Option<DeviceArg>) -> Result<Device, BoxError> {
+    Ok(match arg {
+        Some(DeviceArg::Cpu) => Device::Cpu,
+        Some(DeviceArg::Cuda) => Device::new_cuda(0).map_err(|e| {
+            format!("no CUDA device 0 ({e}); build with --features cuda on a GPU machine")
+        })?,
+        None => Device::cuda_if_available(0)?,
+    })
+}
+
+/// `cpu` or `cuda:<id>`.
+fn device_name(d: &Device) -> String {
+    match d.location() {
+        DeviceLocation::Cpu => "cpu".into(),
+        DeviceLocation::Cuda { gpu_id } => format!("cuda:{gpu_id}"),
+        DeviceLocation::Metal { gpu_id } => format!("metal:{gpu_id}"),
+    }
+}
+
+/// The fixtures folder: the flag, else the built checkout's, else the relative one.
+fn fixtures_dir(arg: Option<PathBuf>) -> PathBuf {
+    arg.unwrap_or_else(|| {
+        let built = PathBuf::from(BUILT_FIXTURES);
+        if built.is_dir() {
+            built
+        } else {
+            PathBuf::from("crates/lmd/tests/fixtures")
+        }
+    })
+}
+
+/// Gradient and training checks of every style and shape.
+fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for style in [Style::Elmo, Style::Gpt, Style::Bert] {
+        for name in shapes {
+            let label = format!("{}/{name}", style_name(style));
+            eprintln!("gpu_check: two-tower {label}");
+            match Shape::new(style, name) {
+                Ok(shape) => {
+                    checks.extend(guarded(&format!("grad/{label}"), || {
+                        towers_checks::gradient_checks(&shape, target, seed)
+                    }));
+                    checks.extend(guarded(&format!("train/{label}"), || {
+                        towers_checks::training_checks(&shape, target, seed, steps)
+                    }));
+                }
+                Err(e) => checks.push(Check::failed(format!("shape/{label}"), e.as_ref())),
+            }
+        }
+    }
+    checks
+}
+
+/// Every check against the target, the table, the JSON report and the verdict.
+fn run(args: Args) -> Result<(), BoxError> {
+    let start = Instant::now();
+    let target = target_device(args.device)?;
+    let fixtures = fixtures_dir(args.fixtures.clone());
+    let mut notices = Vec::new();
+    if target.is_cpu() {
+        notices.push(
+            "the target is the CPU: the f32 comparisons are equal by construction; the bf16 ones \
+             are real (candle's CPU backend computes bf16 through the composed graph)"
+                .to_string(),
+        );
+    }
+    let minilm = minilm_folder(&args, &mut notices)?;
+    let specs = encoder_checks::encoder_specs(&fixtures, minilm)?;
+    for n in &notices {
+        eprintln!("gpu_check: note: {n}");
+    }
+    let mut checks = towers_section(&args.shapes, &target, args.seed, args.steps as usize);
+    eprintln!("gpu_check: encoders ({}) and moments", specs.len());
+    checks.extend(encoder_checks::encoder_section(&specs, &target));
+    report::print_table(&checks);
+    let meta = json!({
+        "target": device_name(&target),
+        "reference": "cpu",
+        "seed": args.seed,
+        "steps": args.steps,
+        "shapes": args.shapes,
+        "fixtures": fixtures.display().to_string(),
+        "encoders": specs.iter().map(|s| s.name.clone()).collect::<Vec<_>>(),
+        "seconds": start.elapsed().as_secs_f64(),
+    });
+    let path = write_report(&args.out, report::to_json(meta, &checks, &notices))?;
+    conclude(&checks, &path)
+}
+
+/// The MiniLM folder, or `None` (with a notice) under `--no-minilm`; a missing folder is an
+/// error that names both ways out.
+fn minilm_folder<'a>(
+    args: &'a Args,
+    notices: &mut Vec<String>,
+) -> Result<Option<&'a Path>, BoxError> {
+    if args.no_minilm {
+        notices.push(format!(
+            "MiniLM skipped (--no-minilm): {}",
+            args.minilm.display()
+        ));
+        return Ok(None);
+    }
+    if !args.minilm.is_dir() {
+        return Err(format!(
+            "the MiniLM folder {} is missing: pass --minilm DIR, or --no-minilm to skip it",
+            args.minilm.display()
+        )
+        .into());
+    }
+    Ok(Some(args.minilm.as_path()))
+}
+
+/// Writes the report as `<out>/gpu_check.json` and returns its path.
+fn write_report(out: &Path, report: serde_json::Value) -> Result<PathBuf, BoxError> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| format!("cannot create the output folder {}: {e}", out.display()))?;
+    let path = out.join("gpu_check.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report)? + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Prints the JSON summary line; an error naming the failed checks when there are any.
+fn conclude(checks: &[Check], path: &Path) -> Result<(), BoxError> {
+    let failed = report::failed(checks);
+    let summary = json!({
+        "checks": checks.len(),
+        "failed": failed.len(),
+        "report": path.display().to_string(),
+    });
+    println!("{summary}");
+    if failed.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} of {} checks failed: {}",
+        failed.len(),
+        checks.len(),
+        failed.join(", ")
+    )
+    .into())
+}

@@ -1,0 +1,274 @@
+//! Two-tower models on the target against the CPU: initial weights, f32 gradients of every
+//! variable, and short training runs (f32, and bf16 compute against f32).
+
+use candle_core::{DType, Device};
+use lmsplit::corpus::TokenBatch;
+use lmsplit::towers::{
+    BatchSource, Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm,
+};
+
+use crate::compare::{host, loss_deviation, max_abs, rel_max_diff};
+use crate::report::{Bound, BoxError, Check};
+
+/// f32 gradients, target against CPU, per variable: max |Δg| / max |g_cpu| ≤ this. Both sides
+/// compute in f32 but a GPU reorders every reduction (GEMM tiles, sums over the batch, atomics)
+/// and runs the composed candle graph where the CPU runs fused custom ops: rounding of order
+/// 1e-7 per operation, summed over a few hundred terms, should stay near 1e-6–1e-5 of a
+/// variable's largest entry (the towers' tests hold each fused op to the composed graph at
+/// 2e-5); a wrong op (a dropped mask, a missing term) is off by 1e-2 or more.
+pub const GRAD_REL_TOL: f64 = 1e-4;
+
+/// f32 training, target against CPU: per step |Δloss| ≤ `F32_LOSS_ABS` + `F32_LOSS_REL`·|loss|.
+/// The trajectories differ only by rounding, which AdamW amplifies where a gradient entry is
+/// near zero (its first updates are ≈ ±lr whatever the size). bf16 compute, whose rounding is
+/// 2¹⁶ times coarser, moved the loss by at most 1.1e-3 nats over 20 steps on the CPU, so f32
+/// rounding should stay far below this bound; a wrong update moves the loss by 1e-2 or more.
+pub const F32_LOSS_ABS: f64 = 1e-3;
+/// See [`F32_LOSS_ABS`].
+pub const F32_LOSS_REL: f64 = 1e-3;
+
+/// bf16 compute (f32 masters) against f32, per step: |Δloss| ≤ `BF16_LOSS_ABS` +
+/// `BF16_LOSS_REL`·|loss|. bf16 keeps 8 significant bits (relative rounding 2⁻⁹ ≈ 0.2%), so
+/// activations and logits differ by a few tenths of a percent and the trajectories drift
+/// apart slowly: on candle's CPU bf16 path the losses (4–5.6 nats) stayed within 1.1e-3 nats of
+/// f32 over 20 steps. The bound leaves room for other kernels and longer runs; a broken bf16
+/// path (NaN, a mask overflowing to −∞, a master weight rounded to bf16) is off by far more.
+pub const BF16_LOSS_ABS: f64 = 0.05;
+/// See [`BF16_LOSS_ABS`].
+pub const BF16_LOSS_REL: f64 = 0.02;
+
+/// One model shape under test: a name, its configuration and the batch it trains on.
+#[derive(Debug, Clone)]
+pub struct Shape {
+    /// `tiny` (the tests' preset) or `wide`.
+    pub name: String,
+    /// The model configuration.
+    pub cfg: ModelConfig,
+    /// Sequences per batch.
+    pub batch_size: usize,
+    /// Tokens per sequence.
+    pub seq_len: usize,
+}
+
+impl Shape {
+    /// `tiny`: the preset of the towers' tests (H 32, or ELMo H 16 / cell 32, V 64), 8 × 32
+    /// tokens. `wide`: 4x the width and vocabulary (H 128, FFN 512, 4 heads, V 256; ELMo H 64,
+    /// cell 128), 8 × 64 tokens (ELMo 8 × 32: its recurrence runs step by step off the CPU's
+    /// f32 path), so GEMMs span several GPU tiles.
+    pub fn new(style: Style, name: &str) -> Result<Self, BoxError> {
+        let mut cfg = ModelConfig::preset(style, "tiny")?;
+        let (batch_size, seq_len) = match name {
+            "tiny" => (8, 32),
+            "wide" => {
+                cfg.vocab_size = 256;
+                if style == Style::Elmo {
+                    (cfg.hidden_size, cfg.lstm_size) = (64, 128);
+                    (8, 32)
+                } else {
+                    (cfg.hidden_size, cfg.ffn_size, cfg.n_heads) = (128, 512, 4);
+                    (8, 64)
+                }
+            }
+            other => return Err(format!("unknown shape {other:?} (tiny, wide)").into()),
+        };
+        Ok(Self {
+            name: name.to_string(),
+            cfg,
+            batch_size,
+            seq_len,
+        })
+    }
+
+    /// `n` batches of the style's objective from a seeded Markov chain over the vocabulary.
+    pub fn batches(&self, n: usize, seed: u64) -> Result<Vec<TokenBatch>, BoxError> {
+        let c = &self.cfg;
+        let mut src = MarkovSource::new(
+            c.style,
+            c.vocab_size,
+            4,
+            self.batch_size,
+            self.seq_len,
+            seed ^ 0x5eed,
+            seed,
+        )?;
+        Ok((0..n).map(|_| src.next_batch()).collect::<Result<_, _>>()?)
+    }
+
+    /// The prefix of this shape's check names: `grad/gpt/tiny`.
+    fn label(&self, group: &str) -> String {
+        format!("{group}/{}/{}", style_name(self.cfg.style), self.name)
+    }
+}
+
+/// `elmo`, `gpt` or `bert`.
+pub fn style_name(style: Style) -> &'static str {
+    match style {
+        Style::Elmo => "elmo",
+        Style::Gpt => "gpt",
+        Style::Bert => "bert",
+    }
+}
+
+/// Every variable's name and its gradient on the host (`None` where it got no gradient).
+fn gradients(model: &TwoTowerLm, batch: &TokenBatch) -> Result<Vec<GradOf>, BoxError> {
+    let grads = model.loss(batch)?.backward()?;
+    let mut out = Vec::new();
+    for p in model.params().params() {
+        let g = grads.get(p.var.as_tensor()).map(host).transpose()?;
+        out.push((p.name, g));
+    }
+    Ok(out)
+}
+
+/// A variable's name and its host gradient, if any.
+type GradOf = (String, Option<Vec<f32>>);
+
+/// Initial weights, gradients and their finiteness for one shape: the same seed builds the
+/// model on the CPU and on the target (weights are drawn on the host from a seeded ChaCha8,
+/// so they must be bit-identical), one batch, f32 gradients of every variable compared.
+pub fn gradient_checks(shape: &Shape, target: &Device, seed: u64) -> Result<Vec<Check>, BoxError> {
+    let cpu = TwoTowerLm::new(&shape.cfg, &Device::Cpu, seed)?;
+    let dev = TwoTowerLm::new(&shape.cfg, target, seed)?;
+    let init = weight_difference(&cpu, &dev)?;
+    let batch = shape.batches(1, seed)?.remove(0);
+    let (gc, gt) = (gradients(&cpu, &batch)?, gradients(&dev, &batch)?);
+    let cmp = compare_gradients(&gc, &gt);
+    let name = |aspect: &str| format!("{}/{aspect}", shape.label("grad"));
+    Ok(vec![
+        Check::new(
+            name("init"),
+            "max |w_target - w_cpu|",
+            init,
+            Bound::AtMost(0.0),
+        )
+        .with_detail(format!("{} variables", gc.len())),
+        Check::new(
+            name("f32"),
+            "max_var max|dg|/max|g_cpu|",
+            cmp.worst,
+            Bound::AtMost(GRAD_REL_TOL),
+        )
+        .with_detail(if cmp.worst == 0.0 {
+            format!("all {} equal", gc.len())
+        } else {
+            format!("worst {}", cmp.worst_name)
+        }),
+        Check::new(
+            name("finite-nonzero"),
+            "variables without finite g != 0",
+            cmp.bad.len() as f64,
+            Bound::AtMost(0.0),
+        )
+        .with_detail(cmp.bad.join(", ")),
+    ])
+}
+
+/// What [`compare_gradients`] found.
+struct GradComparison {
+    /// The largest per-variable max |Δg| / max |g_cpu| (NaN if any is not measurable).
+    worst: f64,
+    /// The variable where it was.
+    worst_name: String,
+    /// Variables without a finite, non-zero gradient on the target.
+    bad: Vec<String>,
+}
+
+/// Compares the target's gradients (`gt`) with the CPU's (`gc`), variable by variable.
+fn compare_gradients(gc: &[GradOf], gt: &[GradOf]) -> GradComparison {
+    let mut out = GradComparison {
+        worst: if gc.len() == gt.len() { 0.0 } else { f64::NAN },
+        worst_name: String::new(),
+        bad: Vec::new(),
+    };
+    for ((name, c), (_, t)) in gc.iter().zip(gt) {
+        let ok = t
+            .as_ref()
+            .is_some_and(|t| t.iter().all(|x| x.is_finite()) && t.iter().any(|&x| x != 0.0));
+        if !ok {
+            out.bad.push(name.clone());
+        }
+        let r = match (c, t) {
+            (Some(c), Some(t)) => rel_max_diff(t, c),
+            _ => f64::NAN,
+        };
+        if !out.worst.is_nan() && (r.is_nan() || r > out.worst || out.worst_name.is_empty()) {
+            (out.worst, out.worst_name) = (r, name.clone());
+        }
+    }
+    out
+}
+
+/// The largest |w_target − w_cpu| over every initial weight (NaN if the variables differ).
+fn weight_difference(cpu: &TwoTowerLm, dev: &TwoTowerLm) -> Result<f64, BoxError> {
+    let (a, b) = (cpu.params().params(), dev.params().params());
+    if a.len() != b.len() {
+        return Ok(f64::NAN);
+    }
+    let mut worst = 0f64;
+    for (p, q) in a.iter().zip(&b) {
+        let (x, y) = (host(p.var.as_tensor())?, host(q.var.as_tensor())?);
+        let d: Vec<f32> = x.iter().zip(&y).map(|(u, v)| u - v).collect();
+        worst = worst.max(max_abs(&d));
+    }
+    Ok(worst)
+}
+
+/// The loss of every update of a fresh trainer (the default AdamW recipe with clipping, warmup
+/// and linear decay over `batches.len()` steps), one batch per update.
+fn train_losses(model: &TwoTowerLm, batches: &[TokenBatch]) -> Result<Vec<f64>, BoxError> {
+    let tc = TrainConfig {
+        budget: Budget::Steps(batches.len() as u64),
+        progress: false,
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(model, tc, None)?;
+    let mut losses = Vec::with_capacity(batches.len());
+    for b in batches {
+        losses.push(trainer.step(std::slice::from_ref(b))?.loss);
+    }
+    Ok(losses)
+}
+
+/// `steps` training updates from the same initial weights and batches: on the CPU in f32 (the
+/// reference), on the target in f32 and on the target with bf16 compute (f32 masters).
+/// Each step's loss must stay within the stated tolerance of the reference's; a NaN (the
+/// trainer stops on a non-finite loss or gradient norm) fails that run's check.
+pub fn training_checks(
+    shape: &Shape,
+    target: &Device,
+    seed: u64,
+    steps: usize,
+) -> Result<Vec<Check>, BoxError> {
+    let batches = shape.batches(steps.max(1), seed.wrapping_add(1))?;
+    let reference = train_losses(&TwoTowerLm::new(&shape.cfg, &Device::Cpu, seed)?, &batches)?;
+    let variants = [
+        ("f32", DType::F32, F32_LOSS_ABS, F32_LOSS_REL),
+        ("bf16", DType::BF16, BF16_LOSS_ABS, BF16_LOSS_REL),
+    ];
+    let mut checks = Vec::new();
+    for (aspect, dtype, abs, rel) in variants {
+        let name = format!("{}/{aspect}", shape.label("train"));
+        let model = TwoTowerLm::new(&shape.cfg, target, seed)?.with_compute_dtype(dtype);
+        checks.push(match train_losses(&model, &batches) {
+            Ok(run) => loss_check(name, &run, &reference, abs, rel),
+            Err(e) => Check::failed(name, e.as_ref()),
+        });
+    }
+    Ok(checks)
+}
+
+/// The check of one training trajectory against the reference's losses.
+fn loss_check(name: String, run: &[f64], reference: &[f64], abs: f64, rel: f64) -> Check {
+    let (ratio, step, delta) = loss_deviation(run, reference, abs, rel);
+    Check::new(
+        name,
+        "max_step |dloss|/(abs+rel*|loss|)",
+        ratio,
+        Bound::AtMost(1.0),
+    )
+    .with_detail(format!(
+        "abs {abs}, rel {rel}; worst step {step}: |dloss| {delta:.2e}; cpu f32 loss {:.4} -> {:.4}",
+        reference[0],
+        reference[reference.len() - 1]
+    ))
+}
