@@ -1,4 +1,4 @@
-//! What the example command lines share: printing an error as a sentence with exit code 1,
+//! What the example command lines share: an error as a sentence (printed with exit code 1),
 //! and comma-separated lists. Everything else is library API (`lmsplit::experiment`).
 
 use std::fmt::Display;
@@ -10,6 +10,14 @@ pub fn finish<E: Into<Box<dyn std::error::Error>>>(result: Result<(), E>) -> Exi
         return ExitCode::SUCCESS;
     };
     let e: Box<dyn std::error::Error> = e.into();
+    let msg = sentence(e.as_ref());
+    eprintln!("error: {msg}");
+    ExitCode::FAILURE
+}
+
+/// An error and its causes as one sentence (`a: b: c`), each message once, never a Debug
+/// struct.
+pub fn sentence(e: &dyn std::error::Error) -> String {
     let mut msg = e.to_string();
     let mut src = e.source();
     while let Some(cause) = src {
@@ -21,8 +29,7 @@ pub fn finish<E: Into<Box<dyn std::error::Error>>>(result: Result<(), E>) -> Exi
         }
         src = cause.source();
     }
-    eprintln!("error: {msg}");
-    ExitCode::FAILURE
+    msg
 }
 
 /// Parses `a,b,c` into a list (empty input: an empty list).

@@ -4,6 +4,8 @@ use std::error::Error;
 
 use serde_json::{json, Value};
 
+use crate::common::sentence;
+
 /// The error type of the checks: anything that prints as a sentence.
 pub type BoxError = Box<dyn Error>;
 
@@ -90,22 +92,6 @@ impl Check {
 /// model or style does not hide the results of the others.
 pub fn guarded(name: &str, f: impl FnOnce() -> Result<Vec<Check>, BoxError>) -> Vec<Check> {
     f().unwrap_or_else(|e| vec![Check::failed(name, e.as_ref())])
-}
-
-/// An error and its causes as one sentence (`a: b: c`), each message once, never a Debug
-/// struct (as `examples/common::finish` prints them).
-pub fn sentence(e: &dyn Error) -> String {
-    let mut msg = e.to_string();
-    let mut src = e.source();
-    while let Some(cause) = src {
-        let text = cause.to_string();
-        if !msg.contains(&text) {
-            msg.push_str(": ");
-            msg.push_str(&text);
-        }
-        src = cause.source();
-    }
-    msg
 }
 
 /// A number for the table: plain decimals between 0.01 and 100 (cosines keep six decimals),

@@ -11,6 +11,9 @@ use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 use kernels::host::{f32_data, not_host_f32, with_host_f32};
 use kernels::LstmSeq;
 
+/// The op's name, in its errors too.
+const OP: &str = "fused-lstm-seq";
+
 /// What the backward pass needs besides the inputs and the output h: the gate
 /// pre-activations [B, T, 4C] and the cell states [B, T, C] of the forward pass.
 struct Saved {
@@ -38,14 +41,14 @@ fn dims(gx: &Shape, w_hh: &Shape, mask: &Shape) -> candle_core::Result<LstmSeq> 
     let cell = c4 / 4;
     let mask_ok = mask.elem_count() == batch * steps && mask.dims().starts_with(&[batch, steps]);
     if c4 % 4 != 0 || w_hh.dims() != [c4, cell] || !mask_ok {
-        candle_core::bail!("fused-lstm-seq: gx {gx:?}, W_hh {w_hh:?}, mask {mask:?}")
+        candle_core::bail!("{OP}: gx {gx:?}, W_hh {w_hh:?}, mask {mask:?}")
     }
     Ok(LstmSeq { batch, steps, cell })
 }
 
 impl CustomOp3 for FusedLstmSeq {
     fn name(&self) -> &'static str {
-        "fused-lstm-seq"
+        OP
     }
 
     fn cpu_fwd(
@@ -58,11 +61,10 @@ impl CustomOp3 for FusedLstmSeq {
         l3: &Layout,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
         let seq = dims(l1.shape(), l2.shape(), l3.shape())?;
-        let op = "fused-lstm-seq";
         let (gx, w_hh, mask) = (
-            f32_data(s1, l1, op)?,
-            f32_data(s2, l2, op)?,
-            f32_data(s3, l3, op)?,
+            f32_data(s1, l1, OP)?,
+            f32_data(s2, l2, OP)?,
+            f32_data(s3, l3, OP)?,
         );
         let n = seq.batch * seq.steps * seq.cell;
         let (mut gates, mut h, mut c) = (vec![0f32; 4 * n], vec![0f32; n], vec![0f32; n]);
@@ -85,7 +87,7 @@ impl CustomOp3 for FusedLstmSeq {
         let seq = dims(gx.shape(), w_hh.shape(), mask.shape())?;
         let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
         let Some(Saved { gates, c }) = saved.as_ref() else {
-            candle_core::bail!("fused-lstm-seq: backward without a forward pass")
+            candle_core::bail!("{OP}: backward without a forward pass")
         };
         let dh = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
         let (dgx, dw) = with_host_f32(&[w_hh, mask, res, &dh], |s| {
@@ -93,7 +95,7 @@ impl CustomOp3 for FusedLstmSeq {
             seq.backward(s[0], s[1], gates, s[2], c, s[3], &mut dgx, &mut dw);
             (dgx, dw)
         })
-        .ok_or_else(|| not_host_f32("fused-lstm-seq"))?;
+        .ok_or_else(|| not_host_f32(OP))?;
         let dev = Device::Cpu;
         Ok((
             Some(Tensor::from_vec(dgx, gx.shape(), &dev)?),
