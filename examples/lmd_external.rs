@@ -7,6 +7,11 @@
 //!
 //! `cargo run --release --example lmd_external -- --embeddings DIR --out out/lmd_external
 //!  [--reference DIR/reference.json]`
+//!
+//! `--moments-only` stops after the two splits' moments (streamed: memory O(D² + chunk·D));
+//! `--generate M,D,N_TRAIN,N_TEST` first writes planted float32 `.npy` embeddings of M models
+//! of width D into `--embeddings` (one folder per model) and exits. Every run prints its peak
+//! resident memory (`VmHWM`).
 
 mod common;
 
@@ -50,6 +55,53 @@ struct Args {
     /// The reference's JSON (`scripts/lmd_reference_parity.py --out`) to compare with.
     #[arg(long)]
     reference: Option<PathBuf>,
+    /// Stop after reading both splits into their moments (no analysis).
+    #[arg(long)]
+    moments_only: bool,
+    /// Write planted embeddings `M,D,N_TRAIN,N_TEST` (float32 `.npy`, one folder per model)
+    /// into `--embeddings`, then exit.
+    #[arg(long, value_delimiter = ',', num_args = 4)]
+    generate: Option<Vec<usize>>,
+}
+
+/// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Planted embeddings: u_i = A_i s + 0.5 ε + c_i with a shared latent s of width 32, one
+/// folder per model, written one model at a time.
+fn generate(dir: &std::path::Path, spec: &[usize]) -> Result<(), Box<dyn Error>> {
+    use rand::{Rng, SeedableRng};
+    let [models, d, n_train, n_test] = spec else {
+        return Err("--generate needs M,D,N_TRAIN,N_TEST".into());
+    };
+    let latent = 32;
+    for (split, n, seed) in [("train", *n_train, 1u64), ("test", *n_test, 2)] {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let s: Vec<f32> = (0..n * latent).map(|_| rng.random::<f32>() - 0.5).collect();
+        for m in 0..*models {
+            let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(100 + m as u64);
+            let a: Vec<f32> = (0..d * latent).map(|_| r.random::<f32>() - 0.5).collect();
+            let mut noise = rand_chacha::ChaCha8Rng::seed_from_u64(1000 * seed + m as u64);
+            let mut data = vec![0f32; n * d];
+            for (row, out) in data.chunks_exact_mut(*d).enumerate() {
+                let sr = &s[row * latent..(row + 1) * latent];
+                for (j, o) in out.iter_mut().enumerate() {
+                    let aj = &a[j * latent..(j + 1) * latent];
+                    let dot: f32 = aj.iter().zip(sr).map(|(x, y)| x * y).sum();
+                    *o = dot + 0.5 * (noise.random::<f32>() - 0.5) + 10.0 + m as f32;
+                }
+            }
+            let folder = dir.join(format!("model{m:02}"));
+            std::fs::create_dir_all(&folder)?;
+            lmsplit::lmd::external::write_npy(folder.join(format!("{split}.npy")), n, *d, &data)?;
+        }
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -57,6 +109,11 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), Box<dyn Error>> {
+    if let Some(spec) = &args.generate {
+        generate(&args.embeddings, spec)?;
+        println!("{}", json!({ "generated": args.embeddings, "spec": spec }));
+        return Ok(());
+    }
     lmsplit::alloc::retain_freed_memory();
     let opts = ReadOptions {
         tensor: args.tensor.clone(),
@@ -70,6 +127,20 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         test: m_test,
     } = read_train_test(&args.embeddings, &opts)?;
     let read_and_accumulate = t0.elapsed().as_secs_f64();
+    if args.moments_only {
+        println!(
+            "{}",
+            json!({
+                "models": names,
+                "widths": widths,
+                "n_train": m_train.n(),
+                "n_test": m_test.n(),
+                "seconds": { "read_and_accumulate": read_and_accumulate },
+                "peak_rss_bytes": peak_rss(),
+            })
+        );
+        return Ok(());
+    }
 
     let n = m_train.n() as f64;
     let lambda = if args.unbiased {
@@ -103,6 +174,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
             "analysis": analysis,
             "total": t0.elapsed().as_secs_f64(),
         },
+        "peak_rss_bytes": peak_rss(),
     });
     if let Some(path) = &args.reference {
         let reference: Value = serde_json::from_str(&std::fs::read_to_string(path)?)?;

@@ -365,6 +365,36 @@ impl Moments {
         Ok(())
     }
 
+    /// Adds a batch given as one row-major [n, D] slice of f64 values (the models' blocks side
+    /// by side): what the streaming readers of [`crate::external`] hand over, chunk by chunk,
+    /// so that f64 inputs are never rounded and no tensor is built. The same f64 arithmetic as
+    /// [`Moments::update_stacked`].
+    pub fn update_stacked_f64(&mut self, rows: &[f64]) -> Result<()> {
+        let d = self.dim();
+        if rows.len() % d != 0 {
+            return Err(LmdError::WidthMismatch {
+                what: format!("stacked f64 batch of length {}", rows.len()),
+                expected: d,
+                got: rows.len(),
+            });
+        }
+        let n = rows.len() / d;
+        if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
+            let (r, c) = (k / d, k % d);
+            let model = self.offsets.partition_point(|&o| o <= c) - 1;
+            return Err(LmdError::NonFinite {
+                model: self.names[model].clone(),
+                row: r,
+                col: c - self.offsets[model],
+                value: rows[k] as f32,
+            });
+        }
+        self.accumulate(n, |row, out| {
+            out.copy_from_slice(&rows[row * d..(row + 1) * d])
+        });
+        Ok(())
+    }
+
     /// Adds a batch given as a [n, D] tensor of any float dtype on any device. The shifted batch
     /// Gram is computed on the tensor's device in f64 and summed into the host accumulator.
     pub fn update_tensor(&mut self, batch: &Tensor) -> Result<()> {
@@ -509,7 +539,8 @@ impl Moments {
 
     /// Writes the moments to `path` (safetensors: f64 tensors `gram` \[D, D\], `sum` \[D\],
     /// `shift` \[D\]; JSON metadata with names, widths, n under the header key `lmd.moments`).
-    /// The write is atomic (temporary file, then rename).
+    /// The write is atomic: a temporary file `<name>.<pid>.tmp` beside it, synced to disk,
+    /// then renamed over `path`; a kill at any point leaves the previous file whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         self.save_with(path, &HashMap::new())
     }
@@ -541,17 +572,45 @@ impl Moments {
         ];
         let mut info = extra.clone();
         info.insert(META_KEY.to_string(), meta.to_string());
-        let tmp = path.with_extension("safetensors.tmp");
-        safetensors::serialize_to_file(tensors, Some(info), &tmp).map_err(|e| {
-            LmdError::Malformed {
+        // A temporary file of this process beside the target, flushed to disk, then renamed
+        // over it: a reader (or a crash, or a kill) sees the old file or the new one, never a
+        // part; two writers never share a temporary file.
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(format!(".{}.tmp", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| LmdError::Io { path: p, source }
+        };
+        let bytes =
+            safetensors::serialize(tensors, Some(info)).map_err(|e| LmdError::Malformed {
                 path: tmp.clone(),
                 reason: e.to_string(),
+            })?;
+        let written = std::fs::File::create(&tmp)
+            .and_then(|mut f| {
+                use std::io::Write;
+                // In pieces, as any large write reaches the disk: a kill can land between
+                // two of them (the kill test relies on seeing the file half written).
+                for piece in bytes.chunks(1 << 20) {
+                    f.write_all(piece)?;
+                }
+                f.sync_all()
+            })
+            .map_err(io(&tmp))
+            .and_then(|()| std::fs::rename(&tmp, path).map_err(io(path)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written?;
+        // The rename itself reaches the disk with the folder (best effort: not every file
+        // system lets a folder be opened and synced).
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
             }
-        })?;
-        std::fs::rename(&tmp, path).map_err(|source| LmdError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+        }
+        Ok(())
     }
 
     /// Reads moments written by [`Moments::save`], validating shapes and metadata.
@@ -586,6 +645,20 @@ impl Moments {
             .map_err(|e| bad(format!("widths: {e}")))?;
         let n = meta["n"].as_u64().ok_or_else(|| bad("n missing".into()))?;
         let has_shift = meta["has_shift"].as_bool().unwrap_or(true);
+        // The D × D f64 Gram must be in the file: refuse widths it cannot hold before
+        // allocating anything of their size.
+        let fits = widths
+            .iter()
+            .try_fold(0usize, |a, &w| a.checked_add(w))
+            .and_then(|d| d.checked_mul(d))
+            .and_then(|dd| dd.checked_mul(8))
+            .is_some_and(|b| b <= bytes.len());
+        if !fits {
+            return Err(bad(format!(
+                "widths {widths:?} need a Gram larger than the file ({} bytes)",
+                bytes.len()
+            )));
+        }
         let mut m = Self::new(names, widths).map_err(|e| bad(e.to_string()))?;
         let d = m.dim();
         let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;

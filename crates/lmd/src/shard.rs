@@ -246,7 +246,11 @@ pub enum ShardStatus {
 /// takes its range), embedded by every model in `encoders` and streamed into [`Moments`] at
 /// `path` (safetensors with the [`ExtractKey`] in its header). A finished file with the same key
 /// is reused; a checkpoint with the same key is resumed exactly; a file with another key is
-/// replaced. Checkpoints are atomic (temporary file, then rename).
+/// replaced. Checkpoints are atomic (temporary file synced, then renamed: a kill leaves the
+/// previous checkpoint). One process at a time: a lock file `<path>.lock` holding the writer's
+/// PID is created first; while it names a live process, another call for the same file is
+/// refused ([`LmdError::Shard`]); a lock left by a dead process is taken over. A file that
+/// cannot be read (cut short) is refused naming the shard, not overwritten.
 pub fn shard_moments(
     encoders: &[&dyn Encoder],
     split_texts: &[String],
@@ -271,8 +275,21 @@ pub fn shard_moments(
     let names: Vec<String> = encoders.iter().map(|e| e.name().to_string()).collect();
     let widths: Vec<usize> = encoders.iter().map(|e| e.width()).collect();
     let (mut m, mut replaced) = (Moments::new(names, widths)?, Vec::new());
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| LmdError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    // One writer per shard file: held until this function returns.
+    let _lock = ShardLock::acquire(path, shard)?;
     if path.is_file() {
-        let (stored, meta) = Moments::load_with(path)?;
+        let (stored, meta) = Moments::load_with(path).map_err(|e| LmdError::Shard {
+            path: path.to_path_buf(),
+            reason: format!(
+                "shard {shard}: its file cannot be read ({e}); remove it to start the shard again"
+            ),
+        })?;
         match ExtractKey::from_meta(&meta) {
             Some(k) if k == key => m = stored,
             Some(k) => replaced = k.differences(&key),
@@ -300,12 +317,6 @@ pub fn shard_moments(
         }
         _ => texts.len(),
     };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| LmdError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
     let inner = ExtractOptions {
         progress: false,
         ..opts.clone()
@@ -353,8 +364,14 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
         if !path.is_file() {
             return Err(bad(format!("shard {} has not been extracted", want.shard)));
         }
-        let (m, meta) = Moments::load_with(path)?;
-        let got = ExtractKey::from_meta(&meta).ok_or_else(|| bad("no extraction key".into()))?;
+        let (m, meta) = Moments::load_with(path).map_err(|e| {
+            bad(format!(
+                "shard {}: its file cannot be read ({e}); run the shard again",
+                want.shard
+            ))
+        })?;
+        let got = ExtractKey::from_meta(&meta)
+            .ok_or_else(|| bad(format!("shard {}: no extraction key", want.shard)))?;
         let mut want = want.clone();
         let reference = first.get_or_insert_with(|| got.clone());
         for ((w, g), r) in want
@@ -373,7 +390,11 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
         }
         let diff = got.differences(&want);
         if !diff.is_empty() {
-            return Err(bad(format!("computed from other {}", diff.join(", "))));
+            return Err(bad(format!(
+                "shard {}: computed from other {}",
+                want.shard,
+                diff.join(", ")
+            )));
         }
         if m.n() as usize != want.rows {
             return Err(bad(format!(
@@ -388,4 +409,77 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
         }
     }
     total.ok_or_else(|| LmdError::InvalidArgument("no shards to merge".into()))
+}
+
+/// The lock file of one shard's moments file: created exclusively, holding the PID of the
+/// process writing the shard, removed when dropped.
+struct ShardLock {
+    path: PathBuf,
+}
+
+impl ShardLock {
+    fn acquire(target: &Path, shard: Shard) -> Result<Self> {
+        let mut name = target.file_name().unwrap_or_default().to_os_string();
+        name.push(".lock");
+        let path = target.with_file_name(name);
+        let me = std::process::id();
+        // Two tries: the second after removing a lock whose process has died.
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    use std::io::Write;
+                    f.write_all(format!("{me}\n").as_bytes())
+                        .map_err(|source| LmdError::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                    return Ok(Self { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    match text.trim().parse::<u32>() {
+                        Ok(pid) if process_alive(pid) => {
+                            return Err(LmdError::Shard {
+                                path: target.to_path_buf(),
+                                reason: format!(
+                                    "shard {shard} is being written by process {pid} (lock file {}); \
+                                     wait for it, or remove the lock if that process is not this shard's writer",
+                                    path.display()
+                                ),
+                            })
+                        }
+                        // Dead writer or unreadable lock: take it over.
+                        _ => {
+                            let _ = std::fs::remove_file(&path);
+                        }
+                    }
+                }
+                Err(source) => return Err(LmdError::Io { path, source }),
+            }
+        }
+        Err(LmdError::Shard {
+            path: target.to_path_buf(),
+            reason: format!("shard {shard}: could not take the lock {}", path.display()),
+        })
+    }
+}
+
+impl Drop for ShardLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether a process with this PID exists (Linux: `/proc/<pid>`; elsewhere every PID is
+/// taken as alive, so a stale lock there must be removed by hand).
+fn process_alive(pid: u32) -> bool {
+    let proc_fs = Path::new("/proc");
+    if !proc_fs.join("self").exists() {
+        return true;
+    }
+    proc_fs.join(pid.to_string()).exists()
 }

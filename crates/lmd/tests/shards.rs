@@ -224,3 +224,162 @@ fn merging_refuses_missing_unfinished_and_foreign_shards_by_path() {
     shard_moments(&encs, &texts, &opts(), shards[1], &files[1].0, &settings(4)).unwrap();
     assert_eq!(merge_shards(&files).unwrap().n(), 30);
 }
+
+#[test]
+fn a_shard_cut_short_is_refused_naming_it_and_not_overwritten() {
+    let (a, b) = (fixture("bert"), fixture("distilbert"));
+    let encs: [&dyn Encoder; 2] = [&a, &b];
+    let texts = texts(20);
+    let dir = tempfile::tempdir().unwrap();
+    let models: Vec<ModelKey> = encs.iter().map(|e| ModelKey::of(*e).unwrap()).collect();
+    let shards = Shard::all(2).unwrap();
+    let files: Vec<(PathBuf, ExtractKey)> = shards
+        .iter()
+        .map(|&s| {
+            let rows = &texts[s.range(texts.len())];
+            let key = ExtractKey::new(&models, rows, &opts(), s, 4);
+            (dir.path().join(format!("s{}.safetensors", s.index)), key)
+        })
+        .collect();
+    for (s, (path, _)) in shards.iter().zip(&files) {
+        shard_moments(&encs, &texts, &opts(), *s, path, &settings(4)).unwrap();
+    }
+    assert_eq!(merge_shards(&files).unwrap().n(), 20);
+    let bytes = std::fs::read(&files[1].0).unwrap();
+    std::fs::write(&files[1].0, &bytes[..bytes.len() / 2]).unwrap();
+    match merge_shards(&files) {
+        Err(LmdError::Shard { path, reason }) => {
+            assert_eq!(path, files[1].0);
+            assert!(
+                reason.contains("shard 1/2") && reason.contains("cannot be read"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected a shard error, got {other:?}"),
+    }
+    // Extracting it again refuses too, and leaves the cut file for inspection.
+    match shard_moments(&encs, &texts, &opts(), shards[1], &files[1].0, &settings(4)) {
+        Err(LmdError::Shard { path, reason }) => {
+            assert_eq!(path, files[1].0);
+            assert!(reason.contains("shard 1/2"), "{reason}");
+        }
+        other => panic!("expected a shard error, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&files[1].0).unwrap().len(), bytes.len() / 2);
+}
+
+#[test]
+fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
+    let a = fixture("bert");
+    let encs: [&dyn Encoder; 1] = [&a];
+    let texts = texts(8);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("whole.safetensors");
+    let lock = dir.path().join("whole.safetensors.lock");
+    // A live process (this one) holds the lock: refused, nothing written.
+    std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
+    match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
+        Err(LmdError::Shard { path: p, reason }) => {
+            assert_eq!(p, path);
+            let want = format!("being written by process {}", std::process::id());
+            assert!(reason.contains(&want), "{reason}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!path.exists());
+    // A lock left by a process that has exited is taken over, and removed afterwards.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    std::fs::write(&lock, format!("{dead}\n")).unwrap();
+    let (m, s) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)).unwrap();
+    assert_eq!((m.n(), s), (8, ShardStatus::Computed { replaced: vec![] }));
+    assert!(!lock.exists());
+}
+
+/// Moments of width 2048 after `k` deterministic rows (a file of 33 MB: its write takes long
+/// enough to be interrupted).
+fn kill_state(k: usize) -> Moments {
+    let d = 2048;
+    let mut m = Moments::new(vec!["a".into()], vec![d]).unwrap();
+    let rows: Vec<f32> = (0..k * d)
+        .map(|i| ((i * 7919) % 1013) as f32 / 101.0)
+        .collect();
+    m.update_stacked(&rows).unwrap();
+    m
+}
+
+#[test]
+fn a_kill_during_a_shard_write_leaves_the_previous_state() {
+    use std::collections::HashMap;
+    const ENV: &str = "LMD_KILL_WRITER_TARGET";
+    if let Ok(target) = std::env::var(ENV) {
+        // The child: checkpoint ever larger states until killed (or 60 s).
+        let t0 = std::time::Instant::now();
+        let mut k = 2;
+        while t0.elapsed().as_secs() < 60 {
+            let meta = HashMap::from([("rows".to_string(), k.to_string())]);
+            kill_state(k).save_with(&target, &meta).unwrap();
+            k += 1;
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("shard.safetensors");
+    let meta = HashMap::from([("rows".to_string(), "1".to_string())]);
+    kill_state(1).save_with(&target, &meta).unwrap();
+    let full = std::fs::metadata(&target).unwrap().len();
+    let exe = std::env::current_exe().unwrap();
+    let mut partial_kills = 0;
+    for attempt in 0..10 {
+        let mut child = std::process::Command::new(&exe)
+            .args([
+                "a_kill_during_a_shard_write_leaves_the_previous_state",
+                "--exact",
+                "--test-threads=1",
+            ])
+            .env(ENV, &target)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Wait until a temporary file is half written, then kill the writer at once.
+        let t0 = std::time::Instant::now();
+        let mut seen = false;
+        while t0.elapsed().as_secs() < 10 && !seen {
+            for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                if name.ends_with(".tmp") && len > 0 && len < full {
+                    seen = true;
+                }
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // The target is a whole state: one of the states written, read back exactly.
+        let (m, meta) = Moments::load_with(&target)
+            .unwrap_or_else(|e| panic!("attempt {attempt}: the shard file is broken: {e}"));
+        let k: usize = meta["rows"].parse().unwrap();
+        assert_eq!(m.n(), k as u64);
+        let want = kill_state(k);
+        assert_eq!(m.covariance().unwrap(), want.covariance().unwrap());
+        // Whatever the kill left half written is a temporary file, never the shard.
+        for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") {
+                if e.metadata().unwrap().len() < full {
+                    partial_kills += 1;
+                }
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+        if partial_kills >= 3 {
+            break;
+        }
+    }
+    assert!(
+        partial_kills > 0,
+        "no kill landed during a write: the test did not test anything"
+    );
+}

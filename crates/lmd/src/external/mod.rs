@@ -22,26 +22,42 @@
 //! little-endian, C order). Models are ordered by name unless [`ReadOptions::models`] gives the
 //! order.
 //!
-//! # Precision
+//! # Streaming and precision
 //!
-//! f32, f16 and bf16 values are exact in f32 and are accumulated through
-//! [`Moments::update`] (f64 accumulation); when any model of a split is f64 the split is
-//! accumulated through [`Moments::update_tensor`] in f64, so nothing is rounded to f32.
+//! [`open_split`] parses only the files' headers ([`SplitFiles`]); [`SplitFiles::to_moments`]
+//! then reads [`CHUNK_BYTES`] of rows at a time from every model's file (positional reads into
+//! one reused buffer) into one f64 staging block and hands it to
+//! [`Moments::update_stacked_f64`]: memory is O(D² + chunk · D) whatever the number of rows.
+//! Every value (f32, f64, f16, bf16) is widened exactly to f64, so nothing is rounded before
+//! the f64 accumulation. [`read_split`] loads whole matrices instead (small data, inspection).
+//!
+//! # Hardening
+//!
+//! Every header is checked against the file before anything is allocated from it: announced
+//! lengths, shapes (in checked arithmetic), offsets and strides. A `torch.save` pickle is read
+//! by a small interpreter that knows only the tensor rebuild functions, the storage types and
+//! the dict/list types; any other global is refused ([`ExternalError::UnsafePickle`]) and never
+//! looked up. Every error names its file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
-use safetensors::{Dtype, SafeTensors};
-
 use crate::error::LmdError;
 use crate::moments::Moments;
+
+mod npy;
+mod pickle;
+mod source;
+mod st;
+mod torch;
+
+use source::TensorSource;
 
 /// Result alias of this module.
 pub type Result<T> = std::result::Result<T, ExternalError>;
 
-/// Rows per f64 chunk handed to [`Moments::update_tensor`].
-const F64_CHUNK_ROWS: usize = 2048;
+/// Bytes of the f64 staging block of one streamed chunk (rows = this / (8 · D), at least one).
+pub const CHUNK_BYTES: usize = 32 << 20;
 /// Extensions tried, in order, for a per-model file.
 const MODEL_EXTENSIONS: [&str; 3] = ["safetensors", "npy", "pt"];
 /// Tensor names taken from a multi-tensor per-model file when none is given.
@@ -160,6 +176,15 @@ pub enum ExternalError {
         /// What is wrong.
         reason: String,
     },
+    /// A `torch.save` pickle names a global other than the tensor rebuild functions, the
+    /// storage types and the dict/list types: refused when read, never looked up or called.
+    #[error("{path}: refused to read a pickle that names the global {global} (only tensor rebuild functions, storages, dicts and lists are read)")]
+    UnsafePickle {
+        /// The file.
+        path: PathBuf,
+        /// The global, `module.name`.
+        global: String,
+    },
     /// An error of the moments (shapes, non-finite values, too few rows).
     #[error(transparent)]
     Lmd(#[from] LmdError),
@@ -248,36 +273,30 @@ impl SplitEmbeddings {
     /// The split's joint moments (f64 accumulation; f64 inputs stay f64).
     pub fn to_moments(&self) -> Result<Moments> {
         let mut m = Moments::new(self.names(), self.widths())?;
-        let f32_blocks: Option<Vec<&[f32]>> = self
-            .models
-            .iter()
-            .map(|e| match &e.matrix.values {
-                Values::F32(v) => Some(v.as_slice()),
-                Values::F64(_) => None,
-            })
-            .collect();
-        if let Some(blocks) = f32_blocks {
-            m.update(&blocks)?;
-            return Ok(m);
-        }
         let (n, d) = (self.rows(), m.dim());
+        let chunk = (CHUNK_BYTES / (8 * d)).clamp(1, n.max(1));
+        let mut stage = vec![0.0f64; chunk * d];
         let mut start = 0;
         while start < n {
-            let len = F64_CHUNK_ROWS.min(n - start);
-            let mut stacked = Vec::with_capacity(len * d);
-            for r in start..start + len {
-                for e in &self.models {
-                    let w = e.matrix.cols;
+            let len = chunk.min(n - start);
+            let mut col = 0;
+            for e in &self.models {
+                let w = e.matrix.cols;
+                for r in 0..len {
+                    let out = &mut stage[r * d + col..r * d + col + w];
+                    let at = (start + r) * w;
                     match &e.matrix.values {
                         Values::F32(v) => {
-                            stacked.extend(v[r * w..(r + 1) * w].iter().map(|&x| x as f64))
+                            for (o, &x) in out.iter_mut().zip(&v[at..at + w]) {
+                                *o = x as f64;
+                            }
                         }
-                        Values::F64(v) => stacked.extend_from_slice(&v[r * w..(r + 1) * w]),
+                        Values::F64(v) => out.copy_from_slice(&v[at..at + w]),
                     }
                 }
+                col += w;
             }
-            let t = Tensor::from_vec(stacked, (len, d), &Device::Cpu).map_err(LmdError::from)?;
-            m.update_tensor(&t)?;
+            m.update_stacked_f64(&stage[..len * d])?;
             start += len;
         }
         Ok(m)
@@ -297,15 +316,105 @@ pub struct TrainTest {
     pub test: Moments,
 }
 
-/// Reads both splits of `dir` into their moments; the splits must hold the same models with
-/// the same widths ([`ExternalError::SplitMismatch`]). Each split is read, accumulated and
-/// dropped in turn, so memory holds one split's embeddings at a time.
+/// One split's files, headers parsed and checked, rows not read yet: what
+/// [`SplitFiles::to_moments`] streams from.
+#[derive(Clone, Debug)]
+pub struct SplitFiles {
+    /// The split's name.
+    pub split: String,
+    /// Where they were found.
+    pub layout: Layout,
+    models: Vec<(String, TensorSource)>,
+}
+
+impl SplitFiles {
+    /// Rows (sequences) of the split.
+    pub fn rows(&self) -> usize {
+        self.models.first().map_or(0, |(_, s)| s.rows)
+    }
+
+    /// Model names, in stacking order.
+    pub fn names(&self) -> Vec<String> {
+        self.models.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Embedding widths, in stacking order.
+    pub fn widths(&self) -> Vec<usize> {
+        self.models.iter().map(|(_, s)| s.cols).collect()
+    }
+
+    /// Each model's file, in stacking order.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.models.iter().map(|(_, s)| s.path.clone()).collect()
+    }
+
+    /// Each model's dtype in its file (`f32`, `f64`, `f16`, `bf16`).
+    pub fn dtypes(&self) -> Vec<&'static str> {
+        self.models.iter().map(|(_, s)| s.elem.name()).collect()
+    }
+
+    /// The split's joint moments, streamed in chunks of [`CHUNK_BYTES`].
+    pub fn to_moments(&self) -> Result<Moments> {
+        let d: usize = self.widths().iter().sum();
+        self.to_moments_chunked((CHUNK_BYTES / (8 * d.max(1))).max(1))
+    }
+
+    /// The split's joint moments, streamed `chunk` rows at a time (every value widened to f64;
+    /// the first chunk's mean is the accumulation's shift). Memory: the D × D moments plus
+    /// `chunk · D` f64 values and one chunk of one model's raw bytes.
+    pub fn to_moments_chunked(&self, chunk: usize) -> Result<Moments> {
+        let mut m = Moments::new(self.names(), self.widths())?;
+        let (n, d) = (self.rows(), m.dim());
+        let chunk = chunk.clamp(1, n.max(1));
+        let files = self
+            .models
+            .iter()
+            .map(|(_, s)| s.open())
+            .collect::<Result<Vec<_>>>()?;
+        let offsets: Vec<usize> = (0..self.models.len()).map(|i| m.range(i).start).collect();
+        let mut stage = vec![0.0f64; chunk * d];
+        let mut buf = Vec::new();
+        let mut start = 0;
+        while start < n {
+            let len = chunk.min(n - start);
+            for (((_, s), f), &o) in self.models.iter().zip(&files).zip(&offsets) {
+                s.read_rows(f, start, len, &mut stage, d, o, &mut buf)?;
+            }
+            m.update_stacked_f64(&stage[..len * d])?;
+            start += len;
+        }
+        Ok(m)
+    }
+
+    /// Every model's whole matrix (allocates n · D values).
+    pub fn load(&self) -> Result<SplitEmbeddings> {
+        let models = self
+            .models
+            .iter()
+            .map(|(name, s)| {
+                Ok(ModelEmbedding {
+                    name: name.clone(),
+                    source: s.path.clone(),
+                    matrix: s.load()?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SplitEmbeddings {
+            split: self.split.clone(),
+            layout: self.layout.clone(),
+            models,
+        })
+    }
+}
+
+/// Reads both splits of `dir` into their moments, streamed (see [`SplitFiles::to_moments`]);
+/// the splits must hold the same models with the same widths ([`ExternalError::SplitMismatch`],
+/// checked from the headers before any row is read).
 pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<TrainTest> {
     let dir = dir.as_ref();
-    let train = read_split(dir, "train", opts)?;
+    let train = open_split(dir, "train", opts)?;
+    let test = open_split(dir, "test", opts)?;
     let (names, widths) = (train.names(), train.widths());
-    let train = train.to_moments()?;
-    let test = read_split(dir, "test", opts)?;
     if test.names() != names || test.widths() != widths {
         return Err(ExternalError::SplitMismatch(format!(
             "train has {names:?} of widths {widths:?}, test has {:?} of widths {:?}",
@@ -313,22 +422,29 @@ pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trai
             test.widths()
         )));
     }
-    let test = test.to_moments()?;
     Ok(TrainTest {
         names,
         widths,
-        train,
-        test,
+        train: train.to_moments()?,
+        test: test.to_moments()?,
     })
 }
 
-/// Reads one split of `dir` (see the module documentation for the layouts), checking shapes,
-/// dtypes, finiteness and that every model has the same rows.
+/// Reads one split of `dir` whole (see the module documentation for the layouts), checking
+/// shapes, dtypes, finiteness and that every model has the same rows. For data of any size,
+/// stream instead: [`open_split`] then [`SplitFiles::to_moments`].
 pub fn read_split(
     dir: impl AsRef<Path>,
     split: &str,
     opts: &ReadOptions,
 ) -> Result<SplitEmbeddings> {
+    open_split(dir, split, opts)?.load()
+}
+
+/// Finds one split's files in `dir` and checks their headers (layouts: see the module
+/// documentation); no row is read. A file that is there but cannot be read is reported as that
+/// file's error.
+pub fn open_split(dir: impl AsRef<Path>, split: &str, opts: &ReadOptions) -> Result<SplitFiles> {
     let dir = dir.as_ref();
     if !dir.is_dir() {
         return Err(ExternalError::Io {
@@ -336,48 +452,41 @@ pub fn read_split(
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such folder"),
         });
     }
-    let st = dir.join(format!("{split}.safetensors"));
+    let st_file = dir.join(format!("{split}.safetensors"));
     let pt = dir.join(format!("{split}.pt"));
     let nested = dir.join("embeddings.pt");
-    let (layout, found) = if st.is_file() {
-        (Layout::SplitFile(st.clone()), read_safetensors_all(&st)?)
-    } else if pt.is_file() {
-        (Layout::SplitFile(pt.clone()), read_torch(&pt, None)?)
-    } else if nested.is_file() {
+    let (layout, found) = if st_file.exists() {
+        (Layout::SplitFile(st_file.clone()), st::open(&st_file)?)
+    } else if pt.exists() {
+        (Layout::SplitFile(pt.clone()), torch::open(&pt, None)?)
+    } else if nested.exists() {
         (
             Layout::Nested(nested.clone()),
-            read_torch(&nested, Some(split))?,
+            torch::open(&nested, Some(split))?,
         )
     } else {
-        return read_per_model(dir, split, opts);
+        return open_per_model(dir, split, opts);
     };
     let path = match &layout {
         Layout::SplitFile(p) | Layout::Nested(p) | Layout::PerModel(p) => p.clone(),
     };
-    let mut by_name: HashMap<String, Matrix> = found.into_iter().collect();
+    let mut by_name: HashMap<String, TensorSource> =
+        found.into_iter().map(|s| (s.name.clone(), s)).collect();
     let names = match &opts.models {
         Some(m) => m.clone(),
-        None => {
-            let mut n: Vec<String> = by_name.keys().cloned().collect();
-            n.sort();
-            n
-        }
+        None => sorted_keys(&by_name),
     };
     non_empty(&names, dir, split)?;
     let mut models = Vec::with_capacity(names.len());
     for name in names {
-        let matrix = by_name
+        let src = by_name
             .remove(&name)
             .ok_or_else(|| ExternalError::MissingTensor {
                 path: path.clone(),
                 name: name.clone(),
                 found: sorted_keys(&by_name),
             })?;
-        models.push(ModelEmbedding {
-            name,
-            source: path.clone(),
-            matrix,
-        });
+        models.push((name, src));
     }
     finish_split(split, layout, models)
 }
@@ -393,20 +502,14 @@ fn non_empty(names: &[String], dir: &Path, split: &str) -> Result<()> {
     Ok(())
 }
 
-fn read_per_model(dir: &Path, split: &str, opts: &ReadOptions) -> Result<SplitEmbeddings> {
+fn open_per_model(dir: &Path, split: &str, opts: &ReadOptions) -> Result<SplitFiles> {
     let names = match &opts.models {
         Some(m) => m.clone(),
         None => {
-            let entries = std::fs::read_dir(dir).map_err(|source| ExternalError::Io {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            let entries = std::fs::read_dir(dir).map_err(io_err(dir))?;
             let mut names = Vec::new();
             for e in entries {
-                let e = e.map_err(|source| ExternalError::Io {
-                    path: dir.to_path_buf(),
-                    source,
-                })?;
+                let e = e.map_err(io_err(dir))?;
                 let name = e.file_name().to_string_lossy().into_owned();
                 if e.path().is_dir() && !name.starts_with('.') {
                     names.push(name);
@@ -423,25 +526,21 @@ fn read_per_model(dir: &Path, split: &str, opts: &ReadOptions) -> Result<SplitEm
         let file = MODEL_EXTENSIONS
             .iter()
             .map(|ext| stem.with_extension(ext))
-            .find(|p| p.is_file())
+            .find(|p| p.exists())
             .ok_or_else(|| ExternalError::MissingFile { path: stem.clone() })?;
-        let matrix = match file.extension().and_then(|e| e.to_str()) {
-            Some("npy") => read_npy(&file)?,
-            Some("safetensors") => pick_one(&file, read_safetensors_all(&file)?, opts)?,
-            _ => pick_one(&file, read_torch(&file, None)?, opts)?,
+        let src = match file.extension().and_then(|e| e.to_str()) {
+            Some("npy") => npy::open(&file)?,
+            Some("safetensors") => pick_one(&file, st::open(&file)?, opts)?,
+            _ => pick_one(&file, torch::open(&file, None)?, opts)?,
         };
-        models.push(ModelEmbedding {
-            name,
-            source: file,
-            matrix,
-        });
+        models.push((name, src));
     }
     finish_split(split, Layout::PerModel(dir.to_path_buf()), models)
 }
 
 /// The tensor of a per-model file: the only one, the named one, or `embedding(s)`.
-fn pick_one(path: &Path, found: Vec<(String, Matrix)>, opts: &ReadOptions) -> Result<Matrix> {
-    let names: Vec<String> = found.iter().map(|(n, _)| n.clone()).collect();
+fn pick_one(path: &Path, found: Vec<TensorSource>, opts: &ReadOptions) -> Result<TensorSource> {
+    let names: Vec<String> = found.iter().map(|s| s.name.clone()).collect();
     let want = match &opts.tensor {
         Some(t) => Some(t.clone()),
         None if found.len() == 1 => None,
@@ -453,7 +552,7 @@ fn pick_one(path: &Path, found: Vec<(String, Matrix)>, opts: &ReadOptions) -> Re
     let Some(want) = want else {
         let mut it = found.into_iter();
         return match (it.next(), it.next()) {
-            (Some((_, m)), None) => Ok(m),
+            (Some(s), None) => Ok(s),
             (None, _) => Err(ExternalError::Malformed {
                 path: path.to_path_buf(),
                 reason: "no tensors".into(),
@@ -466,8 +565,7 @@ fn pick_one(path: &Path, found: Vec<(String, Matrix)>, opts: &ReadOptions) -> Re
     };
     found
         .into_iter()
-        .find(|(n, _)| *n == want)
-        .map(|(_, m)| m)
+        .find(|s| s.name == want)
         .ok_or(ExternalError::MissingTensor {
             path: path.to_path_buf(),
             name: want,
@@ -478,22 +576,22 @@ fn pick_one(path: &Path, found: Vec<(String, Matrix)>, opts: &ReadOptions) -> Re
 fn finish_split(
     split: &str,
     layout: Layout,
-    models: Vec<ModelEmbedding>,
-) -> Result<SplitEmbeddings> {
-    if let Some(first) = models.first() {
-        for m in &models[1..] {
-            if m.matrix.rows != first.matrix.rows {
+    models: Vec<(String, TensorSource)>,
+) -> Result<SplitFiles> {
+    if let Some((first_model, first)) = models.first() {
+        for (name, m) in &models[1..] {
+            if m.rows != first.rows {
                 return Err(ExternalError::RowMismatch {
                     split: split.to_string(),
-                    model: m.name.clone(),
-                    rows: m.matrix.rows,
-                    first_model: first.name.clone(),
-                    first_rows: first.matrix.rows,
+                    model: name.clone(),
+                    rows: m.rows,
+                    first_model: first_model.clone(),
+                    first_rows: first.rows,
                 });
             }
         }
     }
-    Ok(SplitEmbeddings {
+    Ok(SplitFiles {
         split: split.to_string(),
         layout,
         models,
@@ -506,161 +604,17 @@ fn sorted_keys<V>(m: &HashMap<String, V>) -> Vec<String> {
     k
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ExternalError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ExternalError + '_ {
     move |source| ExternalError::Io {
         path: path.to_path_buf(),
         source,
     }
 }
 
-/// Checks a 2-D, non-empty shape.
-fn check_shape(path: &Path, name: &str, shape: &[usize]) -> Result<(usize, usize)> {
-    match *shape {
-        [rows, cols] if rows > 0 && cols > 0 => Ok((rows, cols)),
-        [_, _] => Err(ExternalError::EmptyTensor {
-            path: path.to_path_buf(),
-            name: name.to_string(),
-            shape: shape.to_vec(),
-        }),
-        _ => Err(ExternalError::NotTwoD {
-            path: path.to_path_buf(),
-            name: name.to_string(),
-            shape: shape.to_vec(),
-        }),
-    }
-}
-
-/// Checks that every value is finite, naming the first that is not.
-fn check_finite(path: &Path, name: &str, m: &Matrix) -> Result<()> {
-    let bad = match &m.values {
-        Values::F32(v) => v
-            .iter()
-            .position(|x| !x.is_finite())
-            .map(|k| (k, v[k] as f64)),
-        Values::F64(v) => v.iter().position(|x| !x.is_finite()).map(|k| (k, v[k])),
-    };
-    match bad {
-        None => Ok(()),
-        Some((k, value)) => Err(ExternalError::NonFinite {
-            path: path.to_path_buf(),
-            name: name.to_string(),
-            row: k / m.cols,
-            col: k % m.cols,
-            value,
-        }),
-    }
-}
-
-/// Reads a `.npy` file: one 2-D array, little-endian f32 (`<f4`) or f64 (`<f8`), C order
-/// (format versions 1, 2 and 3).
+/// Reads a `.npy` file whole: one 2-D array, little-endian f32 (`<f4`) or f64 (`<f8`), C
+/// order (format versions 1, 2 and 3).
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Matrix> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
-    let bad = |reason: String| ExternalError::Malformed {
-        path: path.to_path_buf(),
-        reason,
-    };
-    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err(bad("not a .npy file (magic string)".into()));
-    }
-    let (header_len, start) = match bytes[6] {
-        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
-        v => return Err(bad(format!("unsupported .npy version {v}"))),
-    };
-    let header = bytes
-        .get(start..start + header_len)
-        .ok_or_else(|| bad("truncated header".into()))?;
-    let header = std::str::from_utf8(header).map_err(|e| bad(format!("header: {e}")))?;
-    let descr = npy_value(header, "descr")
-        .map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string())
-        .ok_or_else(|| bad(format!("no 'descr' in header {header:?}")))?;
-    let fortran = npy_value(header, "fortran_order")
-        .ok_or_else(|| bad(format!("no 'fortran_order' in header {header:?}")))?;
-    let shape = npy_value(header, "shape")
-        .ok_or_else(|| bad(format!("no 'shape' in header {header:?}")))?;
-    let shape: Vec<usize> = shape
-        .trim_matches(|c| c == '(' || c == ')')
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            s.parse::<usize>()
-                .map_err(|e| bad(format!("shape {s:?}: {e}")))
-        })
-        .collect::<Result<_>>()?;
-    let size = match descr.as_str() {
-        "<f4" | "=f4" | "f4" => 4,
-        "<f8" | "=f8" | "f8" => 8,
-        other => {
-            return Err(ExternalError::UnsupportedDtype {
-                path: path.to_path_buf(),
-                name: String::new(),
-                dtype: other.to_string(),
-            })
-        }
-    };
-    match fortran {
-        "False" => {}
-        "True" => {
-            return Err(bad(
-                "Fortran (column-major) order; save a C-order array".into()
-            ))
-        }
-        other => return Err(bad(format!("fortran_order {other:?}"))),
-    }
-    let (rows, cols) = check_shape(path, "", &shape)?;
-    let data = &bytes[start + header_len..];
-    if data.len() != rows * cols * size {
-        return Err(bad(format!(
-            "{} data bytes for shape {shape:?} of {descr} ({} expected)",
-            data.len(),
-            rows * cols * size
-        )));
-    }
-    let values = if size == 4 {
-        Values::F32(
-            data.chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-        )
-    } else {
-        Values::F64(
-            data.chunks_exact(8)
-                .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-                .collect(),
-        )
-    };
-    let m = Matrix {
-        rows,
-        cols,
-        dtype: if size == 4 { "f32" } else { "f64" }.into(),
-        values,
-    };
-    check_finite(path, "", &m)?;
-    Ok(m)
-}
-
-/// The raw text of `'key': value` in a .npy header dict (value up to the next top-level comma).
-fn npy_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
-    let at = header
-        .find(&format!("'{key}'"))
-        .or_else(|| header.find(&format!("\"{key}\"")))?;
-    let rest = header[at + key.len() + 2..].trim_start();
-    let rest = rest.strip_prefix(':')?.trim_start();
-    let mut depth = 0i32;
-    for (i, c) in rest.char_indices() {
-        match c {
-            '(' | '[' => depth += 1,
-            ')' | ']' => depth -= 1,
-            ',' | '}' if depth == 0 => return Some(rest[..i].trim()),
-            _ => {}
-        }
-    }
-    Some(rest.trim())
+    npy::open(path.as_ref())?.load()
 }
 
 /// Writes a row-major `[rows, cols]` f32 matrix as a version 1.0 `.npy` file (what
@@ -688,132 +642,21 @@ pub fn write_npy(path: impl AsRef<Path>, rows: usize, cols: usize, data: &[f32])
     std::fs::write(path, bytes).map_err(io_err(path))
 }
 
-/// Reads every tensor of a safetensors file (each must be 2-D, f32/f64/f16/bf16, finite).
+/// Reads every tensor of a safetensors file whole (each must be 2-D, f32/f64/f16/bf16,
+/// finite), sorted by name.
 pub fn read_safetensors_all(path: impl AsRef<Path>) -> Result<Vec<(String, Matrix)>> {
-    let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(io_err(path))?;
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| ExternalError::Malformed {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let mut names: Vec<String> = st.names().into_iter().map(|s| s.to_string()).collect();
-    names.sort();
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let view = st.tensor(&name).map_err(|e| ExternalError::Malformed {
-            path: path.to_path_buf(),
-            reason: format!("{name}: {e}"),
-        })?;
-        let unsupported = || ExternalError::UnsupportedDtype {
-            path: path.to_path_buf(),
-            name: name.clone(),
-            dtype: format!("{:?}", view.dtype()),
-        };
-        let dtype = match view.dtype() {
-            Dtype::F32 => DType::F32,
-            Dtype::F64 => DType::F64,
-            Dtype::F16 => DType::F16,
-            Dtype::BF16 => DType::BF16,
-            _ => return Err(unsupported()),
-        };
-        let (rows, cols) = check_shape(path, &name, view.shape())?;
-        let t = Tensor::from_raw_buffer(view.data(), dtype, &[rows, cols], &Device::Cpu)
-            .map_err(LmdError::from)?;
-        let m = tensor_matrix(&t, path, &name)?;
-        out.push((name, m));
-    }
-    Ok(out)
+    st::open(path.as_ref())?
+        .into_iter()
+        .map(|s| Ok((s.name.clone(), s.load()?)))
+        .collect()
 }
 
-/// Reads the tensors of a `torch.save`d dict name → tensor (`key`: first take the value of that
-/// key of an outer dict, e.g. a split of the reference's `embeddings.pt`). Entries that are not
-/// tensors are skipped.
+/// Reads the tensors of a `torch.save`d dict name → tensor whole (`key`: first take the value
+/// of that key of an outer dict, e.g. a split of the reference's `embeddings.pt`), sorted by
+/// name. Entries that are not tensors are skipped; a dict with no tensor is an error.
 pub fn read_torch(path: impl AsRef<Path>, key: Option<&str>) -> Result<Vec<(String, Matrix)>> {
-    let path = path.as_ref();
-    if !path.is_file() {
-        return Err(ExternalError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file"),
-        });
-    }
-    let pth = candle_core::pickle::PthTensors::new(path, key).map_err(|e| {
-        let reason = e.to_string();
-        match key {
-            Some(k) if reason.contains("not found") => ExternalError::MissingTensor {
-                path: path.to_path_buf(),
-                name: k.to_string(),
-                found: Vec::new(),
-            },
-            _ => ExternalError::Malformed {
-                path: path.to_path_buf(),
-                reason,
-            },
-        }
-    })?;
-    let mut names: Vec<String> = pth.tensor_infos().keys().cloned().collect();
-    names.sort();
-    let mut out = Vec::with_capacity(names.len());
-    for name in names {
-        let info = &pth.tensor_infos()[&name];
-        if !matches!(
-            info.dtype,
-            DType::F32 | DType::F64 | DType::F16 | DType::BF16
-        ) {
-            return Err(ExternalError::UnsupportedDtype {
-                path: path.to_path_buf(),
-                name,
-                dtype: format!("{:?}", info.dtype),
-            });
-        }
-        check_shape(path, &name, info.layout.dims())?;
-        let t = pth
-            .get(&name)
-            .map_err(|e| ExternalError::Malformed {
-                path: path.to_path_buf(),
-                reason: format!("{name}: {e}"),
-            })?
-            .ok_or_else(|| ExternalError::MissingTensor {
-                path: path.to_path_buf(),
-                name: name.clone(),
-                found: Vec::new(),
-            })?;
-        let m = tensor_matrix(&t, path, &name)?;
-        out.push((name, m));
-    }
-    Ok(out)
-}
-
-/// A 2-D float tensor as a checked [`Matrix`] (f16/bf16 widened to f32).
-fn tensor_matrix(t: &Tensor, path: &Path, name: &str) -> Result<Matrix> {
-    let (rows, cols) = check_shape(path, name, t.dims())?;
-    let t = t.contiguous().map_err(LmdError::from)?;
-    let dtype = t.dtype();
-    let values = match dtype {
-        DType::F64 => Values::F64(flat::<f64>(&t)?),
-        DType::F32 => Values::F32(flat::<f32>(&t)?),
-        DType::F16 | DType::BF16 => Values::F32(flat::<f32>(
-            &t.to_dtype(DType::F32).map_err(LmdError::from)?,
-        )?),
-        other => {
-            return Err(ExternalError::UnsupportedDtype {
-                path: path.to_path_buf(),
-                name: name.to_string(),
-                dtype: format!("{other:?}"),
-            })
-        }
-    };
-    let m = Matrix {
-        rows,
-        cols,
-        dtype: dtype.as_str().to_string(),
-        values,
-    };
-    check_finite(path, name, &m)?;
-    Ok(m)
-}
-
-fn flat<T: candle_core::WithDType>(t: &Tensor) -> Result<Vec<T>> {
-    Ok(t.flatten_all()
-        .and_then(|f| f.to_vec1::<T>())
-        .map_err(LmdError::from)?)
+    torch::open(path.as_ref(), key)?
+        .into_iter()
+        .map(|s| Ok((s.name.clone(), s.load()?)))
+        .collect()
 }
