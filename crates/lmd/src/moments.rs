@@ -395,6 +395,55 @@ impl Moments {
         Ok(())
     }
 
+    /// [`Moments::update_stacked_f64`] without a copy: the row-major [n, D] batch is shifted in
+    /// place (it is left holding z − shift) and read directly as the D × n matrix of samples
+    /// it already is in memory. For streaming readers that refill one buffer per chunk.
+    pub fn update_stacked_f64_in_place(&mut self, rows: &mut [f64]) -> Result<()> {
+        let d = self.dim();
+        if rows.len() % d != 0 {
+            return Err(LmdError::WidthMismatch {
+                what: format!("stacked f64 batch of length {}", rows.len()),
+                expected: d,
+                got: rows.len(),
+            });
+        }
+        let n = rows.len() / d;
+        if n == 0 {
+            return Ok(());
+        }
+        if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
+            let (r, c) = (k / d, k % d);
+            let model = self.offsets.partition_point(|&o| o <= c) - 1;
+            return Err(LmdError::NonFinite {
+                model: self.names[model].clone(),
+                row: r,
+                col: c - self.offsets[model],
+                value: rows[k] as f32,
+            });
+        }
+        if self.shift.is_none() {
+            let mut mean = vec![0.0; d];
+            for row in rows.chunks_exact(d) {
+                for (m, x) in mean.iter_mut().zip(row) {
+                    *m += x;
+                }
+            }
+            mean.iter_mut().for_each(|m| *m /= n as f64);
+            self.shift = Some(mean);
+        }
+        let shift = self.shift.as_deref().unwrap_or_default();
+        for row in rows.chunks_exact_mut(d) {
+            for ((x, c), s) in row.iter_mut().zip(shift).zip(self.sum.iter_mut()) {
+                *x -= c;
+                *s += *x;
+            }
+        }
+        let x = MatRef::from_column_major_slice(rows, d, n);
+        add_lower_gram(self.gram.as_mut(), x);
+        self.n += n as u64;
+        Ok(())
+    }
+
     /// Adds a batch given as a [n, D] tensor of any float dtype on any device. The shifted batch
     /// Gram is computed on the tensor's device in f64 and summed into the host accumulator.
     pub fn update_tensor(&mut self, batch: &Tensor) -> Result<()> {

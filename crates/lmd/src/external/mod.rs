@@ -27,7 +27,7 @@
 //! [`open_split`] parses only the files' headers ([`SplitFiles`]); [`SplitFiles::to_moments`]
 //! then reads [`CHUNK_BYTES`] of rows at a time from every model's file (positional reads into
 //! one reused buffer) into one f64 staging block and hands it to
-//! [`Moments::update_stacked_f64`]: memory is O(D² + chunk · D) whatever the number of rows.
+//! [`Moments::update_stacked_f64_in_place`]: memory is O(D² + chunk · D) whatever the number of rows.
 //! Every value (f32, f64, f16, bf16) is widened exactly to f64, so nothing is rounded before
 //! the f64 accumulation. [`read_split`] loads whole matrices instead (small data, inspection).
 //!
@@ -366,21 +366,20 @@ impl SplitFiles {
         let mut m = Moments::new(self.names(), self.widths())?;
         let (n, d) = (self.rows(), m.dim());
         let chunk = chunk.clamp(1, n.max(1));
-        let files = self
+        let mut readers = self
             .models
             .iter()
             .map(|(_, s)| s.open())
             .collect::<Result<Vec<_>>>()?;
         let offsets: Vec<usize> = (0..self.models.len()).map(|i| m.range(i).start).collect();
         let mut stage = vec![0.0f64; chunk * d];
-        let mut buf = Vec::new();
         let mut start = 0;
         while start < n {
             let len = chunk.min(n - start);
-            for (((_, s), f), &o) in self.models.iter().zip(&files).zip(&offsets) {
-                s.read_rows(f, start, len, &mut stage, d, o, &mut buf)?;
+            for (((_, s), r), &o) in self.models.iter().zip(&mut readers).zip(&offsets) {
+                s.read_rows(r, start, len, &mut stage, d, o)?;
             }
-            m.update_stacked_f64(&stage[..len * d])?;
+            m.update_stacked_f64_in_place(&mut stage[..len * d])?;
             start += len;
         }
         Ok(m)

@@ -60,6 +60,12 @@ pub(crate) enum Order {
     Cols { stride: u64 },
 }
 
+/// An open file of a [`TensorSource`] and the buffer its raw bytes are read into.
+pub(crate) struct Reader {
+    file: File,
+    buf: Vec<u8>,
+}
+
 /// A checked 2-D array inside a file: every element it names lies inside the file.
 #[derive(Clone, Debug)]
 pub(crate) struct TensorSource {
@@ -151,24 +157,27 @@ impl TensorSource {
         }
     }
 
-    /// Opens the file (once per source and pass).
-    pub(crate) fn open(&self) -> Result<File> {
-        File::open(&self.path).map_err(|e| self.io(e))
+    /// Opens the file for one pass over its rows (with its reusable read buffer).
+    pub(crate) fn open(&self) -> Result<Reader> {
+        Ok(Reader {
+            file: File::open(&self.path).map_err(|e| self.io(e))?,
+            buf: Vec::new(),
+        })
     }
 
     /// Reads rows `start .. start + len` into `dst` (row-major with `dst_stride` values per
-    /// row; this source's columns start at `dst_col`), checking every value is finite. `buf` is
-    /// reused between calls (at most `len · cols` elements).
+    /// row; this source's columns start at `dst_col`), checking every value is finite. The
+    /// reader's buffer is reused between calls (at most `len · cols` elements).
     pub(crate) fn read_rows(
         &self,
-        file: &File,
+        reader: &mut Reader,
         start: usize,
         len: usize,
         dst: &mut [f64],
         dst_stride: usize,
         dst_col: usize,
-        buf: &mut Vec<u8>,
     ) -> Result<()> {
+        let Reader { file, buf } = reader;
         let size = self.elem.size() as usize;
         let cols = self.cols;
         let read = |buf: &mut Vec<u8>, at: u64, bytes: usize| -> Result<()> {
@@ -225,17 +234,16 @@ impl TensorSource {
     /// The whole array as a [`super::Matrix`] (f64 stays f64; f32, f16, bf16 as f32, exactly).
     /// Allocates `rows · cols` values, which [`TensorSource::new`] checked the file holds.
     pub(crate) fn load(&self) -> Result<super::Matrix> {
-        let file = self.open()?;
+        let mut reader = self.open()?;
         let (rows, cols) = (self.rows, self.cols);
         let chunk = (super::CHUNK_BYTES / (8 * cols)).clamp(1, rows);
         let mut stage = vec![0.0f64; chunk * cols];
-        let mut buf = Vec::new();
         let mut f64s = Vec::new();
         let mut f32s = Vec::new();
         let mut start = 0;
         while start < rows {
             let len = chunk.min(rows - start);
-            self.read_rows(&file, start, len, &mut stage, cols, 0, &mut buf)?;
+            self.read_rows(&mut reader, start, len, &mut stage, cols, 0)?;
             let part = &stage[..len * cols];
             if self.elem == Elem::F64 {
                 f64s.extend_from_slice(part);
