@@ -60,7 +60,7 @@ struct Args {
     moments_only: bool,
     /// Write planted embeddings `M,D,N_TRAIN,N_TEST` (float32 `.npy`, one folder per model)
     /// into `--embeddings`, then exit.
-    #[arg(long, value_delimiter = ',', num_args = 4)]
+    #[arg(long, value_delimiter = ',')]
     generate: Option<Vec<usize>>,
 }
 

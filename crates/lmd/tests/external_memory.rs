@@ -143,6 +143,31 @@ fn peak_memory_does_not_grow_with_the_rows() {
     );
 }
 
+/// faer's square GEMM rate (GFLOP/s, 2 n³ flops, best of 3) in f64 and in f32.
+fn gemm_rates(n: usize) -> (f64, f64) {
+    macro_rules! rate {
+        ($t:ty) => {{
+            let a = faer::Mat::<$t>::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 101) as $t / 101.0);
+            let mut c = faer::Mat::<$t>::zeros(n, n);
+            let mut best = f64::INFINITY;
+            for _ in 0..3 {
+                let t = Instant::now();
+                faer::linalg::matmul::matmul(
+                    c.as_mut(),
+                    faer::Accum::Replace,
+                    a.as_ref(),
+                    a.transpose(),
+                    1.0,
+                    faer::get_global_parallelism(),
+                );
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            2.0 * (n as f64).powi(3) / best / 1e9
+        }};
+    }
+    (rate!(f64), rate!(f32))
+}
+
 #[test]
 #[ignore = "writes up to a GB of files and runs minutes: the measurement of docs/lmd.md"]
 fn measure_peak_rss() {
@@ -151,8 +176,8 @@ fn measure_peak_rss() {
     let root = std::env::var("LMD_MEMORY_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir().join("lmd_memory"));
-    println!("| M × D | n train + test | files | peak RSS | f64 Gram (both splits) | read + accumulate s |");
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("| M × D | n train + test | files | peak RSS | f64 Gram (both splits) | read + accumulate s | GFLOP/s (n·D² / s) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for spec in sizes.split(',') {
         let v: Vec<usize> = spec.split('x').map(|x| x.parse().unwrap()).collect();
         let (m, d, n_train, n_test) = (v[0], v[1], v[2], v[3]);
@@ -162,10 +187,13 @@ fn measure_peak_rss() {
         let dd = (m * d) as f64;
         let gib = |b: f64| b / (1u64 << 30) as f64;
         println!(
-            "| {m} × {d} | {n_train} + {n_test} | {:.2} GiB | {:.3} GiB | {:.3} GiB | {secs:.1} |",
+            "| {m} × {d} | {n_train} + {n_test} | {:.2} GiB | {:.3} GiB | {:.3} GiB | {secs:.1} | {:.0} |",
             gib(bytes as f64),
             gib(rss as f64),
             gib(2.0 * dd * dd * 8.0),
+            (n_train + n_test) as f64 * dd * dd / secs / 1e9,
         );
     }
+    let (f64_rate, f32_rate) = gemm_rates(2048);
+    println!("faer square GEMM 2048 (same process, best of 3): f64 {f64_rate:.0} GFLOP/s, f32 {f32_rate:.0} GFLOP/s");
 }
