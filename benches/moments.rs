@@ -1,16 +1,18 @@
-//! Streaming moment accumulation beside the machine's f64 GEMM rate.
+//! Streaming moment accumulation beside the machine's f64 and f32 GEMM rates.
 //!
 //! Throughput is declared as `Elements(flops)`, so criterion's "elem/s" reads as FLOP/s. The
 //! accumulation counts the useful flops of a symmetric rank-k update, n · D · (D + 1) (the lower
-//! triangle of Σ x xᵀ); the GEMM peer is faer's f64 `matmul` on square matrices (2 n³ flops) and
-//! on the same D × k × D shape computed in full (2 k D² flops).
+//! triangle of Σ x xᵀ), for the f64 products and for `Accumulation::F32Products` (f32 products
+//! of up to 1024 rows added into f64); the GEMM peers are faer's f64 and f32 `matmul` on square
+//! matrices (2 n³ flops) and the f64 one on the same D × k × D shape computed in full
+//! (2 k D² flops).
 //!
 //! `cargo bench -p lmsplit --bench moments` (LMD_BENCH_D overrides D = 2304, i.e. 3 × 768)
 
 use candle_core::{Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use faer::{Accum, Mat};
-use lmsplit::lmd::moments::Moments;
+use lmsplit::lmd::moments::{Accumulation, Moments};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -60,6 +62,27 @@ fn gemm(c: &mut Criterion) {
         })
     });
     g.finish();
+    let mut g32 = c.benchmark_group("f32_gemm");
+    g32.sample_size(10);
+    for n in [1024usize, 2048] {
+        let a = Mat::<f32>::from_fn(n, n, |i, j| ((i * 31 + j * 17) % 101) as f32 / 101.0);
+        let b = a.transpose().to_owned();
+        let mut out = Mat::<f32>::zeros(n, n);
+        g32.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
+        g32.bench_with_input(BenchmarkId::new("square", n), &n, |bch, _| {
+            bch.iter(|| {
+                faer::linalg::matmul::matmul(
+                    out.as_mut(),
+                    Accum::Replace,
+                    a.as_ref(),
+                    b.as_ref(),
+                    1.0,
+                    par,
+                )
+            })
+        });
+    }
+    g32.finish();
 }
 
 fn accumulate(c: &mut Criterion) {
@@ -87,6 +110,23 @@ fn accumulate(c: &mut Criterion) {
             bch.iter(|| m.update_stacked(&rows).unwrap())
         },
     );
+    let rows64: Vec<f64> = rows.iter().map(|&x| x as f64).collect();
+    for (label, acc) in [
+        ("in_place_f64_products", Accumulation::F64),
+        ("in_place_f32_products", Accumulation::F32Products),
+    ] {
+        g.bench_function(BenchmarkId::new(label, format!("{n}x{d}")), |bch| {
+            let mut m = Moments::new(names.clone(), widths.clone()).unwrap();
+            m.update_stacked(&rows[..d]).unwrap();
+            m.set_accumulation(acc);
+            let mut buf = rows64.clone();
+            bch.iter(|| {
+                // The in-place update shifts its input: refill it (a memcpy beside n·D² flops).
+                buf.copy_from_slice(&rows64);
+                m.update_stacked_f64_in_place(&mut buf).unwrap()
+            })
+        });
+    }
     let t = Tensor::from_slice(&rows, (n, d), &Device::Cpu).unwrap();
     g.bench_function(
         BenchmarkId::new("update_tensor_cpu", format!("{n}x{d}")),

@@ -27,6 +27,40 @@ const FORMAT: &str = "lmd-moments-v1";
 /// GEMM panels, small enough not to matter beside the D × D accumulator.
 const STAGING_BYTES: usize = 64 << 20;
 
+/// How [`Moments::update_stacked_f64_in_place`] forms each chunk's Gram.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Accumulation {
+    /// The shifted rows' products in f64 (faer's triangular f64 product): exact to f64
+    /// rounding. The default.
+    #[default]
+    F64,
+    /// The shifted rows rounded to f32, their products formed by faer's f32 GEMM over at most
+    /// [`F32_PRODUCT_ROWS`] rows at a time, each such product added into the f64 accumulator.
+    /// Every Gram entry then differs from the f64 one by at most
+    /// [`f32_product_bound`]`(k)` · Σ_rows |x_i||x_j| (x the shifted values, k the rows per
+    /// product): the error does not grow with n, only with k.
+    F32Products,
+}
+
+/// Most rows whose f32 products are summed in f32 before they reach the f64 accumulator.
+pub const F32_PRODUCT_ROWS: usize = 1024;
+
+/// The relative bound of [`Accumulation::F32Products`] for products over `k` rows: each
+/// shifted value is rounded once to f32 (relative error ≤ u = 2⁻²⁴), and a dot product of k
+/// terms in f32, in any order, with or without FMA, errs by at most γ_k = k u / (1 − k u) of
+/// the sum of the absolute products; together |Ĝ_ij − G_ij| ≤ ((1 + u)² (1 + γ_k) − 1) ·
+/// Σ |x_i||x_j|, which this returns (≈ (k + 2) u; 6.1·10⁻⁵ at k = 1024). The f64 sums across
+/// products add a term of order n·2⁻⁵³, negligible beside it.
+pub fn f32_product_bound(k: usize) -> f64 {
+    let u = f32::EPSILON as f64 / 2.0;
+    let ku = k as f64 * u;
+    let gamma = ku / (1.0 - ku);
+    (1.0 + u) * (1.0 + u) * (1.0 + gamma) - 1.0
+}
+
+/// Columns of one f32 product block (its scratch is D × this, f32).
+const F32_BLOCK_COLS: usize = 512;
+
 /// Streaming, mergeable first and second moments of M models' embeddings, in f64.
 ///
 /// Rows are samples; each model i contributes a block of width `widths[i]`; blocks are stacked in
@@ -46,6 +80,8 @@ pub struct Moments {
     sum: Vec<f64>,
     /// Σ (z − c)(z − c)ᵀ, lower triangle (including the diagonal) valid.
     gram: Mat<f64>,
+    /// How [`Moments::update_stacked_f64_in_place`] forms products.
+    accumulation: Accumulation,
 }
 
 impl Moments {
@@ -85,6 +121,7 @@ impl Moments {
             shift: None,
             sum: vec![0.0; d],
             gram: Mat::zeros(d, d),
+            accumulation: Accumulation::F64,
         })
     }
 
@@ -125,6 +162,17 @@ impl Moments {
         m.shift = Some(mean);
         m.n = n;
         Ok(m)
+    }
+
+    /// Chooses how [`Moments::update_stacked_f64_in_place`] forms each chunk's products
+    /// (the other updates always use f64). Not saved with the moments.
+    pub fn set_accumulation(&mut self, accumulation: Accumulation) {
+        self.accumulation = accumulation;
+    }
+
+    /// How [`Moments::update_stacked_f64_in_place`] forms products.
+    pub fn accumulation(&self) -> Accumulation {
+        self.accumulation
     }
 
     /// Model names, in stacking order.
@@ -438,8 +486,17 @@ impl Moments {
                 *s += *x;
             }
         }
-        let x = MatRef::from_column_major_slice(rows, d, n);
-        add_lower_gram(self.gram.as_mut(), x);
+        match self.accumulation {
+            Accumulation::F64 => add_lower_gram(
+                self.gram.as_mut(),
+                MatRef::from_column_major_slice(rows, d, n),
+            ),
+            Accumulation::F32Products => {
+                for part in rows.chunks(F32_PRODUCT_ROWS * d) {
+                    add_lower_gram_f32(&mut self.gram, part, d);
+                }
+            }
+        }
         self.n += n as u64;
         Ok(())
     }
@@ -756,6 +813,37 @@ pub(crate) fn add_lower_gram(acc: faer::MatMut<'_, f64>, x: MatRef<'_, f64>) {
         1.0,
         faer::get_global_parallelism(),
     );
+}
+
+/// `acc` (lower triangle) += x xᵀ for the shifted samples `rows` (row-major [k, D], i.e. the
+/// D × k sample matrix), the products formed in f32 one block of columns at a time and added
+/// into the f64 accumulator.
+fn add_lower_gram_f32(acc: &mut Mat<f64>, rows: &[f64], d: usize) {
+    let k = rows.len() / d;
+    let xs: Vec<f32> = rows.iter().map(|&v| v as f32).collect();
+    let x = MatRef::from_column_major_slice(&xs, d, k);
+    let mut block = Mat::<f32>::zeros(d, F32_BLOCK_COLS.min(d));
+    let mut j0 = 0;
+    while j0 < d {
+        let bw = F32_BLOCK_COLS.min(d - j0);
+        faer::linalg::matmul::matmul(
+            block.as_mut().submatrix_mut(0, 0, d - j0, bw),
+            Accum::Replace,
+            x.subrows(j0, d - j0),
+            x.subrows(j0, bw).transpose(),
+            1.0f32,
+            faer::get_global_parallelism(),
+        );
+        for c in 0..bw {
+            let col = j0 + c;
+            let src = &block.col_as_slice(c)[c..d - j0];
+            let dst = &mut acc.col_as_slice_mut(col)[col..];
+            for (o, &v) in dst.iter_mut().zip(src) {
+                *o += v as f64;
+            }
+        }
+        j0 += bw;
+    }
 }
 
 /// Little-endian bytes of f64 values (the safetensors layout).

@@ -17,6 +17,7 @@ use std::time::Instant;
 use lmd::analysis::{analyze_with, Arithmetic};
 use lmd::external::{read_train_test, write_npy, ReadOptions};
 use lmd::fit::Ridge;
+use lmd::moments::Accumulation;
 
 const CHILD: &str = "LMD_MEMORY_CHILD_DIR";
 
@@ -67,7 +68,16 @@ fn write_folder(dir: &Path, m: usize, d: usize, n_train: usize, n_test: usize) -
 /// Runs the child on `dir`: (peak RSS bytes, seconds, rows of train); with
 /// `LMD_MEMORY_ANALYSIS` set the child also runs the analysis and prints its own line.
 fn measure(dir: &Path) -> (u64, f64, u64) {
-    let out = Command::new(std::env::current_exe().unwrap())
+    measure_with(dir, false)
+}
+
+/// [`measure`], with the f32 products (`Accumulation::F32Products`) when `f32` is set.
+fn measure_with(dir: &Path, f32: bool) -> (u64, f64, u64) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    if f32 {
+        cmd.env("LMD_MEMORY_F32", "1");
+    }
+    let out = cmd
         .args([
             "child_reads_the_folder",
             "--exact",
@@ -104,8 +114,16 @@ fn child_reads_the_folder() {
     let Ok(dir) = std::env::var(CHILD) else {
         return;
     };
+    let opts = ReadOptions {
+        accumulation: if std::env::var("LMD_MEMORY_F32").is_ok() {
+            Accumulation::F32Products
+        } else {
+            Accumulation::F64
+        },
+        ..ReadOptions::default()
+    };
     let t0 = Instant::now();
-    let tt = read_train_test(&dir, &ReadOptions::default()).unwrap();
+    let tt = read_train_test(&dir, &opts).unwrap();
     let secs = t0.elapsed().as_secs_f64();
     println!("MEASURED {} {secs} {}", peak_rss(), tt.train.n());
     if std::env::var("LMD_MEMORY_ANALYSIS").is_ok() {
@@ -184,6 +202,7 @@ fn measure_peak_rss() {
         let dir = root.join(spec);
         let bytes = write_folder(&dir, m, d, n_train, n_test);
         let (rss, secs, _) = measure(&dir);
+        let (rss32, secs32, _) = measure_with(&dir, true);
         let dd = (m * d) as f64;
         let gib = |b: f64| b / (1u64 << 30) as f64;
         println!(
@@ -192,6 +211,11 @@ fn measure_peak_rss() {
             gib(rss as f64),
             gib(2.0 * dd * dd * 8.0),
             (n_train + n_test) as f64 * dd * dd / secs / 1e9,
+        );
+        println!(
+            "|   f32 products | | | {:.3} GiB | | {secs32:.1} | {:.0} |",
+            gib(rss32 as f64),
+            (n_train + n_test) as f64 * dd * dd / secs32 / 1e9,
         );
     }
     let (f64_rate, f32_rate) = gemm_rates(2048);

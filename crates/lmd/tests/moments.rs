@@ -212,3 +212,57 @@ fn bad_inputs_are_typed_errors() {
     let other = Moments::new(vec!["a".into(), "c".into()], vec![2, 3]).unwrap();
     assert!(m.merge(&other).is_err());
 }
+
+#[test]
+fn f32_products_stay_within_their_stated_bound_of_the_f64_path() {
+    use lmd::moments::{f32_product_bound, Accumulation, F32_PRODUCT_ROWS};
+    use rand::{Rng, SeedableRng};
+    let (n, widths) = (5000usize, vec![16usize, 32]);
+    let d: usize = widths.iter().sum();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(26);
+    // A large common offset, scales from 1e-3 to 10, and a shared factor (correlated columns).
+    let scale: Vec<f64> = (0..d)
+        .map(|j| 10f64.powf(-3.0 + 4.0 * j as f64 / d as f64))
+        .collect();
+    let mut rows = Vec::with_capacity(n * d);
+    for _ in 0..n {
+        let f: f64 = rng.random::<f64>() - 0.5;
+        for s in &scale {
+            rows.push(100.0 + s * (f + 0.3 * (rng.random::<f64>() - 0.5)));
+        }
+    }
+    let names = vec!["a".to_string(), "b".to_string()];
+    let mut exact = Moments::new(names.clone(), widths.clone()).unwrap();
+    let mut mixed = Moments::new(names, widths).unwrap();
+    mixed.set_accumulation(Accumulation::F32Products);
+    // One call of n > F32_PRODUCT_ROWS rows: the products are cut into parts of at most that.
+    exact
+        .update_stacked_f64_in_place(&mut rows.clone())
+        .unwrap();
+    mixed
+        .update_stacked_f64_in_place(&mut rows.clone())
+        .unwrap();
+    assert_eq!(exact.shift(), mixed.shift());
+    let c = exact.shift();
+    let (ce, cm) = (exact.covariance().unwrap(), mixed.covariance().unwrap());
+    let bound = f32_product_bound(F32_PRODUCT_ROWS);
+    assert!(bound < 6.2e-5 && bound > 6.0e-5, "{bound}");
+    let mut worst: f64 = 0.0;
+    let mut any_diff = false;
+    for i in 0..d {
+        for j in 0..=i {
+            let s: f64 = (0..n)
+                .map(|r| ((rows[r * d + i] - c[i]) * (rows[r * d + j] - c[j])).abs())
+                .sum::<f64>()
+                / n as f64;
+            let diff = (ce[(i, j)] - cm[(i, j)]).abs();
+            // The f64 path's own rounding (n · 2⁻⁵³ relative) beside the f32 bound.
+            let allowed = bound * s + 1e-12 * s;
+            assert!(diff <= allowed, "({i}, {j}): {diff} > {allowed}");
+            worst = worst.max(diff / (bound * s));
+            any_diff |= diff > 0.0;
+        }
+    }
+    assert!(any_diff, "the f32 products were not used");
+    println!("largest error / bound: {worst:.3e}");
+}

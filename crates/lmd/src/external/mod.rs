@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::LmdError;
-use crate::moments::Moments;
+use crate::moments::{Accumulation, Moments, F32_PRODUCT_ROWS};
 
 mod npy;
 mod pickle;
@@ -197,6 +197,9 @@ pub struct ReadOptions {
     pub tensor: Option<String>,
     /// Models to read, in this order (default: every model found, ordered by name).
     pub models: Option<Vec<String>>,
+    /// How [`read_train_test`] forms the chunks' products (default f64; see
+    /// [`Accumulation::F32Products`] for the faster one and its error bound).
+    pub accumulation: Accumulation,
 }
 
 /// Values of one matrix, in the precision they were stored in (f16 and bf16 widened to f32).
@@ -353,17 +356,35 @@ impl SplitFiles {
         self.models.iter().map(|(_, s)| s.elem.name()).collect()
     }
 
-    /// The split's joint moments, streamed in chunks of [`CHUNK_BYTES`].
+    /// The split's joint moments, streamed in chunks of [`CHUNK_BYTES`] (f64 products).
     pub fn to_moments(&self) -> Result<Moments> {
+        self.to_moments_with(Accumulation::F64)
+    }
+
+    /// The split's joint moments, streamed, with the products formed as `accumulation` says:
+    /// f64 in chunks of [`CHUNK_BYTES`], f32 products in chunks of [`F32_PRODUCT_ROWS`] rows
+    /// (the largest its error bound allows, so that the f64 additions are few).
+    pub fn to_moments_with(&self, accumulation: Accumulation) -> Result<Moments> {
         let d: usize = self.widths().iter().sum();
-        self.to_moments_chunked((CHUNK_BYTES / (8 * d.max(1))).max(1))
+        let chunk = match accumulation {
+            Accumulation::F64 => (CHUNK_BYTES / (8 * d.max(1))).max(1),
+            Accumulation::F32Products => F32_PRODUCT_ROWS,
+        };
+        let mut m = self.accumulate(chunk, accumulation)?;
+        m.set_accumulation(Accumulation::F64);
+        Ok(m)
     }
 
     /// The split's joint moments, streamed `chunk` rows at a time (every value widened to f64;
     /// the first chunk's mean is the accumulation's shift). Memory: the D × D moments plus
     /// `chunk · D` f64 values and one chunk of one model's raw bytes.
     pub fn to_moments_chunked(&self, chunk: usize) -> Result<Moments> {
+        self.accumulate(chunk, Accumulation::F64)
+    }
+
+    fn accumulate(&self, chunk: usize, accumulation: Accumulation) -> Result<Moments> {
         let mut m = Moments::new(self.names(), self.widths())?;
+        m.set_accumulation(accumulation);
         let (n, d) = (self.rows(), m.dim());
         let chunk = chunk.clamp(1, n.max(1));
         let mut readers = self
@@ -424,8 +445,8 @@ pub fn read_train_test(dir: impl AsRef<Path>, opts: &ReadOptions) -> Result<Trai
     Ok(TrainTest {
         names,
         widths,
-        train: train.to_moments()?,
-        test: test.to_moments()?,
+        train: train.to_moments_with(opts.accumulation)?,
+        test: test.to_moments_with(opts.accumulation)?,
     })
 }
 
