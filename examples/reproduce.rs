@@ -6,6 +6,7 @@
 //! ```text
 //! cargo run --release --example reproduce -- --protocol smoke --out out/reproduce/smoke
 //! cargo run --release --example reproduce -- --protocol cpu --out $HOME/runs/cpu [--only gpt-s0]
+//! cargo run --release --example reproduce -- --protocol cpu --tokenizer trained-8k --out ...
 //! ```
 //!
 //! `smoke` runs in about a minute on the embedded synthetic corpus; `cpu` is the powered CPU
@@ -21,6 +22,7 @@ use std::process::ExitCode;
 
 use candle_core::Device;
 use clap::Parser;
+use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{run_study, ExperimentError, Protocol, RunOptions, StudySpec};
 
 #[derive(Parser, Debug)]
@@ -35,7 +37,12 @@ struct Args {
     /// Output folder (default: out/reproduce/<protocol>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Train only these runs now (comma-separated labels such as gpt-s0,bert-s1).
+    /// The vocabulary of every run and scoring set of the study: bert-base-uncased (the
+    /// paper's, the cpu and gpu protocols' default), trained-8k (an 8,192-piece WordPiece
+    /// trained on the corpus), trained:<N>, or a tokenizer file (vocab.txt, tokenizer.json).
+    #[arg(long)]
+    tokenizer: Option<String>,
+    /// Train only these runs now (comma-separated labels such as gpt-s0,elmo_released-s1).
     #[arg(long, default_value = "")]
     only: String,
     /// Leave out the emergence analysis (each phase-1 snapshot costs a head training and a
@@ -57,6 +64,9 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let mut spec = StudySpec::protocol(args.protocol, &args.shared)?;
     if args.no_emergence {
         spec.emergence = None;
+    }
+    if let Some(t) = &args.tokenizer {
+        spec = spec.with_vocabulary(&Vocabulary::parse(t, &args.shared)?);
     }
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from(format!("out/reproduce/{:?}", args.protocol).to_lowercase())

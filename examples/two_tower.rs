@@ -19,13 +19,14 @@ use std::process::ExitCode;
 use candle_core::Device;
 use clap::Parser;
 use lmsplit::experiment::analysis::{select_tokens, RunScores, TokenSelection};
+use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
     ensure_run, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSet,
     ScoringSpec,
 };
 use lmsplit::heads::HeadInput;
 use lmsplit::prefscore::{Bootstrap, Method, ScoreKind};
-use lmsplit::towers::{Schedule, Style};
+use lmsplit::towers::{ElmoMode, Schedule, Style};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -43,10 +44,18 @@ struct Args {
     /// Corpus format for a path: plain, lines, wikitext, folder, jsonl[:field].
     #[arg(long, default_value = "plain")]
     format: String,
-    /// Tokenizer (vocab.txt or tokenizer.json); default: a WordPiece vocabulary trained on the
-    /// training documents and kept in `<out>/data/`.
+    /// Vocabulary: bert-base-uncased (the paper's, from `--shared`), trained-8k, trained:<N>,
+    /// or a tokenizer file (vocab.txt or tokenizer.json); default: a WordPiece vocabulary of
+    /// `--train-vocab` pieces trained on the training documents and kept in `<out>/data/`.
     #[arg(long)]
-    tokenizer: Option<PathBuf>,
+    tokenizer: Option<String>,
+    /// The shared data folder (for `--tokenizer bert-base-uncased`).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data"))]
+    shared: PathBuf,
+    /// ELMo towers: full (both directions) or as-released (the released code's forward-only
+    /// towers: its backward output is multiplied by zero).
+    #[arg(long, default_value = "full")]
+    elmo_mode: ElmoMode,
     /// WordPiece size when one is trained.
     #[arg(long, default_value_t = 1024)]
     train_vocab: usize,
@@ -127,11 +136,15 @@ fn head_input(s: &str) -> Result<HeadInput, ExperimentError> {
 fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
     let mut corpus = match args.corpus.as_str() {
         "synthetic" => CorpusSpec::synthetic(args.documents, 0),
-        path => CorpusSpec::text(path, &args.format, args.tokenizer.clone()),
+        path => CorpusSpec::text(path, &args.format, None),
     };
     corpus.train_vocab = args.train_vocab;
-    corpus.tokenizer = args.tokenizer.clone();
-    let mut r = RunSpec::new(args.style, &args.preset, corpus).with_seed(args.seed);
+    if let Some(t) = &args.tokenizer {
+        corpus = corpus.with_vocabulary(&Vocabulary::parse(t, &args.shared)?);
+    }
+    let mut r = RunSpec::new(args.style, &args.preset, corpus)
+        .with_seed(args.seed)
+        .with_elmo_mode(args.elmo_mode);
     r.phase1.budget_tokens = args.budget_tokens;
     r.phase1.seq_len = args.seq_len;
     r.phase1.batch_size = args.batch_size;

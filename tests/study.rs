@@ -4,8 +4,10 @@
 
 mod common;
 
-use common::quiet;
-use lmsplit::experiment::{run_study, Protocol, StudySpec};
+use common::{quiet, shared};
+use lmsplit::experiment::spec::Vocabulary;
+use lmsplit::experiment::{run_study, CorpusData, Protocol, RunRecord, ScoringSet, StudySpec};
+use lmsplit::towers::{ElmoMode, Style};
 
 #[test]
 fn smoke_study_runs_end_to_end_and_is_reused() {
@@ -69,6 +71,24 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .unwrap();
     assert_eq!(e.pairs[1].pearson, main.1.pearson.r);
     assert!(e.pairs[0].tokens < e.pairs[1].tokens);
+    // The curve is disattenuated as the main tables are: by the head-seed reliabilities
+    // (each snapshot has its retest heads), not the split-half ones.
+    let d = main.1.disattenuated.as_ref().unwrap();
+    assert_eq!(e.pairs[1].reliability, Some([d.rel_a, d.rel_b]));
+    assert_eq!(e.pairs[1].disattenuated, d.value);
+    assert_ne!(
+        e.pairs[1].reliability.unwrap(),
+        main.1.reliability_split_half
+    );
+    for p in &e.points {
+        assert!(p.head_seed.is_some_and(f64::is_finite), "{p:?}");
+    }
+    let snap = e.pairs[0].reliability.expect("snapshot retest heads");
+    assert!(
+        e.pairs[0].disattenuated
+            == lmsplit::prefscore::disattenuate(e.pairs[0].pearson, snap[0], snap[1])
+    );
+    assert!(e.pairs[0].interval.is_some());
     // ICA word groups of gpt-s0 and the per-run controls.
     let g = out
         .word_groups
@@ -111,4 +131,87 @@ fn some_runs_write_their_tables_to_a_subset_folder() {
     assert!(!dir.path().join("gpt-s0").exists());
     let err = run_study(&spec, dir.path(), &["elmo-s9".into()], &quiet()).unwrap_err();
     assert!(err.to_string().contains("elmo-s9 is not a run"), "{err}");
+}
+
+#[test]
+fn a_study_given_a_tokenizer_uses_it_in_every_run_and_scoring_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let bert = shared("data/bert-base-uncased/bert_base_uncased.json");
+    let trained = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
+    let spec = trained
+        .clone()
+        .with_vocabulary(&Vocabulary::File(bert.clone()));
+    assert!(spec
+        .runs
+        .iter()
+        .all(|r| r.corpus.tokenizer.as_ref() == Some(&bert)));
+    assert_eq!(spec.corpus.tokenizer.as_ref(), Some(&bert));
+    let out = run_study(&spec, dir.path(), &["gpt-s0".into()], &quiet()).unwrap();
+    // The run was trained on that vocabulary (V 30,522 padded to 30,528) and says so.
+    let rec: RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("gpt-s0/run.json")).unwrap())
+            .unwrap();
+    assert_eq!(rec.spec.corpus.tokenizer.as_ref(), Some(&bert));
+    let data = CorpusData::load(&spec.corpus, &dir.path().join("data")).unwrap();
+    assert_eq!((data.tok.vocab_size(), data.padded_vocab()), (30522, 30528));
+    assert!(!dir.path().join("data/tokenizer.json").exists());
+    // Its scoring set is the one cut with that vocabulary: another vocabulary cuts another
+    // set, with another fingerprint.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = CorpusData::load(&trained.corpus, other_dir.path()).unwrap();
+    let a = ScoringSet::load_or_build(&dir.path().join("data"), Style::Gpt, &data, &spec.scoring)
+        .unwrap();
+    let b =
+        ScoringSet::load_or_build(other_dir.path(), Style::Gpt, &other, &trained.scoring).unwrap();
+    assert_eq!(out.runs[0].scoring_fingerprint, a.id.short());
+    assert_ne!(a.id.fingerprint, b.id.fingerprint);
+}
+
+#[test]
+fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_size_pair() {
+    let shared = std::path::Path::new("/shared-data");
+    let spec = StudySpec::protocol(Protocol::Cpu, shared).unwrap();
+    let labels: Vec<String> = spec.runs.iter().map(|r| r.label()).collect();
+    assert_eq!(
+        labels,
+        [
+            "gpt-s0",
+            "gpt-s1",
+            "gpt-s2",
+            "elmo_released-s0",
+            "elmo_released-s1",
+            "bert-s0",
+            "bert-s1",
+            "elmo-s0",
+            "elmo-s1",
+            "gpt_large-s0"
+        ]
+    );
+    let bert = Vocabulary::bert_base_uncased(shared);
+    for r in &spec.runs {
+        assert_eq!(r.corpus, spec.corpus.clone());
+        assert_eq!(r.phase1.budget_tokens, 8_000_000, "{}", r.label());
+        assert_eq!(
+            r.elmo_mode == ElmoMode::AsReleased,
+            r.label().starts_with("elmo_released")
+        );
+    }
+    assert_eq!(
+        spec.corpus.tokenizer,
+        match bert {
+            Vocabulary::File(p) => Some(p),
+            Vocabulary::Trained(_) => None,
+        }
+    );
+    let large = spec.runs.last().unwrap();
+    assert_eq!(
+        (large.style, large.preset.as_str()),
+        (Style::Gpt, "peer_large")
+    );
+    // The 8k vocabulary of the earlier CPU results, by name.
+    let eight = spec.with_vocabulary(&Vocabulary::Trained(8192));
+    assert!(eight
+        .runs
+        .iter()
+        .all(|r| r.corpus.tokenizer.is_none() && r.corpus.train_vocab == 8192));
 }

@@ -55,7 +55,7 @@ pub fn run_controls(
     replicates: usize,
     opts: &CorrOptions,
 ) -> Result<Vec<RunControl>> {
-    let style = |l: &str| l.split('-').next().unwrap_or("").to_string();
+    let style = |l: &str| crate::spec::model_of_label(l);
     let mut out = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let v = &r.scores.values;

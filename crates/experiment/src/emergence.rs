@@ -1,20 +1,21 @@
 //! How the preference emerges during phase 1 (beyond the paper: no published figure shows it).
 //!
-//! Every phase-1 weight snapshot of a run (e.g. at 1/16, 1/8, 1/4, 1/2 of training) gets its
-//! own heads, trained by the run's head rule (early stopping on the same validation batches)
-//! and scored on the study's scoring set; the end of training is the run itself. For each
-//! point: the share of tokens won by the primary tower, each head's gap to the joint head and
-//! the split-half reliability of the scores; for each pair of runs of one style at the same
-//! point: the raw seed-to-seed Pearson correlation and the correlation disattenuated by the
-//! split-half reliabilities (r_ab / sqrt(r_aa r_bb)). The split-half reliability is used here
-//! (not the head-seed one of the main tables) because it needs no second set of heads per
-//! snapshot. Each snapshot's heads and scores are cached under `<run>/emergence/step-<N>/`.
+//! Every phase-1 weight snapshot of a run (e.g. at 1/8, 1/4, 1/2 of training) gets its own
+//! heads, trained by the run's head rule (early stopping on the same validation batches), and,
+//! when the run has retest heads, a second pair with the retest seed; both are scored on the
+//! study's scoring set; the end of training is the run itself. For each point: the share of
+//! tokens won by the primary tower, each head's gap to the joint head, the head-seed and the
+//! split-half reliability of the scores. For each pair of runs of one model, and for each pair
+//! of the first model's runs with another model's, at the same point: the raw Pearson
+//! correlation with its bootstrap interval and the correlation disattenuated by the head-seed
+//! reliabilities (as in the main tables) with its interval. Each snapshot's heads and scores
+//! are cached under `<run>/emergence/step-<N>/`.
 
 use std::path::{Path, PathBuf};
 
 use heads::{evaluate, PositionLogProbs};
-use prefscore::{disattenuate, CorrOptions, Method, ScoreKind};
-use report::{PlotOptions, Series};
+use prefscore::{CorrOptions, Interval, ScoreKind};
+use report::{IntervalGroup, IntervalPoint, PlotOptions, Series};
 use serde::{Deserialize, Serialize};
 use towers::TwoTowerLm;
 
@@ -32,15 +33,19 @@ use crate::{ExperimentError, Result};
 pub struct EmergenceSpec {
     /// The token selection of the correlations and reliabilities.
     pub selection: TokenSelection,
-    /// The styles whose runs are analysed (each snapshot costs a head training and a scoring).
-    pub styles: Vec<towers::Style>,
+    /// The models (`RunSpec::model_name`, e.g. `gpt`, `elmo_released`) whose runs are analysed;
+    /// the first is the reference of the cross-model pairs. Each snapshot costs one or two head
+    /// trainings and scorings.
+    pub models: Vec<String>,
 }
 
 /// One run at one point of phase 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmergencePoint {
-    /// `<style>-s<seed>`.
+    /// `<model>-s<seed>`.
     pub label: String,
+    /// The run's model.
+    pub model: String,
     /// Fraction of phase 1's updates done (1 = the finished run).
     pub fraction: f64,
     /// Token positions trained by then.
@@ -49,27 +54,37 @@ pub struct EmergencePoint {
     pub heads: HeadQuality,
     /// Share of scored tokens won by the primary tower.
     pub share_primary: f64,
+    /// Head-seed reliability (Pearson of the scores of two head seeds), when retested.
+    pub head_seed: Option<f64>,
     /// Split-half reliability (Pearson, Spearman-Brown corrected) over the selection.
     pub split_half: f64,
 }
 
-/// Two runs of one style at the same point.
+/// Two runs at the same point.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EmergencePair {
     /// First run.
     pub a: String,
     /// Second run.
     pub b: String,
+    /// The pair's models, `<model a> × <model b>`.
+    pub class: String,
     /// Fraction of phase 1.
     pub fraction: f64,
-    /// Token positions trained by then.
+    /// Token positions trained by then (by the first run).
     pub tokens: u64,
     /// Tokens in the selection.
     pub n: usize,
     /// Raw Pearson correlation of the two runs' scores.
     pub pearson: f64,
-    /// Disattenuated by the split-half reliabilities, when both are positive.
+    /// Its bootstrap interval.
+    pub interval: Option<Interval>,
+    /// Head-seed reliabilities of the two runs.
+    pub reliability: Option<[f64; 2]>,
+    /// Disattenuated by the head-seed reliabilities, when both are positive.
     pub disattenuated: Option<f64>,
+    /// Its bootstrap interval.
+    pub disattenuated_interval: Option<Interval>,
 }
 
 /// The whole emergence analysis of a study.
@@ -77,12 +92,58 @@ pub struct EmergencePair {
 pub struct Emergence {
     /// Every run at every point.
     pub points: Vec<EmergencePoint>,
-    /// Every same-style pair at every common point.
+    /// Every same-model pair, and every pair of a reference-model run with another model's, at
+    /// every common point.
     pub pairs: Vec<EmergencePair>,
 }
 
-/// The scores of one snapshot of `run`: heads trained and scored once, then read from the
-/// cache folder.
+/// One snapshot of a run, with what its head trainings need; the snapshot's model is loaded the
+/// first time heads must be trained.
+struct SnapshotHeads<'a> {
+    run: &'a ScoredRun,
+    snap: &'a Snapshot,
+    data: &'a CorpusData,
+    scoring: &'a ScoringSet,
+    opts: &'a RunOptions,
+    dir: PathBuf,
+    model: Option<TwoTowerLm>,
+}
+
+impl SnapshotHeads<'_> {
+    /// The heads of head seed `seed` and their scores, trained once, then read from the cache.
+    fn heads(&mut self, seed: u64) -> Result<(PositionLogProbs, HeadQuality)> {
+        let dir = &self.dir;
+        let (lp_path, q_path) = (
+            dir.join(format!("logprobs-{seed}.json")),
+            dir.join(format!("heads_quality-{seed}.json")),
+        );
+        if lp_path.is_file() && q_path.is_file() {
+            return Ok((read_json(&lp_path)?, read_json(&q_path)?));
+        }
+        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+        let spec = &self.run.record.spec;
+        let (data, opts) = (self.data, self.opts);
+        let model = match &mut self.model {
+            Some(m) => m,
+            empty => {
+                let cfg = spec.model_config(data.padded_vocab())?;
+                let m = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?;
+                m.params().load(&self.snap.path)?;
+                empty.insert(m)
+            }
+        };
+        let valid = validation_batches(spec, data)?;
+        let heads_dir = dir.join(format!("heads-{seed}"));
+        let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
+        let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
+        write_json_atomic(&q_path, &q)?;
+        write_json_atomic(&lp_path, &lp)?;
+        Ok((lp, q))
+    }
+}
+
+/// The scores of one snapshot of `run` (with the retest heads' when the run has them): heads
+/// trained and scored once, then read from the cache folder.
 pub fn snapshot_scores(
     run: &ScoredRun,
     snap: &Snapshot,
@@ -91,38 +152,39 @@ pub fn snapshot_scores(
     opts: &RunOptions,
 ) -> Result<(RunScores, HeadQuality)> {
     let spec = &run.record.spec;
-    let dir = run
-        .dir
-        .join("emergence")
-        .join(format!("step-{:07}", snap.step));
-    let (lp_path, q_path) = (dir.join("logprobs.json"), dir.join("heads_quality.json"));
-    let (lp, quality): (PositionLogProbs, HeadQuality) = if lp_path.is_file() && q_path.is_file() {
-        (read_json(&lp_path)?, read_json(&q_path)?)
-    } else {
-        std::fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-        let cfg = spec.model_config(data.padded_vocab())?;
-        let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?;
-        model.params().load(&snap.path)?;
-        let valid = validation_batches(spec, data)?;
-        let heads_dir = dir.join("heads");
-        let (heads, q) =
-            train_heads_in(spec, &model, data, &valid, spec.head_seed, &heads_dir, opts)?;
-        let lp = evaluate(&model, &heads, &scoring.batches, false)?;
-        write_json_atomic(&q_path, &q)?;
-        write_json_atomic(&lp_path, &lp)?;
-        (lp, q)
+    let mut s = SnapshotHeads {
+        run,
+        snap,
+        data,
+        scoring,
+        opts,
+        dir: run
+            .dir
+            .join("emergence")
+            .join(format!("step-{:07}", snap.step)),
+        model: None,
     };
-    let label = run.label.clone();
+    let (lp, quality) = s.heads(spec.head_seed)?;
+    let retest = match spec.retest_heads {
+        true => {
+            let (r, q) = s.heads(spec.head_seed + 1)?;
+            Some((r, q.above_unigram))
+        }
+        false => None,
+    };
     let scores = RunScores::from_logprobs(
-        label,
+        run.label.clone(),
         scoring.id.clone(),
         lp,
-        None,
-        quality.above_unigram,
+        retest.as_ref().map(|(r, _)| r),
+        quality.above_unigram || retest.as_ref().is_some_and(|(_, f)| *f),
         ScoreKind::ArithmeticMean,
     )?;
     Ok((scores, quality))
 }
+
+/// One run at one point: (fraction, tokens, scores, heads).
+type RunPoint = (f64, u64, RunScores, HeadQuality);
 
 /// Every point of one run: its snapshots, then the finished run.
 fn run_points(
@@ -130,7 +192,7 @@ fn run_points(
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-) -> Result<Vec<(f64, u64, RunScores, HeadQuality)>> {
+) -> Result<Vec<RunPoint>> {
     let res = run.result()?;
     let per_update = res.phase1.tokens / res.phase1.steps.max(1);
     let mut out = Vec::new();
@@ -143,72 +205,85 @@ fn run_points(
     Ok(out)
 }
 
-/// Runs the emergence analysis over the runs of `spec.styles` among `runs` (each scored on the
-/// set of its style in `sets`).
+/// Runs the emergence analysis over the runs of `spec.models` among `runs` (each scored on the
+/// set of its style in `sets`), with the bootstrap of `copts` (its permutations are not used).
 pub fn emergence(
     runs: &[ScoredRun],
     data: &CorpusData,
     sets: &[ScoringSet],
     spec: &EmergenceSpec,
+    copts: &CorrOptions,
     opts: &RunOptions,
 ) -> Result<Emergence> {
     let sel = spec.selection;
     let copts = CorrOptions {
-        bootstrap: prefscore::Bootstrap {
-            resamples: 0,
-            ..prefscore::Bootstrap::default()
-        },
+        bootstrap: copts.bootstrap,
         permutations: 0,
     };
-    let mut all = Vec::new();
+    let mut all: Vec<(String, Vec<RunPoint>)> = Vec::new();
     let mut out = Emergence::default();
     for run in runs {
-        let style = run.record.spec.style;
-        if !spec.styles.contains(&style) {
+        let model = run.record.spec.model_name();
+        if !spec.models.contains(&model) {
             continue;
         }
+        let style = run.record.spec.style;
         let set = sets.iter().find(|s| s.id.style == style).ok_or_else(|| {
             ExperimentError::Invalid(format!("{}: no scoring set of its style", run.label))
         })?;
         let pts = run_points(run, data, set, opts)?;
         for (fraction, tokens, s, q) in &pts {
             let toks = select_tokens(&[s], &data.freq, sel);
-            let sh = s.split_half(
-                ScoreKind::ArithmeticMean,
-                &toks,
-                Method::Pearson,
-                &copts.bootstrap,
-            )?;
+            let boot = prefscore::Bootstrap {
+                resamples: 0,
+                ..copts.bootstrap
+            };
+            let pearson = prefscore::Method::Pearson;
+            let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, &boot)?;
+            let hs = s.retest_reliability(&toks, pearson, &boot)?;
             out.points.push(EmergencePoint {
                 label: run.label.clone(),
+                model: model.clone(),
                 fraction: *fraction,
                 tokens: *tokens,
                 heads: q.clone(),
                 share_primary: s.share_primary,
+                head_seed: hs.map(|r| r.r),
                 split_half: sh.r,
             });
         }
-        all.push((run.record.spec.style, pts));
+        all.push((model, pts));
     }
+    let reference = spec.models.first();
     for i in 0..all.len() {
         for j in i + 1..all.len() {
-            if all[i].0 != all[j].0 {
+            let (ma, mb) = (&all[i].0, &all[j].0);
+            if ma != mb && Some(ma) != reference && Some(mb) != reference {
                 continue;
             }
-            for (fa, tokens, sa, _) in &all[i].1 {
-                let Some((_, _, sb, _)) = all[j].1.iter().find(|p| p.0 == *fa) else {
+            // The reference model first in a cross-model pair.
+            let (x, y) = if Some(mb) == reference && ma != mb {
+                (&all[j], &all[i])
+            } else {
+                (&all[i], &all[j])
+            };
+            for (fa, tokens, sa, _) in &x.1 {
+                let Some((_, _, sb, _)) = y.1.iter().find(|p| p.0 == *fa) else {
                     continue;
                 };
                 let p = compare_runs(sa, sb, &data.freq, sel, ScoreKind::ArithmeticMean, &copts)?;
-                let [ra, rb] = p.reliability_split_half;
                 out.pairs.push(EmergencePair {
                     a: p.a,
                     b: p.b,
+                    class: format!("{} × {}", x.0, y.0),
                     fraction: *fa,
                     tokens: *tokens,
                     n: p.tokens,
                     pearson: p.pearson.r,
-                    disattenuated: disattenuate(p.pearson.r, ra, rb),
+                    interval: p.pearson.interval,
+                    reliability: p.reliability_head_seed,
+                    disattenuated: p.disattenuated.as_ref().and_then(|d| d.value),
+                    disattenuated_interval: p.disattenuated.and_then(|d| d.interval),
                 });
             }
         }
@@ -216,45 +291,124 @@ pub fn emergence(
     Ok(out)
 }
 
-/// Writes the emergence table (`emergence.{csv,md,json}`) and two figures:
-/// `fig_emergence_correlation.png` (raw and disattenuated seed-to-seed r against tokens
-/// trained) and `fig_emergence_heads.png` (share won by the primary tower and the mean head
-/// gap against tokens trained). Returns the files.
+/// Whether a class of pairs is still gaining agreement at the end of phase 1: the mean
+/// disattenuated r at the last two points, and whether the end's mean exceeds the previous
+/// point's by more than the mean half-width of the end's intervals (else: levelled off, or too
+/// noisy to tell).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassTrend {
+    /// `<model a> × <model b>`.
+    pub class: String,
+    /// The point before the end (fraction) and its mean disattenuated r.
+    pub before: (f64, f64),
+    /// The end (fraction 1) and its mean disattenuated r.
+    pub end: (f64, f64),
+    /// Mean half-width of the end's intervals.
+    pub half_width: f64,
+    /// `end − before > half_width`.
+    pub rising: bool,
+}
+
+/// The trend of every class of pairs (see [`ClassTrend`]); classes with fewer than two points
+/// with a disattenuated value are left out.
+pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
+    let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
+    classes.sort();
+    classes.dedup();
+    let mut out = Vec::new();
+    for c in classes {
+        let mut fr: Vec<f64> = e
+            .pairs
+            .iter()
+            .filter(|p| p.class == c && p.disattenuated.is_some())
+            .map(|p| p.fraction)
+            .collect();
+        fr.sort_by(f64::total_cmp);
+        fr.dedup();
+        let [.., before, end] = fr[..] else {
+            continue;
+        };
+        let at = |f: f64| -> Vec<&EmergencePair> {
+            e.pairs
+                .iter()
+                .filter(|p| p.class == c && p.fraction == f && p.disattenuated.is_some())
+                .collect()
+        };
+        let mean = |ps: &[&EmergencePair]| {
+            ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
+        };
+        let (pb, pe) = (at(before), at(end));
+        let widths: Vec<f64> = pe
+            .iter()
+            .filter_map(|p| p.disattenuated_interval.map(|i| (i.hi - i.lo) / 2.0))
+            .collect();
+        let half_width = widths.iter().sum::<f64>() / widths.len().max(1) as f64;
+        let (mb, me) = (mean(&pb), mean(&pe));
+        out.push(ClassTrend {
+            class: c.to_string(),
+            before: (before, mb),
+            end: (end, me),
+            half_width,
+            rising: me - mb > half_width,
+        });
+    }
+    out
+}
+
+/// Writes the emergence table (`emergence.{csv,md,json}`, with the trend of every class of
+/// pairs) and two figures: `fig_emergence_correlation.png` (every pair's disattenuated r, or its
+/// raw r where a reliability is missing, with bootstrap intervals, at each point of phase 1; a
+/// line joins each class's mean) and `fig_emergence_heads.png` (share won by the primary tower
+/// and the mean head gap against tokens trained). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
-    let mut corr = Vec::new();
-    let mut pairs: Vec<(&str, &str)> = e
-        .pairs
-        .iter()
-        .map(|p| (p.a.as_str(), p.b.as_str()))
-        .collect();
-    pairs.dedup();
-    for (a, b) in pairs {
-        let ps: Vec<&EmergencePair> = e.pairs.iter().filter(|p| p.a == a && p.b == b).collect();
-        let x: Vec<f64> = ps.iter().map(|p| p.tokens as f64).collect();
-        corr.push(Series::new(
-            format!("{a} × {b} raw"),
-            x.clone(),
-            ps.iter().map(|p| p.pearson).collect(),
-        ));
-        let dis: Vec<(f64, f64)> = ps
+    let mut fractions: Vec<f64> = e.pairs.iter().map(|p| p.fraction).collect();
+    fractions.sort_by(f64::total_cmp);
+    fractions.dedup();
+    if !fractions.is_empty() {
+        let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
+        classes.dedup();
+        let mut seen = Vec::new();
+        classes.retain(|c| {
+            let new = !seen.contains(c);
+            seen.push(*c);
+            new
+        });
+        let groups: Vec<IntervalGroup> = classes
             .iter()
-            .filter_map(|p| p.disattenuated.map(|d| (p.tokens as f64, d)))
+            .map(|c| IntervalGroup {
+                name: c.to_string(),
+                points: e
+                    .pairs
+                    .iter()
+                    .filter(|p| p.class == *c)
+                    .filter_map(|p| {
+                        let at = fractions.iter().position(|f| *f == p.fraction)?;
+                        let (y, iv) = match p.disattenuated {
+                            Some(d) => (d, p.disattenuated_interval),
+                            None => (p.pearson, p.interval),
+                        };
+                        Some(IntervalPoint {
+                            at,
+                            y,
+                            interval: iv.map(|i| (i.lo.min(y), i.hi.max(y))),
+                        })
+                    })
+                    .collect(),
+            })
             .collect();
-        if !dis.is_empty() {
-            let (x, y) = dis.into_iter().unzip();
-            corr.push(Series::new(format!("{a} × {b} disattenuated"), x, y));
-        }
-    }
-    if !corr.is_empty() {
         let f = out.join("fig_emergence_correlation.png");
-        report::line_plot(
+        let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
+        report::interval_plot(
             &f,
-            &corr,
-            &plot(
-                "Seed-to-seed correlation of the preference score during phase 1",
-                "Pearson r",
-            ),
+            &positions,
+            &groups,
+            &PlotOptions {
+                title: "Agreement of the preference score during phase 1".into(),
+                x_label: "fraction of phase 1 trained".into(),
+                y_label: "Pearson r, disattenuated (head-seed), 95% interval".into(),
+                ..PlotOptions::default()
+            },
         )?;
         files.push(f);
     }
@@ -284,21 +438,23 @@ pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     report::line_plot(
         &f,
         &heads,
-        &plot(
-            "Primary tower's share and head gap during phase 1",
-            "share / nats",
-        ),
+        &PlotOptions {
+            title: "Primary tower's share and head gap during phase 1".into(),
+            x_label: "token positions trained in phase 1".into(),
+            y_label: "share / nats".into(),
+            ..PlotOptions::default()
+        },
     )?;
     files.push(f);
     Ok(files)
 }
 
-fn plot(title: &str, y: &str) -> PlotOptions {
-    PlotOptions {
-        title: title.into(),
-        x_label: "token positions trained in phase 1".into(),
-        y_label: y.into(),
-        ..PlotOptions::default()
+/// `1/8`, `1/4`, `1/2`, `1`, or the decimal for other fractions.
+fn fraction_name(f: f64) -> String {
+    match (1..=64).find(|d| ((1.0 / f) - *d as f64).abs() < 1e-9) {
+        Some(1) => "1".into(),
+        Some(d) => format!("1/{d}"),
+        None => format!("{f:.3}"),
     }
 }
 
@@ -308,15 +464,23 @@ fn emergence_table(e: &Emergence) -> report::Table {
         "fraction",
         "tokens",
         "value",
+        "95% interval",
         "disattenuated",
-        "split-half",
+        "95% interval ",
+        "head-seed rel.",
+        "split-half rel.",
         "head gap 1",
         "head gap 2",
         "flagged",
     ];
+    let iv = |i: Option<Interval>| match i {
+        Some(i) => format!("[{:.3}, {:.3}]", i.lo, i.hi),
+        None => String::new(),
+    };
+    let none = || report::Cell::from(None::<f64>);
     let mut t = report::Table::new(cols.map(String::from).to_vec())
-        .with_title("How the preference emerges: runs and seed pairs at phase-1 snapshots")
-        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by split-half reliabilities; head gap: head NLL minus joint NLL (nats)")
+        .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
+        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals")
         .with_precision(3);
     for p in &e.points {
         let gap = |k: usize| p.heads.gap.get(k).copied();
@@ -325,7 +489,10 @@ fn emergence_table(e: &Emergence) -> report::Table {
             p.fraction.into(),
             (p.tokens as usize).into(),
             p.share_primary.into(),
-            report::Cell::from(None::<f64>),
+            "".into(),
+            none(),
+            "".into(),
+            p.head_seed.into(),
             p.split_half.into(),
             gap(0).into(),
             gap(1).into(),
@@ -333,17 +500,93 @@ fn emergence_table(e: &Emergence) -> report::Table {
         ]);
     }
     for p in &e.pairs {
+        let rel = p
+            .reliability
+            .map(|[a, b]| format!("{a:.3} / {b:.3}"))
+            .unwrap_or_default();
         t.push_row(vec![
             format!("{} × {}", p.a, p.b).into(),
             p.fraction.into(),
             (p.tokens as usize).into(),
             p.pearson.into(),
+            iv(p.interval).into(),
             p.disattenuated.into(),
-            report::Cell::from(None::<f64>),
-            report::Cell::from(None::<f64>),
-            report::Cell::from(None::<f64>),
+            iv(p.disattenuated_interval).into(),
+            rel.into(),
+            none(),
+            none(),
+            none(),
+            "".into(),
+        ]);
+    }
+    for c in class_trends(e) {
+        let verdict = match c.rising {
+            true => "still rising",
+            false => "not rising beyond its interval",
+        };
+        t.push_row(vec![
+            format!("trend {}: {verdict}", c.class).into(),
+            c.end.0.into(),
+            "".into(),
+            c.before.1.into(),
+            format!("at {}", fraction_name(c.before.0)).into(),
+            c.end.1.into(),
+            format!("± {:.3} at the end", c.half_width).into(),
+            "".into(),
+            none(),
+            none(),
+            none(),
             "".into(),
         ]);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(class: &str, fraction: f64, d: f64, half: f64) -> EmergencePair {
+        EmergencePair {
+            a: "a".into(),
+            b: "b".into(),
+            class: class.into(),
+            fraction,
+            tokens: 0,
+            n: 10,
+            pearson: d * 0.9,
+            interval: None,
+            reliability: Some([0.9, 0.9]),
+            disattenuated: Some(d),
+            disattenuated_interval: Some(Interval {
+                lo: d - half,
+                hi: d + half,
+                level: 0.95,
+            }),
+        }
+    }
+
+    #[test]
+    fn trends_compare_the_last_two_points_with_the_end_intervals() {
+        let e = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                pair("gpt × gpt", 0.5, 0.5, 0.05),
+                pair("gpt × gpt", 1.0, 0.7, 0.05),
+                pair("gpt × bert", 0.5, 0.5, 0.05),
+                pair("gpt × bert", 1.0, 0.52, 0.05),
+                pair("bert × bert", 1.0, 0.3, 0.05),
+            ],
+        };
+        let t = class_trends(&e);
+        let names: Vec<(&str, bool)> = t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
+        assert_eq!(names, [("gpt × bert", false), ("gpt × gpt", true)]);
+        assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn fractions_are_named_as_the_paper_would() {
+        let names: Vec<String> = [0.125, 0.25, 0.5, 1.0, 0.3].map(fraction_name).to_vec();
+        assert_eq!(names, ["1/8", "1/4", "1/2", "1", "0.300"]);
+    }
 }

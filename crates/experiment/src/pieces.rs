@@ -1,8 +1,8 @@
-//! The word-piece control. With a WordPiece vocabulary a token is either word-initial or a
-//! continuation piece (`##…`), a distinction the paper's word-level vocabulary does not have.
-//! If the towers divide the vocabulary along it, two seeds agree because both find the same
-//! split, and the agreement *within* each kind of piece is the finer division the paper
-//! describes. This module measures both: per run, the scores of each kind (mean, share won by
+//! The word-piece control. With a WordPiece vocabulary (the paper's too: bert-base-uncased) a
+//! token is either word-initial or a continuation piece (`##…`); the paper's own Table 3 ranks a
+//! `##s ##ed ##ly ##ing ##ism` group most secondary for ELMo and GPT. If the towers divide the
+//! vocabulary along it, two seeds agree partly because both find the same split, and the
+//! agreement *within* each kind of piece is the finer division. This module measures both: per run, the scores of each kind (mean, share won by
 //! the primary tower) and the point-biserial correlation of the score with "is a continuation";
 //! per pair of runs, Pearson r over all tokens and within each kind.
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use heads::HeadInput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use towers::{ModelConfig, Schedule, Style};
+use towers::{ElmoMode, ModelConfig, Schedule, Style};
 
 use crate::{ExperimentError, Result};
 
@@ -59,6 +59,61 @@ impl CorpusSpec {
     /// Whether this is the embedded synthetic corpus.
     pub fn is_synthetic(&self) -> bool {
         self.corpus == "synthetic"
+    }
+
+    /// The same text with another vocabulary.
+    pub fn with_vocabulary(mut self, vocab: &Vocabulary) -> Self {
+        match vocab {
+            Vocabulary::File(p) => self.tokenizer = Some(p.clone()),
+            Vocabulary::Trained(n) => {
+                self.tokenizer = None;
+                self.train_vocab = *n;
+            }
+        }
+        self
+    }
+}
+
+/// The vocabulary of a study: a tokenizer file, or a WordPiece vocabulary trained on the
+/// training documents. The paper's is `bert-base-uncased` ("word piece tokenization, the same
+/// as Bert"; its code loads that tokenizer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Vocabulary {
+    /// A tokenizer file (`vocab.txt` or `tokenizer.json`).
+    File(PathBuf),
+    /// A WordPiece vocabulary of this many pieces, trained once and saved in the data folder.
+    Trained(usize),
+}
+
+impl Vocabulary {
+    /// The paper's vocabulary in a shared data folder (`<shared>/bert-base-uncased/`).
+    pub fn bert_base_uncased(shared: &Path) -> Self {
+        Vocabulary::File(shared.join("bert-base-uncased/bert_base_uncased.json"))
+    }
+
+    /// Parses a command-line choice: `bert-base-uncased` (the paper's, from `shared`),
+    /// `trained-8k` (the 8,192-piece WordPiece trained on the corpus, the CPU protocol's
+    /// vocabulary before the paper's), `trained:<N>`, or a tokenizer file path.
+    pub fn parse(s: &str, shared: &Path) -> Result<Self> {
+        let trained = |n: &str| {
+            n.parse::<usize>()
+                .ok()
+                .filter(|&n| n >= 2)
+                .map(Vocabulary::Trained)
+                .ok_or_else(|| {
+                    ExperimentError::Invalid(format!(
+                        "{s:?}: a trained vocabulary needs a size of at least 2 pieces"
+                    ))
+                })
+        };
+        match s {
+            "bert-base-uncased" => Ok(Self::bert_base_uncased(shared)),
+            "trained-8k" => Ok(Vocabulary::Trained(8192)),
+            _ => match s.strip_prefix("trained:") {
+                Some(n) => trained(n),
+                None => Ok(Vocabulary::File(PathBuf::from(s))),
+            },
+        }
     }
 }
 
@@ -161,6 +216,14 @@ pub struct RunSpec {
     /// Also retrain the heads with `head_seed + 1` and score them: the head-seed (test-retest)
     /// reliability of the run's scores.
     pub retest_heads: bool,
+    /// ELMo only: both directions (`full`, the default) or the released code's forward-only
+    /// towers (`as-released`: its `flip_seq` zeroes the backward output).
+    #[serde(default)]
+    pub elmo_mode: ElmoMode,
+    /// The model's name in labels and tables (e.g. `gpt_large` for a second size of one
+    /// style); `None`: the style's name, `elmo_released` for as-released ELMo.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 impl RunSpec {
@@ -175,6 +238,30 @@ impl RunSpec {
             seed: 0,
             head_seed: 1000,
             retest_heads: true,
+            elmo_mode: ElmoMode::BiLstm,
+            name: None,
+        }
+    }
+
+    /// The same run with the ELMo towers in `mode`.
+    pub fn with_elmo_mode(mut self, mode: ElmoMode) -> Self {
+        self.elmo_mode = mode;
+        self
+    }
+
+    /// The same run under another model name (see [`RunSpec::name`]).
+    pub fn named(mut self, name: &str) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The model's name: [`RunSpec::name`], else the style's (`elmo_released` for as-released
+    /// ELMo). Runs of one model differ only in their seeds.
+    pub fn model_name(&self) -> String {
+        match (&self.name, self.style, self.elmo_mode) {
+            (Some(n), _, _) => n.clone(),
+            (None, Style::Elmo, ElmoMode::AsReleased) => "elmo_released".into(),
+            (None, s, _) => style_name(s).into(),
         }
     }
 
@@ -185,9 +272,9 @@ impl RunSpec {
         self
     }
 
-    /// The run's label, `<style>-s<seed>`.
+    /// The run's label, `<model>-s<seed>` ([`RunSpec::model_name`]).
     pub fn label(&self) -> String {
-        format!("{}-s{}", style_name(self.style), self.seed)
+        format!("{}-s{}", self.model_name(), self.seed)
     }
 
     /// The model configuration for a tokenizer of `vocab_size` pieces (padded to a multiple of
@@ -196,6 +283,7 @@ impl RunSpec {
         let mut cfg = ModelConfig::preset(self.style, &self.preset)?;
         cfg.vocab_size = padded_vocab;
         cfg.max_positions = cfg.max_positions.max(self.phase1.seq_len);
+        cfg.elmo_mode = self.elmo_mode;
         Ok(cfg)
     }
 
@@ -218,6 +306,15 @@ impl RunSpec {
         if self.heads.eval_every == 0 || self.heads.patience == 0 {
             return bad("heads need eval_every >= 1 and patience >= 1 (early stopping)");
         }
+        if self.elmo_mode != ElmoMode::BiLstm && self.style != Style::Elmo {
+            return bad("elmo_mode as-released applies to ELMo runs only");
+        }
+        match &self.name {
+            Some(n) if n.is_empty() || n.contains(['-', '/', '\\', ' ']) => {
+                return bad("a run name must be non-empty, without '-', '/', '\\' or spaces")
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -232,6 +329,15 @@ impl RunSpec {
         }
         let rec: crate::run::RunRecord = crate::error::read_json(&path)?;
         Ok(rec.spec)
+    }
+}
+
+/// The model part of a run label `<model>-s<seed>` ([`RunSpec::label`]; model names hold no
+/// `-`).
+pub fn model_of_label(label: &str) -> String {
+    match label.rsplit_once("-s") {
+        Some((m, seed)) if seed.parse::<u64>().is_ok() => m.to_string(),
+        _ => label.to_string(),
     }
 }
 
@@ -292,5 +398,50 @@ mod tests {
         b.heads.patience = 9;
         assert_eq!(spec_diff(&a, &b), vec!["heads.patience", "phase1.lr"]);
         assert!(spec_diff(&a, &a).is_empty());
+    }
+
+    #[test]
+    fn labels_name_the_model_and_old_records_read_as_full_elmo() {
+        let c = CorpusSpec::synthetic(100, 0);
+        let elmo = RunSpec::new(Style::Elmo, "tiny", c.clone()).with_seed(1);
+        assert_eq!(elmo.label(), "elmo-s1");
+        let released = elmo.clone().with_elmo_mode(ElmoMode::AsReleased);
+        assert_eq!(released.label(), "elmo_released-s1");
+        assert_eq!(
+            released.model_config(64).unwrap().elmo_mode,
+            ElmoMode::AsReleased
+        );
+        let large = RunSpec::new(Style::Gpt, "peer_large", c.clone()).named("gpt_large");
+        assert_eq!(large.label(), "gpt_large-s0");
+        assert!(RunSpec::new(Style::Gpt, "tiny", c.clone())
+            .with_elmo_mode(ElmoMode::AsReleased)
+            .validate()
+            .is_err());
+        assert!(large.clone().named("gpt-large").validate().is_err());
+        // A run.json written before the field existed is a full BiLSTM run.
+        let mut v = serde_json::to_value(&elmo).unwrap();
+        v.as_object_mut().unwrap().remove("elmo_mode");
+        let back: RunSpec = serde_json::from_value(v).unwrap();
+        assert_eq!(back, elmo);
+    }
+
+    #[test]
+    fn vocabulary_choices_parse() {
+        let shared = Path::new("/data");
+        assert_eq!(
+            Vocabulary::parse("bert-base-uncased", shared).unwrap(),
+            Vocabulary::File(shared.join("bert-base-uncased/bert_base_uncased.json"))
+        );
+        assert_eq!(
+            Vocabulary::parse("trained-8k", shared).unwrap(),
+            Vocabulary::Trained(8192)
+        );
+        assert_eq!(
+            Vocabulary::parse("trained:512", shared).unwrap(),
+            Vocabulary::Trained(512)
+        );
+        assert!(Vocabulary::parse("trained:x", shared).is_err());
+        let c = CorpusSpec::synthetic(10, 0).with_vocabulary(&Vocabulary::Trained(300));
+        assert_eq!((c.tokenizer.clone(), c.train_vocab), (None, 300));
     }
 }

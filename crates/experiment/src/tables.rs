@@ -6,6 +6,7 @@ use std::path::Path;
 
 use corpus::Tokenizer;
 
+use crate::spec::model_of_label;
 use crate::{ExperimentError, Result};
 
 /// ICA word groups of an embedding (paper section 5.3) and their preference (Table 3).
@@ -217,6 +218,7 @@ pub fn pairs_table(
             "disatt. 95% low",
             "disatt. 95% high",
             "partial (log freq)",
+            "paper",
             "flagged",
         ]
         .map(String::from)
@@ -225,8 +227,9 @@ pub fn pairs_table(
     .with_title(title)
     .with_note(
         "disattenuated = r / sqrt(r_aa r_bb) with head-seed (test-retest) reliabilities; \
-         split-half reliabilities Spearman-Brown corrected; flagged: a head of a run ended no \
-         better than the unigram model",
+         split-half reliabilities Spearman-Brown corrected; paper: the paper's Pearson for the \
+         same cell of its Table 2 (base-size models, about a day of training each), where it \
+         has one; flagged: a head of a run ended no better than the unigram model",
     )
     .with_precision(3);
     for p in pairs {
@@ -250,10 +253,36 @@ pub fn pairs_table(
             report::Cell::from(dlo),
             report::Cell::from(dhi),
             report::Cell::from(p.partial_log_freq),
+            report::Cell::from(paper_table2(&model_of_label(&p.a), &model_of_label(&p.b))),
             report::Cell::from(if p.flagged { "yes" } else { "" }),
         ]);
     }
     Ok(t)
+}
+
+/// The paper's Pearson correlation of the preference scores for a pair of models (He &
+/// Toyoizumi, section 4, Table 2), where it reports one: GPT seed to seed 0.94, GPT × ELMo
+/// 0.91, GPT × BERT about 0.6, and base × large 0.72 (the paper's size pair is BERT's; ours is
+/// GPT's, so that cell is the nearest the paper has). ELMo in either mode takes the paper's
+/// ELMo value: which mode the paper's runs were in is what the study tests.
+pub fn paper_table2(model_a: &str, model_b: &str) -> Option<&'static str> {
+    let base = |m: &str| match m {
+        "elmo_released" => "elmo".to_string(),
+        m => m.to_string(),
+    };
+    let (a, b) = (base(model_a), base(model_b));
+    let pair = |x: &str, y: &str| (a == x && b == y) || (a == y && b == x);
+    if pair("gpt", "gpt") {
+        Some("0.94")
+    } else if pair("gpt", "elmo") {
+        Some("0.91")
+    } else if pair("gpt", "bert") {
+        Some("≈0.6")
+    } else if pair("gpt", "gpt_large") || pair("bert", "bert_large") {
+        Some("0.72 (BERT base × large)")
+    } else {
+        None
+    }
 }
 
 /// One row per run: scored positions, head quality against the joint head and the unigram

@@ -15,7 +15,8 @@ mod table;
 
 pub use error::{Error, Result};
 pub use plot::{
-    bar_chart, heatmap, histogram_grid, line_plot, matrix_image, register_fonts, scatter,
-    HeatmapOptions, HistogramOptions, MatrixOptions, PlotOptions, Series,
+    bar_chart, heatmap, histogram_grid, interval_plot, line_plot, matrix_image, register_fonts,
+    scatter, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint, MatrixOptions,
+    PlotOptions, Series,
 };
 pub use table::{Cell, Table, DEFAULT_PRECISION};

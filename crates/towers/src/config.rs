@@ -32,13 +32,43 @@ impl std::str::FromStr for Style {
 }
 
 /// How an ELMo tower combines its directions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ElmoMode {
     /// Forward and backward LSTM outputs concatenated (the intended model).
+    #[default]
     BiLstm,
     /// As the released code behaves: its `flip_seq` zeroes the backward output, so the tower is
     /// forward-only with a zero second half (we do not build the unused backward LSTM).
     AsReleased,
+}
+
+impl ElmoMode {
+    /// The name the command lines use: `full` or `as-released`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElmoMode::BiLstm => "full",
+            ElmoMode::AsReleased => "as-released",
+        }
+    }
+}
+
+impl std::fmt::Display for ElmoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ElmoMode {
+    type Err = TowersError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "full" | "bilstm" => Ok(ElmoMode::BiLstm),
+            "as-released" | "released" | "forward-only" => Ok(ElmoMode::AsReleased),
+            _ => Err(TowersError::Config(format!(
+                "unknown ELMo backward mode {s:?} (full, as-released)"
+            ))),
+        }
+    }
 }
 
 /// Configuration of a K-tower language model (mirrors the released code's config keys).
@@ -123,7 +153,8 @@ impl ModelConfig {
     }
 
     /// A named preset for a style, K = 2: `tiny` (tests), `peer_small` (2 layers, width 128,
-    /// FFN 512, 4 heads; ELMo cell 512: the CPU reproduction), `base_2tower` and `large_2tower` (the
+    /// FFN 512, 4 heads; ELMo cell 512: the CPU reproduction), `peer_large` (4 layers, width
+    /// 256, FFN 1024, 4 heads; ELMo cell 1024, H 256: the CPU protocol's size pair), `base_2tower` and `large_2tower` (the
     /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
     /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
     pub fn preset(style: Style, name: &str) -> Result<Self> {
@@ -172,6 +203,16 @@ impl ModelConfig {
                 c.ffn_size = 0;
             }
             (_, "peer_small") => tf(&mut c, 2, 128, 512, 4),
+            // The size pair of the CPU protocol (the paper's base vs large row): twice as wide,
+            // twice as deep.
+            (Style::Elmo, "peer_large") => {
+                c.hidden_size = 256;
+                c.n_layers = 2;
+                c.lstm_size = 1024;
+                c.n_heads = 0;
+                c.ffn_size = 0;
+            }
+            (_, "peer_large") => tf(&mut c, 4, 256, 1024, 4),
             (Style::Elmo, "base_2tower")
             | (Style::Elmo, "large_2tower")
             | (Style::Elmo, "paper") => {
@@ -188,7 +229,7 @@ impl ModelConfig {
             (Style::Bert, "paper_large") => tf(&mut c, 24, 512, 2048, 16),
             _ => {
                 return Err(TowersError::Config(format!(
-                "unknown preset {name:?} for {style:?} (tiny, peer_small, base_2tower, large_2tower, paper{})",
+                "unknown preset {name:?} for {style:?} (tiny, peer_small, peer_large, base_2tower, large_2tower, paper{})",
                 if style == Style::Bert {
                     ", paper_large"
                 } else {
@@ -208,7 +249,14 @@ mod tests {
     #[test]
     fn presets_validate_and_roundtrip() {
         for style in [Style::Elmo, Style::Gpt, Style::Bert] {
-            for name in ["tiny", "peer_small", "base_2tower", "large_2tower", "paper"] {
+            for name in [
+                "tiny",
+                "peer_small",
+                "peer_large",
+                "base_2tower",
+                "large_2tower",
+                "paper",
+            ] {
                 let c = ModelConfig::preset(style, name).unwrap();
                 c.validate().unwrap();
                 let back: ModelConfig =
@@ -217,6 +265,10 @@ mod tests {
             }
         }
         assert!(ModelConfig::preset(Style::Gpt, "huge").is_err());
+        for m in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
+            assert_eq!(m.as_str().parse::<ElmoMode>().unwrap(), m);
+        }
+        assert!("backward".parse::<ElmoMode>().is_err());
         let mut c = ModelConfig::preset(Style::Gpt, "tiny").unwrap();
         c.n_heads = 5;
         assert!(c.validate().is_err());

@@ -4,12 +4,14 @@ mod bar;
 mod colour;
 mod heatmap;
 mod histogram;
+mod intervals;
 mod line;
 mod matrix;
 
 pub use bar::bar_chart;
 pub use heatmap::{heatmap, HeatmapOptions};
 pub use histogram::{histogram_grid, HistogramOptions};
+pub use intervals::{interval_plot, IntervalGroup, IntervalPoint};
 pub use line::{line_plot, scatter, PlotOptions, Series};
 pub use matrix::{matrix_image, MatrixOptions};
 

@@ -1,0 +1,240 @@
+//! Points with intervals at a few ordered x positions (e.g. 1/8, 1/4, 1/2 and all of training),
+//! one colour per group: each point is drawn with its interval as an error bar, a group's
+//! points at one position sit side by side, and a line joins the group's mean at each position.
+//! The y range holds every point and interval end; the legend has its own panel on the right,
+//! never on the data.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::line::pad;
+use super::{
+    axis_style, check_range, finite_range, label_style, max_text_width, plot_err, render,
+    series_colour, ticker, title_style, Figure,
+};
+use crate::{Error, PlotOptions, Result};
+
+/// One measured point: its x position (an index into the plot's positions), value and interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IntervalPoint {
+    /// Index of the x position.
+    pub at: usize,
+    /// The value.
+    pub y: f64,
+    /// The interval (lower, upper), if known.
+    pub interval: Option<(f64, f64)>,
+}
+
+/// A named group of points drawn in one colour.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IntervalGroup {
+    /// Legend entry.
+    pub name: String,
+    /// Its points (several may share a position).
+    pub points: Vec<IntervalPoint>,
+}
+
+/// Draws `groups` over the ordered x positions named by `positions` to `path` (PNG or SVG).
+/// `opts.x_range` is ignored (the positions are evenly spaced); `opts.y_range` overrides the
+/// range that holds every value and interval.
+pub fn interval_plot(
+    path: &Path,
+    positions: &[String],
+    groups: &[IntervalGroup],
+    opts: &PlotOptions,
+) -> Result<()> {
+    if positions.is_empty() || groups.iter().all(|g| g.points.is_empty()) {
+        return Err(Error::invalid(
+            "interval plot needs at least one position and one point",
+        ));
+    }
+    for g in groups {
+        for p in &g.points {
+            if p.at >= positions.len() {
+                return Err(Error::invalid(format!(
+                    "group {:?}: point at position {} of {}",
+                    g.name,
+                    p.at,
+                    positions.len()
+                )));
+            }
+            let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
+            if !(p.y.is_finite() && lo.is_finite() && hi.is_finite() && lo <= hi) {
+                return Err(Error::invalid(format!(
+                    "group {:?}: a point or interval is not finite or not ordered",
+                    g.name
+                )));
+            }
+        }
+    }
+    let ends = groups.iter().flat_map(|g| g.points.iter()).flat_map(|p| {
+        let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
+        [p.y, lo, hi]
+    });
+    let y_range = match opts.y_range {
+        Some(r) => check_range(r, "y_range")?,
+        None => pad(finite_range(ends).ok_or_else(|| Error::invalid("no finite values"))?),
+    };
+    render(
+        path,
+        &IntervalPlot {
+            positions,
+            groups,
+            opts,
+            y_range,
+        },
+    )
+}
+
+struct IntervalPlot<'a> {
+    positions: &'a [String],
+    groups: &'a [IntervalGroup],
+    opts: &'a PlotOptions,
+    y_range: (f64, f64),
+}
+
+impl IntervalPlot<'_> {
+    fn legend_width(&self) -> u32 {
+        let names: Vec<String> = self.groups.iter().map(|g| g.name.clone()).collect();
+        max_text_width(&names, &label_style()) + 48
+    }
+
+    /// x of point `k` of `n` sharing position `at` in group `g` of `ng`: groups side by side
+    /// within 70% of a position's slot, a group's own points spread within its share.
+    fn x_of(&self, at: usize, g: usize, ng: usize, k: usize, n: usize) -> f64 {
+        let slot = 0.7 / ng.max(1) as f64;
+        let group_x = at as f64 - 0.35 + slot * (g as f64 + 0.5);
+        let spread = slot * 0.6;
+        match n {
+            0 | 1 => group_x,
+            _ => group_x - spread / 2.0 + spread * k as f64 / (n - 1) as f64,
+        }
+    }
+}
+
+impl Figure for IntervalPlot<'_> {
+    fn size(&self) -> (u32, u32) {
+        let (w, h) = self.opts.size.unwrap_or((900, 560));
+        (w + self.legend_width(), h)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (w, _) = root.dim_in_pixel();
+        let (plot_area, legend) = root.split_horizontally(w - self.legend_width());
+        let n = self.positions.len();
+        let mut chart = ChartBuilder::on(&plot_area)
+            .caption(self.opts.title.as_str(), title_style())
+            .margin(14)
+            .x_label_area_size(56)
+            .y_label_area_size(72)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, self.y_range.0..self.y_range.1)
+            .map_err(plot_err)?;
+        let names = self.positions;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .light_line_style(RGBColor(235, 235, 235))
+            .bold_line_style(RGBColor(215, 215, 215))
+            .x_labels(n)
+            .x_label_formatter(&|x: &f64| {
+                let i = x.round();
+                match (i >= 0.0 && (x - i).abs() < 1e-6).then(|| names.get(i as usize)) {
+                    Some(Some(s)) => s.clone(),
+                    _ => String::new(),
+                }
+            })
+            .y_label_formatter(&ticker(self.y_range.1 - self.y_range.0))
+            .x_desc(self.opts.x_label.as_str())
+            .y_desc(self.opts.y_label.as_str())
+            .axis_desc_style(axis_style())
+            .label_style(label_style())
+            .draw()
+            .map_err(plot_err)?;
+        let ng = self.groups.len();
+        for (gi, g) in self.groups.iter().enumerate() {
+            let colour = series_colour(gi);
+            let mut means = Vec::new();
+            for at in 0..n {
+                let here: Vec<&IntervalPoint> = g.points.iter().filter(|p| p.at == at).collect();
+                for (k, p) in here.iter().enumerate() {
+                    let x = self.x_of(at, gi, ng, k, here.len());
+                    if let Some((lo, hi)) = p.interval {
+                        let cap = 0.012;
+                        let bars = [
+                            vec![(x, lo), (x, hi)],
+                            vec![(x - cap, lo), (x + cap, lo)],
+                            vec![(x - cap, hi), (x + cap, hi)],
+                        ];
+                        for b in bars {
+                            chart
+                                .draw_series(std::iter::once(PathElement::new(
+                                    b,
+                                    colour.stroke_width(1),
+                                )))
+                                .map_err(plot_err)?;
+                        }
+                    }
+                    chart
+                        .draw_series(std::iter::once(Circle::new((x, p.y), 4, colour.filled())))
+                        .map_err(plot_err)?;
+                }
+                if !here.is_empty() {
+                    let m = here.iter().map(|p| p.y).sum::<f64>() / here.len() as f64;
+                    means.push((self.x_of(at, gi, ng, 0, 1), m));
+                }
+            }
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    means,
+                    colour.mix(0.7).stroke_width(2),
+                )))
+                .map_err(plot_err)?;
+        }
+        // The legend panel: one marker and name per group, top-aligned with the plot.
+        let style = label_style();
+        for (gi, g) in self.groups.iter().enumerate() {
+            let y = 60 + 24 * gi as i32;
+            let colour = series_colour(gi);
+            legend
+                .draw(&Circle::new((14, y), 5, colour.filled()))
+                .map_err(plot_err)?;
+            legend
+                .draw(&Text::new(g.name.clone(), (28, y - 8), style.clone()))
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_points_are_refused_and_good_ones_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let pos: Vec<String> = ["1/8", "1/4", "1/2", "1"].map(String::from).to_vec();
+        let g = |y: f64, iv: Option<(f64, f64)>, at| IntervalGroup {
+            name: "a × b".into(),
+            points: vec![IntervalPoint {
+                at,
+                y,
+                interval: iv,
+            }],
+        };
+        let f = dir.path().join("p.png");
+        let o = PlotOptions::default();
+        assert!(interval_plot(&f, &pos, &[g(0.5, Some((0.6, 0.4)), 0)], &o).is_err());
+        assert!(interval_plot(&f, &pos, &[g(f64::NAN, None, 0)], &o).is_err());
+        assert!(interval_plot(&f, &pos, &[g(0.5, None, 4)], &o).is_err());
+        assert!(interval_plot(&f, &[], &[g(0.5, None, 0)], &o).is_err());
+        let groups = [g(0.5, Some((0.4, 1.2)), 1), g(-0.3, None, 3)];
+        interval_plot(&f, &pos, &groups, &o).unwrap();
+        assert!(std::fs::metadata(&f).unwrap().len() > 1000);
+    }
+}
