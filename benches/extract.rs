@@ -11,6 +11,11 @@
 //! Whole-process timing beside a Python peer: `EXTRACT_ONESHOT=4 target/release/deps/extract-*`
 //! loads the model, runs 4 batches of 32 and exits, printing seq/s and a JSON line;
 //! `EXTRACT_GEMM=1` prints the f32 GEMM rate of candle and faer at the feed-forward's shape.
+//!
+//! The one-shot on another model or device (a `--features cuda` build): `EXTRACT_MODEL=<dir>`
+//! (a BERT-style folder: config.json, model.safetensors, tokenizer.json; default MiniLM),
+//! `EXTRACT_TEXTS=<wikitext file>`, `EXTRACT_DEVICE=cuda`, `EXTRACT_DTYPE=bf16`,
+//! `EXTRACT_BATCH=<n>` (default 32). Its peer on the GPU: `scripts/peer_extract.py`.
 
 mod common;
 
@@ -37,9 +42,24 @@ fn bert_flops(layers: usize, h: usize, f: usize, l: usize) -> f64 {
     per_token * (l * layers) as f64
 }
 
+fn env_or(k: &str, d: &str) -> String {
+    std::env::var(k).unwrap_or_else(|_| d.to_string())
+}
+
+/// Sequences per batch (`EXTRACT_BATCH`, default 32).
+fn batch() -> usize {
+    env_or("EXTRACT_BATCH", &BATCH.to_string())
+        .parse()
+        .expect("EXTRACT_BATCH")
+}
+
 /// Wikitext-2 paragraphs long enough to fill T = 128 word pieces.
 fn long_texts(n: usize) -> Vec<String> {
-    let text = std::fs::read_to_string(shared("data/wikitext-2/train.txt")).expect("wikitext-2");
+    let path = match std::env::var_os("EXTRACT_TEXTS") {
+        Some(p) => PathBuf::from(p),
+        None => shared("data/wikitext-2/train.txt"),
+    };
+    let text = std::fs::read_to_string(path).expect("wikitext-2");
     text.lines()
         .map(str::trim)
         .filter(|l| l.split_whitespace().count() > 200 && !l.starts_with('='))
@@ -57,18 +77,56 @@ fn setup() -> (
     if std::env::var_os("EXTRACT_SYSTEM_MALLOC").is_none() {
         lmsplit::alloc::retain_freed_memory();
     }
-    let enc = load(shared("models/all-MiniLM-L6-v2"), &LoadOptions::default()).expect("MiniLM");
-    let texts = long_texts(BATCH);
-    assert_eq!(texts.len(), BATCH);
+    let model = match std::env::var_os("EXTRACT_MODEL") {
+        Some(p) => PathBuf::from(p),
+        None => shared("models/all-MiniLM-L6-v2"),
+    };
+    let opts = LoadOptions {
+        device: match env_or("EXTRACT_DEVICE", "cpu").as_str() {
+            "cpu" => candle_core::Device::Cpu,
+            "cuda" => candle_core::Device::new_cuda(0).expect("a CUDA device"),
+            other => panic!("EXTRACT_DEVICE: cpu or cuda, not {other}"),
+        },
+        dtype: match env_or("EXTRACT_DTYPE", "f32").as_str() {
+            "f32" => candle_core::DType::F32,
+            "bf16" => candle_core::DType::BF16,
+            other => panic!("EXTRACT_DTYPE: f32 or bf16, not {other}"),
+        },
+    };
+    let enc = load(&model, &opts).expect("the encoder");
+    let texts = long_texts(batch());
+    assert_eq!(texts.len(), batch());
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let ids = enc.tokenize(&refs, T).expect("tokenize");
     assert!(ids.iter().all(|s| s.len() == T), "every sequence fills T");
     (enc, texts, ids)
 }
 
+/// (layers, hidden, ffn) of the model's BERT-style `config.json` (MiniLM's by default).
+fn bert_dims() -> (usize, usize, usize) {
+    let dir = match std::env::var_os("EXTRACT_MODEL") {
+        Some(p) => PathBuf::from(p),
+        None => return (6, 384, 1536),
+    };
+    let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("config.json is JSON");
+    let get = |k: &str| {
+        v[k].as_u64()
+            .unwrap_or_else(|| panic!("config.json has no {k}")) as usize
+    };
+    (
+        get("num_hidden_layers"),
+        get("hidden_size"),
+        get("intermediate_size"),
+    )
+}
+
 /// `EXTRACT_ONESHOT=n`: n timed batches without criterion (for whole-process comparisons).
 fn oneshot(reps: usize) {
     let (enc, _, ids) = setup();
+    // One untimed batch: a GPU compiles its kernels and fills its allocator on first use.
+    enc.embed_ids(&ids, T, Pooling::MaskedMean).expect("embed");
+    enc.device().synchronize().expect("sync");
     let start = std::time::Instant::now();
     for i in 0..reps {
         let (t0, c0) = (
@@ -83,10 +141,15 @@ fn oneshot(reps: usize) {
             lmsplit::process::cpu_seconds().unwrap_or(f64::NAN) - c0
         );
     }
+    enc.device().synchronize().expect("sync");
     let s = start.elapsed().as_secs_f64();
-    let seq_s = (reps * BATCH) as f64 / s;
-    let gflops = seq_s * bert_flops(6, 384, 1536, T) / 1e9;
-    println!("{{\"seq_per_s\":{seq_s:.2},\"gflop_per_s\":{gflops:.1},\"batches\":{reps}}}");
+    let seq_s = (reps * batch()) as f64 / s;
+    let (l, h, f) = bert_dims();
+    let gflops = seq_s * bert_flops(l, h, f, T) / 1e9;
+    println!(
+        "{{\"seq_per_s\":{seq_s:.2},\"gflop_per_s\":{gflops:.1},\"batches\":{reps},\"batch\":{}}}",
+        batch()
+    );
 }
 
 /// `EXTRACT_GEMM=1`: f32 GEMM rate of candle (gemm crate) and faer at the feed-forward's shape

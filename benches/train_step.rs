@@ -14,8 +14,14 @@
 //! runs one warm-up step and 10 timed steps, prints JSON and exits. For ELMo it also prints the
 //! step's GFLOP/s (matrix products only, backward = 2x forward) beside faer's f32 GEMM rate at the
 //! recurrent product's shape and at 1024^3, measured in the same process.
+//!
+//! On a GPU (a `--features cuda` build): `TRAIN_STEP_DEVICE=cuda` (default cpu),
+//! `TRAIN_STEP_DTYPE=bf16` (bf16 compute on f32 master weights; default f32) and
+//! `TRAIN_STEP_BATCH=64` (default: the shape's batch) set where and how the one-shot runs; it
+//! then also prints the model FLOPs per token, the TFLOP/s and the MFU against the H100/H200
+//! dense peak of the dtype (bf16 989.4, f32 66.9 TFLOP/s; SXM data sheet).
 
-use candle_core::Device;
+use candle_core::{DType, Device};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lmsplit::corpus::TokenBatch;
 use lmsplit::towers::BatchSource;
@@ -68,9 +74,20 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     v
 }
 
-/// A model of `cfg` and one batch of B x T tokens.
+/// A model of `cfg` on the CPU and one batch of B x T tokens.
 fn setup(style: Style, cfg: &ModelConfig, b: usize, t: usize) -> (TwoTowerLm, TokenBatch) {
-    let model = TwoTowerLm::new(cfg, &Device::Cpu, 0).unwrap();
+    setup_on(style, cfg, b, t, &Device::Cpu)
+}
+
+/// A model of `cfg` on `device` and one batch of B x T tokens.
+fn setup_on(
+    style: Style,
+    cfg: &ModelConfig,
+    b: usize,
+    t: usize,
+    device: &Device,
+) -> (TwoTowerLm, TokenBatch) {
+    let model = TwoTowerLm::new(cfg, device, 0).unwrap();
     let mut src = MarkovSource::new(style, cfg.vocab_size, 4, b, t, 1, 2).unwrap();
     (model, src.next_batch().unwrap())
 }
@@ -107,6 +124,27 @@ fn elmo_flops_per_token(cfg: &ModelConfig) -> f64 {
     3.0 * (k * tower + head)
 }
 
+/// Model FLOPs of one transformer training step per token (forward x 3; matrix products and
+/// attention, the PaLM-paper count): per tower and layer Q, K, V, O (4 H^2) and the FFN (2 H F)
+/// and attention's QK^T and AV (2 T H, counted in full for GPT too); BERT's projection of the
+/// shared K H embedding into each tower (K H^2); the joint head's dense (K H to H for GPT, K H
+/// to K H for BERT) and the tied output layer (to V).
+fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
+    let (h, f, v, k, l) = (
+        cfg.hidden_size as f64,
+        cfg.ffn_size as f64,
+        cfg.vocab_size as f64,
+        cfg.n_towers as f64,
+        cfg.n_layers as f64,
+    );
+    let e = cfg.embed_size() as f64;
+    let layer = 4.0 * h * h + 2.0 * h * f + 2.0 * t as f64 * h;
+    let proj = if cfg.style == Style::Bert { e * h } else { 0.0 };
+    let head_width = if cfg.style == Style::Bert { e } else { h };
+    let macs = k * (l * layer + proj) + k * h * head_width + head_width * v;
+    3.0 * 2.0 * macs
+}
+
 /// `TRAIN_STEP_ONESHOT=style/shape/steps`: times `steps` steps after one warm-up step.
 fn oneshot(spec: &str) {
     let parts: Vec<&str> = spec.split('/').collect();
@@ -124,21 +162,47 @@ fn oneshot(spec: &str) {
         .into_iter()
         .find(|s| s.0 == shape)
         .unwrap_or_else(|| panic!("unknown shape {shape}"));
-    let (model, batch) = setup(style, &cfg, b, t);
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let b = env("TRAIN_STEP_BATCH", &b.to_string())
+        .parse()
+        .expect("TRAIN_STEP_BATCH");
+    let device = match env("TRAIN_STEP_DEVICE", "cpu").as_str() {
+        "cpu" => Device::Cpu,
+        "cuda" => Device::new_cuda(0).expect("a CUDA device (a --features cuda build)"),
+        other => panic!("TRAIN_STEP_DEVICE: cpu or cuda, not {other}"),
+    };
+    let (dtype, peak_tflops) = match env("TRAIN_STEP_DTYPE", "f32").as_str() {
+        "f32" => (DType::F32, 66.9),
+        "bf16" => (DType::BF16, 989.4),
+        other => panic!("TRAIN_STEP_DTYPE: f32 or bf16, not {other}"),
+    };
+    let (model, batch) = setup_on(style, &cfg, b, t, &device);
+    let model = model.with_compute_dtype(dtype);
     let mut tr = trainer(&model);
     tr.step(std::slice::from_ref(&batch)).unwrap();
+    device.synchronize().unwrap();
     let start = std::time::Instant::now();
     for _ in 0..steps {
         tr.step(std::slice::from_ref(&batch)).unwrap();
     }
+    device.synchronize().unwrap();
     let secs = start.elapsed().as_secs_f64();
     let tokens_per_s = (steps * b * t) as f64 / secs;
     let mut out = serde_json::json!({
-        "style": format!("{style:?}"), "shape": shape,
+        "style": format!("{style:?}"), "shape": shape, "batch": b, "seq": t,
+        "device": format!("{device:?}"), "dtype": format!("{dtype:?}"),
         "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
     });
-    if style == Style::Elmo {
-        let flops = elmo_flops_per_token(&cfg);
+    let flops = match style {
+        Style::Elmo => elmo_flops_per_token(&cfg),
+        _ => transformer_flops_per_token(&cfg, t),
+    };
+    out["model_gflop_per_token"] = (flops / 1e9).into();
+    out["model_tflop_per_s"] = (flops * tokens_per_s / 1e12).into();
+    if device.is_cuda() {
+        out["mfu"] = (flops * tokens_per_s / 1e12 / peak_tflops).into();
+    }
+    if style == Style::Elmo && !device.is_cuda() {
         let c = cfg.lstm_size;
         out["mflop_per_token"] = (flops / 1e6).into();
         out["gflop_per_s"] = (flops * tokens_per_s / 1e9).into();

@@ -13,14 +13,13 @@ matrices) with gradient clipping at 1.0. Random tokens, no PAD. Prints the token
 the timed steps as its last line (JSON).
 
     python3 scripts/peer_two_tower_elmo.py --steps 5
+    python3 scripts/peer_two_tower_elmo.py --shape base_2tower --device cuda --dtype bf16 --batch 64
     TRAIN_STEP_ONESHOT=elmo/peer_small/5 target/release/deps/train_step-<hash>
 """
-import argparse
-import json
-import time
-
 import torch
 import torch.nn as nn
+
+from peer_common import parser, time_steps
 
 # hidden H, cell C, vocab V, batch B, steps T
 SHAPES = {
@@ -81,37 +80,13 @@ class TwoTowerElmo(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--shape", choices=SHAPES, default="small")
-    ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parser(SHAPES, 5).parse_args()
     torch.manual_seed(0)
     hidden, cell, vocab, b, t = SHAPES[args.shape]
-    model = TwoTowerElmo(hidden, cell, vocab)
-    decay = [p for p in model.parameters() if p.dim() > 1]
-    no_decay = [p for p in model.parameters() if p.dim() <= 1]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=1e-3, betas=(0.9, 0.98), eps=1e-6,
-    )
-    ids = torch.randint(0, vocab, (b, t))
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = model(ids)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-
-    step()  # warm-up
-    start = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    secs = time.perf_counter() - start
-    print(json.dumps({"shape": args.shape, "tokens_per_s": args.steps * b * t / secs,
-                      "s_per_step": secs / args.steps, "threads": args.threads}))
+    b = args.batch or b
+    model = TwoTowerElmo(hidden, cell, vocab).to(args.device)
+    ids = torch.randint(0, vocab, (b, t), device=args.device)
+    time_steps(args, model, lambda: model(ids), b, t, {"style": "elmo"})
 
 
 if __name__ == "__main__":

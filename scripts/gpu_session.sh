@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# What a session lent a GPU runs there (docs/gpu.md), in steps that each fit the device tool's
+# 10-minute call. Runs in the repository root on the GPU machine, with the carried folder .gpu/:
+#   .gpu/bin/<name>.xz   xz-compressed, stripped `--features cuda` builds of gpu_check, reproduce,
+#                        train_step and extract (see docs/gpu.md for the build)
+#   .gpu/data.tar.xz     the shared inputs the protocols read (WikiText-2 train, WikiText-103
+#                        valid/test, the bert-base-uncased tokenizer, UD EWT train)
+#
+#   scripts/gpu_session.sh setup          unpack; put the data where this checkout's ../shared is
+#   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
+#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
+#                                                                             -> $OUT/throughput.jsonl
+#   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable)
+#   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/gpu}
+mkdir -p "$OUT"
+BIN=.gpu/run
+STUDY=${STUDY:-$HOME/runs/cpu-paper}
+export LD_LIBRARY_PATH=$(python3 -c "import glob,os,site;print(':'.join(sorted({os.path.dirname(p) for s in site.getsitepackages() for p in glob.glob(s+'/nvidia/**/lib*.so*',recursive=True)})))"):${LD_LIBRARY_PATH:-}
+
+setup() {
+  mkdir -p $BIN
+  for f in .gpu/bin/*.xz; do
+    b=$BIN/$(basename "$f" .xz)
+    [ -x "$b" ] || { xz -dc "$f" > "$b" && chmod +x "$b"; }
+  done
+  # The runs record absolute data paths: make the compile-time ../shared resolve here too, so
+  # that run folders brought back read the same as ones trained beside the checkout.
+  local shared
+  shared=$(cd .. && pwd)/shared
+  if [ ! -e "$shared/data/wikitext-2/train.txt" ]; then
+    mkdir -p "$shared" && tar -xJf .gpu/data.tar.xz -C "$shared"
+  fi
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+}
+
+check() {
+  $BIN/gpu_check --device cuda --no-minilm --fixtures crates/lmd/tests/fixtures \
+    --out "$OUT/gpu_check" 2>&1 | tee "$OUT/gpu_check.txt"
+}
+
+throughput() {
+  local log=$OUT/throughput.jsonl
+  for dtype in bf16 f32; do
+    for style in gpt bert elmo; do
+      steps=20; [ $style = elmo ] && steps=5
+      TRAIN_STEP_ONESHOT=$style/base_2tower/$steps TRAIN_STEP_DEVICE=cuda \
+        TRAIN_STEP_DTYPE=$dtype TRAIN_STEP_BATCH=64 $BIN/train_step | tail -1 | tee -a "$log"
+    done
+    python3 scripts/peer_two_tower_gpt.py --style gpt --shape base --batch 64 --device cuda \
+      --dtype $dtype --steps 20 | tail -1 | tee -a "$log"
+    python3 scripts/peer_two_tower_gpt.py --style bert --shape base --batch 64 --device cuda \
+      --dtype $dtype --steps 20 | tail -1 | tee -a "$log"
+    python3 scripts/peer_two_tower_elmo.py --shape base_2tower --batch 64 --device cuda \
+      --dtype $dtype --steps 5 | tail -1 | tee -a "$log"
+  done
+  # The CPU protocol's shape (peer_small at batch 16) on the GPU: what a protocol run costs.
+  for style in gpt bert elmo; do
+    TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
+      $BIN/train_step | tail -1 | tee -a "$log"
+  done
+  local bert=/tmp/bert-base-random texts
+  texts=$(cd .. && pwd)/shared/data/wikitext-2/train.txt
+  [ -d $bert ] || python3 scripts/peer_extract.py --random-bert $bert \
+    --tokenizer "$(cd .. && pwd)/shared/data/bert-base-uncased/bert_base_uncased.json"
+  for dtype in bf16 f32; do
+    EXTRACT_ONESHOT=20 EXTRACT_MODEL=$bert EXTRACT_TEXTS=$texts EXTRACT_DEVICE=cuda \
+      EXTRACT_DTYPE=$dtype EXTRACT_BATCH=32 $BIN/extract 2>/dev/null | tail -1 | tee -a "$log"
+    python3 scripts/peer_extract.py --model $bert --texts "$texts" --dtype $dtype --batch 32 \
+      | tail -1 | tee -a "$log"
+  done
+}
+
+study() {
+  $BIN/reproduce --protocol cpu --out "$STUDY" --only "$1" --quiet >"$OUT/study-$1.json" \
+    2>"$OUT/study-$1.err"
+  local rc=$?
+  tail -c 3000 "$OUT/study-$1.err"
+  return $rc
+}
+
+pack() {
+  (cd "$STUDY" && find . -maxdepth 2 \( -name '*.md' -o -name '*.csv' -o -name '*.png' \
+    -o -name 'study.json' -o -name 'run.json' -o -name 'emergence.json' \
+    -o -name '*scoring_set.json' \) -print0 | tar --null -cJf - -T -) >"$OUT/study.tar.xz"
+  ls -la "$OUT"
+}
+
+"$@"
