@@ -45,25 +45,16 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use candle_core::{Device, DeviceLocation};
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use lmsplit::towers::Style;
 use serde_json::json;
 
 use report::{guarded, BoxError, Check};
-use towers_checks::{style_name, Shape};
+use towers_checks::Shape;
 
 /// The parity fixtures where this binary was built (absent on another machine: then the
 /// relative `crates/lmd/tests/fixtures` of a checkout's root is used).
 const BUILT_FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/crates/lmd/tests/fixtures");
-
-/// The target device.
-#[derive(Clone, Copy, Debug, PartialEq, ValueEnum)]
-enum DeviceArg {
-    /// The CPU (against itself: f32 equal by construction, bf16 real).
-    Cpu,
-    /// The first CUDA GPU (needs a `--features cuda` build).
-    Cuda,
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -71,9 +62,11 @@ enum DeviceArg {
                    training, encoders, moments"
 )]
 struct Args {
-    /// Target device (default: cuda when this build has it and a GPU is present, else cpu).
-    #[arg(long, value_enum)]
-    device: Option<DeviceArg>,
+    /// Target device: cpu (against itself: f32 equal by construction, bf16 real), cuda or
+    /// cuda:<N> (a `--features cuda` build); default: cuda when this build has it and a GPU is
+    /// present, else cpu.
+    #[arg(long)]
+    device: Option<String>,
     /// Seed of the model weights and the batches.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -105,17 +98,6 @@ fn main() -> ExitCode {
     common::finish(run(Args::parse()))
 }
 
-/// The device the flag names, or the default one.
-fn target_device(arg: Option<DeviceArg>) -> Result<Device, BoxError> {
-    Ok(match arg {
-        Some(DeviceArg::Cpu) => Device::Cpu,
-        Some(DeviceArg::Cuda) => Device::new_cuda(0).map_err(|e| {
-            format!("no CUDA device 0 ({e}); build with --features cuda on a GPU machine")
-        })?,
-        None => Device::cuda_if_available(0)?,
-    })
-}
-
 /// `cpu` or `cuda:<id>`.
 fn device_name(d: &Device) -> String {
     match d.location() {
@@ -142,7 +124,7 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
     let mut checks = Vec::new();
     for style in [Style::Elmo, Style::Gpt, Style::Bert] {
         for name in shapes {
-            let label = format!("{}/{name}", style_name(style));
+            let label = format!("{style}/{name}");
             eprintln!("gpu_check: two-tower {label}");
             match Shape::new(style, name) {
                 Ok(shape) => {
@@ -163,7 +145,7 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
 /// Every check against the target, the table, the JSON report and the verdict.
 fn run(args: Args) -> Result<(), BoxError> {
     let start = Instant::now();
-    let target = target_device(args.device)?;
+    let target = common::device(args.device.as_deref())?;
     let fixtures = fixtures_dir(args.fixtures.clone());
     let mut notices = Vec::new();
     if target.is_cpu() {

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use lmsplit::experiment::lmd_study::{run_lmd_study, LmdStudySpec};
 use lmsplit::experiment::ExperimentError;
+use lmsplit::experiment::Progress;
 
 fn main() -> ExitCode {
     common::finish(run())
@@ -29,7 +30,7 @@ fn run() -> Result<(), ExperimentError> {
     spec.ts = vec![16];
     spec.n_train = 512;
     spec.n_test = 128;
-    let outcome = run_lmd_study(&spec, "out/library_lmd".as_ref(), false)?;
+    let outcome = run_lmd_study(&spec, "out/library_lmd".as_ref(), &Progress::silent())?;
     for (i, model) in outcome.models.iter().enumerate() {
         for t in &outcome.per_t {
             println!("{model:<20} T = {:<4} group R² {:.3}", t.t, t.group_r2[i]);

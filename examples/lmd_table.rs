@@ -36,6 +36,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use lmsplit::experiment::lmd_study::{extract_lmd_shard, run_lmd_study, LmdStudySpec};
 use lmsplit::experiment::ExperimentError;
+use lmsplit::experiment::Progress;
 use lmsplit::lmd::encoder::Pooling;
 use lmsplit::lmd::shard::Shard;
 
@@ -148,12 +149,12 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     if let Some(shard) = &args.shard {
         let shard: Shard = shard.parse()?;
         spec.shards = shard.count;
-        let files = extract_lmd_shard(&spec, shard, &args.out, true)?;
+        let files = extract_lmd_shard(&spec, shard, &args.out, &Progress::stdout())?;
         let json = serde_json::json!({ "shard": shard.to_string(), "files": files });
         println!("{json}");
         return Ok(());
     }
-    let outcome = run_lmd_study(&spec, &args.out, true)?;
+    let outcome = run_lmd_study(&spec, &args.out, &Progress::stdout())?;
     println!("{}", outcome.table2_markdown);
     println!(
         "wrote {} and {} in {:.1} s",

@@ -20,10 +20,9 @@ mod common;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use candle_core::Device;
 use clap::Parser;
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::{run_study, ExperimentError, Protocol, RunOptions, StudySpec};
+use lmsplit::experiment::{run_study, ExperimentError, Progress, Protocol, RunOptions, StudySpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Two-tower reproduction protocols: smoke, cpu, gpu")]
@@ -49,6 +48,10 @@ struct Args {
     /// scoring).
     #[arg(long)]
     no_emergence: bool,
+    /// Where to train: cpu, cuda or cuda:<N> (default: the first GPU when this build has CUDA and
+    /// one is present, else the CPU; on CUDA bf16 compute with f32 master weights).
+    #[arg(long)]
+    device: Option<String>,
     /// No progress bars or tables on stdout (the JSON line still comes).
     #[arg(long)]
     quiet: bool,
@@ -73,8 +76,11 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     });
     let only = common::parse_list(&args.only).map_err(ExperimentError::Invalid)?;
     let opts = RunOptions {
-        device: Device::cuda_if_available(0)?,
-        progress: !args.quiet,
+        device: common::device(args.device.as_deref()).map_err(ExperimentError::Invalid)?,
+        progress: match args.quiet {
+            true => Progress::silent(),
+            false => Progress::stdout(),
+        },
         need_model: false,
     };
     let outcome = run_study(&spec, &out, &only, &opts)?;

@@ -16,7 +16,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use candle_core::Device;
 use clap::Parser;
 use lmsplit::experiment::analysis::{select_tokens, RunScores, TokenSelection};
 use lmsplit::experiment::spec::Vocabulary;
@@ -98,6 +97,10 @@ struct Args {
     /// Tokens with at least this many scored positions enter the reliability figures.
     #[arg(long, default_value_t = 50)]
     min_count: u64,
+    /// Where to train: cpu, cuda or cuda:<N> (default: the first GPU when this build has CUDA and
+    /// one is present, else the CPU).
+    #[arg(long)]
+    device: Option<String>,
     /// Output directory.
     #[arg(long, default_value = "out/two_tower")]
     out: PathBuf,
@@ -175,7 +178,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         &ScoringSpec::new(args.seq_len),
     )?;
     let opts = RunOptions {
-        device: Device::cuda_if_available(0)?,
+        device: common::device(args.device.as_deref()).map_err(ExperimentError::Invalid)?,
         ..RunOptions::default()
     };
     let run = ensure_run(&spec, &args.out, &data, &data_dir, &scoring, &opts)?;

@@ -1,5 +1,5 @@
 //! What the example command lines share: an error as a sentence (printed with exit code 1),
-//! and comma-separated lists. Everything else is library API (`lmsplit::experiment`).
+//! comma-separated lists, and the `--device` flag. Everything else is library API (`lmsplit::experiment`).
 
 use std::fmt::Display;
 use std::process::ExitCode;
@@ -43,4 +43,25 @@ where
         .filter(|x| !x.is_empty())
         .map(|x| x.parse().map_err(|e| format!("{x:?}: {e}")))
         .collect()
+}
+
+/// The device of a `--device` flag: `cpu`, `cuda` (GPU 0) or `cuda:<N>`; none: the first CUDA
+/// GPU when this build has CUDA and one is present, else the CPU.
+#[allow(dead_code)]
+pub fn device(flag: Option<&str>) -> Result<candle_core::Device, String> {
+    use candle_core::Device;
+    let cuda = |id: usize| {
+        Device::new_cuda(id).map_err(|e| {
+            format!("no CUDA device {id} ({e}); build with --features cuda on a GPU machine")
+        })
+    };
+    match flag {
+        None => Device::cuda_if_available(0).map_err(|e| e.to_string()),
+        Some("cpu") => Ok(Device::Cpu),
+        Some("cuda") => cuda(0),
+        Some(s) => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
+            Some(Ok(id)) => cuda(id),
+            _ => Err(format!("unknown device {s:?} (cpu, cuda, cuda:<N>)")),
+        },
+    }
 }

@@ -96,16 +96,7 @@ impl Shape {
 
     /// The prefix of this shape's check names: `grad/gpt/tiny`.
     fn label(&self, group: &str) -> String {
-        format!("{group}/{}/{}", style_name(self.cfg.style), self.name)
-    }
-}
-
-/// `elmo`, `gpt` or `bert`.
-pub fn style_name(style: Style) -> &'static str {
-    match style {
-        Style::Elmo => "elmo",
-        Style::Gpt => "gpt",
-        Style::Bert => "bert",
+        format!("{group}/{}/{}", self.cfg.style, self.name)
     }
 }
 

@@ -30,7 +30,7 @@ pub fn tiny_spec(seed: u64) -> RunSpec {
 /// The quiet CPU options of the tests.
 pub fn quiet() -> RunOptions {
     RunOptions {
-        progress: false,
+        progress: lmsplit::experiment::Progress::silent(),
         ..RunOptions::default()
     }
 }

@@ -44,8 +44,10 @@ impl std::fmt::Display for TokenSelection {
 /// One run's scores and their reliability.
 #[derive(Debug, Clone)]
 pub struct RunScores {
-    /// `<style>-s<seed>`.
+    /// `<model>-s<seed>`.
     pub label: String,
+    /// The run's model (`RunSpec::model_name`): runs of one model differ only in their seeds.
+    pub model: String,
     /// The scoring set.
     pub scoring: ScoringSetId,
     /// Scores, tower 1 the primary tower (eq. 3).
@@ -74,6 +76,7 @@ impl RunScores {
     pub fn new(run: &ScoredRun, kind: ScoreKind) -> Result<Self> {
         Self::from_logprobs(
             run.label.clone(),
+            run.record.spec.model_name(),
             run.record.scoring.clone(),
             run.logprobs.clone(),
             run.retest.as_ref(),
@@ -90,6 +93,7 @@ impl RunScores {
     /// The scores of saved log-probabilities (the retest heads' in the main heads' order).
     pub fn from_logprobs(
         label: String,
+        model: String,
         scoring: ScoringSetId,
         logprobs: PositionLogProbs,
         retest: Option<&PositionLogProbs>,
@@ -113,6 +117,7 @@ impl RunScores {
         let share_primary =
             scored.iter().filter(|&&s| s > 0.0).count() as f64 / scored.len().max(1) as f64;
         Ok(Self {
+            model,
             label,
             scoring,
             counts: stats.counts().to_vec(),
@@ -189,6 +194,9 @@ pub fn select_tokens(runs: &[&RunScores], freq: &[u64], sel: TokenSelection) -> 
 /// One pair of runs compared.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairComparison {
+    /// The two runs' models (`RunSpec::model_name`).
+    #[serde(default)]
+    pub models: [String; 2],
     /// First run.
     pub a: String,
     /// Second run.
@@ -261,6 +269,7 @@ pub fn compare_runs(
     };
     let partial = partial_on_log_frequency(va, vb, freq, &tokens, Method::Pearson)?;
     Ok(PairComparison {
+        models: [a.model.clone(), b.model.clone()],
         a: a.label.clone(),
         b: b.label.clone(),
         selection: sel.to_string(),

@@ -55,7 +55,6 @@ pub fn run_controls(
     replicates: usize,
     opts: &CorrOptions,
 ) -> Result<Vec<RunControl>> {
-    let style = |l: &str| crate::spec::model_of_label(l);
     let mut out = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let v = &r.scores.values;
@@ -76,7 +75,7 @@ pub fn run_controls(
         )?;
         let same: Vec<f64> = pairs
             .iter()
-            .filter(|p| (p.a == r.label || p.b == r.label) && style(&p.a) == style(&p.b))
+            .filter(|p| (p.a == r.label || p.b == r.label) && p.models[0] == p.models[1])
             .map(|p| p.pearson.r)
             .collect();
         let same_style_r = (!same.is_empty()).then(|| same.iter().sum::<f64>() / same.len() as f64);

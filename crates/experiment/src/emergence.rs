@@ -1,32 +1,24 @@
 //! How the preference emerges during phase 1 (beyond the paper: no published figure shows it).
 //!
-//! Every phase-1 weight snapshot of a run (e.g. at 1/8, 1/4, 1/2 of training) gets its own
-//! heads, trained by the run's head rule (early stopping on the same validation batches), and,
-//! when the run has retest heads, a second pair with the retest seed; both are scored on the
-//! study's scoring set; the end of training is the run itself. For each point: the share of
+//! Every phase-1 weight snapshot of a run (e.g. at 1/8, 1/4, 1/2 of training) has its own
+//! heads, trained by the run stage (`run::SnapshotScores`) with the run's head rule and, when
+//! the run has retest heads, a second pair with the retest seed, all scored on the study's
+//! scoring set; the end of training is the run itself. For each point: the share of
 //! tokens won by the primary tower, each head's gap to the joint head, the head-seed and the
 //! split-half reliability of the scores. For each pair of runs of one model, and for each pair
 //! of the first model's runs with another model's, at the same point: the raw Pearson
 //! correlation with its bootstrap interval and the correlation disattenuated by the head-seed
-//! reliabilities (as in the main tables) with its interval. Each snapshot's heads and scores
-//! are cached under `<run>/emergence/step-<N>/`.
+//! reliabilities (as in the main tables) with its interval. This module only reads scores.
 
 use std::path::{Path, PathBuf};
 
-use heads::{evaluate, PositionLogProbs};
 use prefscore::{CorrOptions, Interval, ScoreKind};
 use report::{IntervalGroup, IntervalPoint, PlotOptions, Series};
 use serde::{Deserialize, Serialize};
-use towers::TwoTowerLm;
 
 use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
-use crate::data::CorpusData;
-use crate::error::{io_at, read_json, write_json_atomic};
-use crate::run::{
-    train_heads_in, validation_batches, HeadQuality, RunOptions, ScoredRun, Snapshot,
-};
-use crate::scoring::ScoringSet;
-use crate::{ExperimentError, Result};
+use crate::run::{HeadQuality, ScoredRun};
+use crate::Result;
 
 /// What the emergence analysis covers.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,123 +89,39 @@ pub struct Emergence {
     pub pairs: Vec<EmergencePair>,
 }
 
-/// One snapshot of a run, with what its head trainings need; the snapshot's model is loaded the
-/// first time heads must be trained.
-struct SnapshotHeads<'a> {
-    run: &'a ScoredRun,
-    snap: &'a Snapshot,
-    data: &'a CorpusData,
-    scoring: &'a ScoringSet,
-    opts: &'a RunOptions,
-    dir: PathBuf,
-    model: Option<TwoTowerLm>,
-}
-
-impl SnapshotHeads<'_> {
-    /// The heads of head seed `seed` and their scores, trained once, then read from the cache.
-    fn heads(&mut self, seed: u64) -> Result<(PositionLogProbs, HeadQuality)> {
-        let dir = &self.dir;
-        let (lp_path, q_path) = (
-            dir.join(format!("logprobs-{seed}.json")),
-            dir.join(format!("heads_quality-{seed}.json")),
-        );
-        if lp_path.is_file() && q_path.is_file() {
-            return Ok((read_json(&lp_path)?, read_json(&q_path)?));
-        }
-        std::fs::create_dir_all(dir).map_err(io_at(dir))?;
-        let spec = &self.run.record.spec;
-        let (data, opts) = (self.data, self.opts);
-        let model = match &mut self.model {
-            Some(m) => m,
-            empty => {
-                let cfg = spec.model_config(data.padded_vocab())?;
-                let m = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?;
-                m.params().load(&self.snap.path)?;
-                empty.insert(m)
-            }
-        };
-        let valid = validation_batches(spec, data)?;
-        let heads_dir = dir.join(format!("heads-{seed}"));
-        let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
-        let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
-        write_json_atomic(&q_path, &q)?;
-        write_json_atomic(&lp_path, &lp)?;
-        Ok((lp, q))
-    }
-}
-
-/// The scores of one snapshot of `run` (with the retest heads' when the run has them): heads
-/// trained and scored once, then read from the cache folder.
-pub fn snapshot_scores(
-    run: &ScoredRun,
-    snap: &Snapshot,
-    data: &CorpusData,
-    scoring: &ScoringSet,
-    opts: &RunOptions,
-) -> Result<(RunScores, HeadQuality)> {
-    let spec = &run.record.spec;
-    let mut s = SnapshotHeads {
-        run,
-        snap,
-        data,
-        scoring,
-        opts,
-        dir: run
-            .dir
-            .join("emergence")
-            .join(format!("step-{:07}", snap.step)),
-        model: None,
-    };
-    let (lp, quality) = s.heads(spec.head_seed)?;
-    let retest = match spec.retest_heads {
-        true => {
-            let (r, q) = s.heads(spec.head_seed + 1)?;
-            Some((r, q.above_unigram))
-        }
-        false => None,
-    };
-    let scores = RunScores::from_logprobs(
-        run.label.clone(),
-        scoring.id.clone(),
-        lp,
-        retest.as_ref().map(|(r, _)| r),
-        quality.above_unigram || retest.as_ref().is_some_and(|(_, f)| *f),
-        ScoreKind::ArithmeticMean,
-    )?;
-    Ok((scores, quality))
-}
-
 /// One run at one point: (fraction, tokens, scores, heads).
 type RunPoint = (f64, u64, RunScores, HeadQuality);
 
 /// Every point of one run: its snapshots, then the finished run.
-fn run_points(
-    run: &ScoredRun,
-    data: &CorpusData,
-    scoring: &ScoringSet,
-    opts: &RunOptions,
-) -> Result<Vec<RunPoint>> {
+fn run_points(run: &ScoredRun) -> Result<Vec<RunPoint>> {
     let res = run.result()?;
-    let per_update = res.phase1.tokens / res.phase1.steps.max(1);
     let mut out = Vec::new();
-    for snap in &res.snapshots {
-        let (s, q) = snapshot_scores(run, snap, data, scoring, opts)?;
-        out.push((snap.fraction, snap.step * per_update, s, q));
+    for snap in &run.snapshots {
+        let scores = RunScores::from_logprobs(
+            run.label.clone(),
+            run.record.spec.model_name(),
+            run.record.scoring.clone(),
+            snap.logprobs.clone(),
+            snap.retest.as_ref(),
+            snap.flagged(),
+            ScoreKind::ArithmeticMean,
+        )?;
+        out.push((snap.fraction, snap.tokens, scores, snap.heads.clone()));
     }
     let last = RunScores::new(run, ScoreKind::ArithmeticMean)?;
     out.push((1.0, res.phase1.tokens, last, res.heads.clone()));
     Ok(out)
 }
 
-/// Runs the emergence analysis over the runs of `spec.models` among `runs` (each scored on the
-/// set of its style in `sets`), with the bootstrap of `copts` (its permutations are not used).
+/// The emergence analysis over the runs of `spec.models` among `runs`, from the scores of their
+/// phase-1 snapshots (`ScoredRun::snapshots`, made by the run stage), with the bootstrap of
+/// `copts` (its permutations are not used); `freq` selects the tokens. A pure function of the
+/// runs: no training, no files.
 pub fn emergence(
     runs: &[ScoredRun],
-    data: &CorpusData,
-    sets: &[ScoringSet],
+    freq: &[u64],
     spec: &EmergenceSpec,
     copts: &CorrOptions,
-    opts: &RunOptions,
 ) -> Result<Emergence> {
     let sel = spec.selection;
     let copts = CorrOptions {
@@ -227,13 +135,9 @@ pub fn emergence(
         if !spec.models.contains(&model) {
             continue;
         }
-        let style = run.record.spec.style;
-        let set = sets.iter().find(|s| s.id.style == style).ok_or_else(|| {
-            ExperimentError::Invalid(format!("{}: no scoring set of its style", run.label))
-        })?;
-        let pts = run_points(run, data, set, opts)?;
+        let pts = run_points(run)?;
         for (fraction, tokens, s, q) in &pts {
-            let toks = select_tokens(&[s], &data.freq, sel);
+            let toks = select_tokens(&[s], freq, sel);
             let boot = prefscore::Bootstrap {
                 resamples: 0,
                 ..copts.bootstrap
@@ -271,7 +175,7 @@ pub fn emergence(
                 let Some((_, _, sb, _)) = y.1.iter().find(|p| p.0 == *fa) else {
                     continue;
                 };
-                let p = compare_runs(sa, sb, &data.freq, sel, ScoreKind::ArithmeticMean, &copts)?;
+                let p = compare_runs(sa, sb, freq, sel, ScoreKind::ArithmeticMean, &copts)?;
                 out.pairs.push(EmergencePair {
                     a: p.a,
                     b: p.b,

@@ -97,6 +97,9 @@ pub enum ExperimentError {
     /// From `lmd`.
     #[error(transparent)]
     Lmd(#[from] lmd::LmdError),
+    /// Embeddings computed elsewhere could not be read.
+    #[error(transparent)]
+    External(#[from] lmd::external::ExternalError),
     /// From `report`.
     #[error(transparent)]
     Report(#[from] report::Error),

@@ -9,11 +9,12 @@ use prefscore::{top_tokens, Bootstrap, ScoreKind};
 use report::{MatrixOptions, PlotOptions};
 use serde::Serialize;
 
+use corpus::Tokenizer;
+
 use crate::data::CorpusData;
 use crate::error::io_at;
 use crate::run::{shared_embedding, trained_model, ScoredRun};
-use crate::tables::{ica_groups, IcaGroups};
-use crate::Result;
+use crate::{ExperimentError, Result};
 
 /// What the word-group analysis uses.
 #[derive(Debug, Clone, PartialEq)]
@@ -137,4 +138,110 @@ fn cluster_count_figure(path: &Path, g: &IcaGroups, n_words: usize) -> Result<()
     };
     report::bar_chart(path, &labels, &shares, &opts)?;
     Ok(())
+}
+
+/// ICA word groups of an embedding (paper section 5.3) and their preference (Table 3).
+pub struct IcaGroups {
+    /// PCA dimension d.
+    pub dim: usize,
+    /// The ICA fit (steps, convergence).
+    pub ica: ica::IcaResult,
+    /// Independent components of every word (rows in the order of `tokens`), signed so that
+    /// each component's long tail is positive.
+    pub sources: ica::Matrix,
+    /// Share of words in no / exactly one cluster, mean clusters per word.
+    pub counts: ica::analysis::ClusterCounts,
+    /// Table 3: per component its typical words, size, mean score and rank.
+    pub table: report::Table,
+}
+
+/// PCA to `dim` (capped by the embedding width and the number of words) and Amari ICA
+/// (`cfg`) of the embedding rows of `tokens`; clusters at the paper's threshold 2.5; each
+/// component's words summarised by `prefscore::group_summary` against `scores` over `tokens`.
+#[allow(clippy::too_many_arguments)]
+pub fn ica_groups(
+    embedding: &[Vec<f32>],
+    tokens: &[u32],
+    freq: &[u64],
+    scores: &[Option<f64>],
+    tok: &Tokenizer,
+    dim: usize,
+    cfg: ica::AmariConfig,
+    boot: &prefscore::Bootstrap,
+) -> Result<IcaGroups> {
+    use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
+    let width = embedding
+        .first()
+        .ok_or_else(|| ExperimentError::Invalid("empty embedding".into()))?
+        .len();
+    let rows: Vec<f32> = tokens
+        .iter()
+        .flat_map(|&id| embedding[id as usize].iter().copied())
+        .collect();
+    let x = ica::Matrix::new(tokens.len(), width, rows)?;
+    let dim = dim.min(width).min(tokens.len().saturating_sub(1)).max(1);
+    let pca = ica::Pca::fit(&x, &ica::PcaConfig::new(dim))?;
+    let white = pca.transform(&x)?;
+    let fit = ica::AmariIca::new(cfg).fit(&white)?;
+    let mut sources = fit.sources(&white)?;
+    sign_to_positive_skew(&mut sources);
+    let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
+    let counts = cluster_counts(&per_word);
+    let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
+    let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
+    let groups: Vec<(String, Vec<u32>)> = comps
+        .iter()
+        .map(|c| {
+            let ids = c.members.iter().map(|&(i, _)| tokens[i]).collect();
+            (format!("IC{}", c.component), ids)
+        })
+        .collect();
+    let stats = prefscore::group_summary(scores, &groups, tokens, boot)?;
+    let mut table = report::Table::new(
+        [
+            "component",
+            "typical words",
+            "words",
+            "mean score",
+            "95% low",
+            "95% high",
+            "mean rank",
+            "rank (0 = most primary)",
+            "share primary",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title("Table 3: ICA word groups of the shared embedding and their preference")
+    .with_note(
+        "a word is in component k when |y_k| > 2.5; typical words: the 5 most frequent members; \
+         rank among the reference tokens by score, descending",
+    )
+    .with_precision(3);
+    for (c, g) in comps.iter().zip(&stats) {
+        let typical: Vec<String> = c
+            .typical
+            .iter()
+            .filter_map(|&i| tok.id_to_token(tokens[i]))
+            .collect();
+        let (lo, hi) = g.interval.map(|i| (i.lo, i.hi)).unzip();
+        table.push_row(vec![
+            report::Cell::from(c.component),
+            report::Cell::from(typical.join(" ")),
+            report::Cell::from(c.members.len()),
+            report::Cell::from(g.mean),
+            report::Cell::from(lo),
+            report::Cell::from(hi),
+            report::Cell::from(g.mean_rank),
+            report::Cell::from(g.mean_rank_fraction),
+            report::Cell::from(g.share_primary),
+        ]);
+    }
+    Ok(IcaGroups {
+        dim,
+        ica: fit,
+        sources,
+        counts,
+        table,
+    })
 }

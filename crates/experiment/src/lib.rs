@@ -26,15 +26,20 @@ pub mod lmd_planted;
 pub mod lmd_study;
 pub mod pieces;
 pub mod pos;
+pub mod progress;
+pub mod record;
 pub mod run;
 pub mod scoring;
+pub mod snapshots;
 pub mod spec;
 pub mod study;
 pub mod tables;
+pub mod training;
 
 pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
 pub use groups::{word_groups, WordGroupOutputs, WordGroupSettings};
+pub use progress::Progress;
 pub use run::{
     ensure_run, open_run, shared_embedding, trained_model, HeadQuality, RunOptions, RunRecord,
     RunResult, ScoredRun,

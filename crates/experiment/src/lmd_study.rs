@@ -43,6 +43,7 @@ use lmd::tables::{group_table, write_analysis, ORIENTATION};
 use report::{heatmap, HeatmapOptions, Table};
 use serde::{Deserialize, Serialize};
 
+use crate::progress::Progress;
 use crate::{ExperimentError, Result};
 
 /// What one LMD study runs: the models, the corpus the sequences come from, the sequence
@@ -338,19 +339,23 @@ struct Context<'a> {
     docs: Vec<Document>,
     ridge: Ridge,
     out: &'a Path,
-    progress: bool,
+    progress: &'a Progress,
 }
 
 /// Runs the LMD study of `spec` into `out`: per T, sampling, the moments of each split streamed
 /// shard by shard from every model (finished shards under `out/moments/` reused; with
 /// [`LmdStudySpec::merge_only`] nothing is embedded and every shard must exist), merged, the
 /// closed-form analysis written under `out/T<t>/`, then Table 2 (`out/table2.{csv,md,json}`) and
-/// its heatmap (`out/table2_group_r2.png`). With `progress`, says what it does on stdout (and
-/// shows extraction progress bars on stderr).
+/// its heatmap (`out/table2_group_r2.png`). Says what it does through `progress` (and shows
+/// extraction progress bars on stderr when it has bars).
 ///
 /// Models whose position table is shorter than the largest T are left out (every T is analysed
 /// over the same models); fewer than two remaining is an error.
-pub fn run_lmd_study(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<LmdStudyOutcome> {
+pub fn run_lmd_study(
+    spec: &LmdStudySpec,
+    out: &Path,
+    progress: &Progress,
+) -> Result<LmdStudyOutcome> {
     let start = Instant::now();
     let encoders = prepare(spec, out, progress)?;
     let t_max = spec.ts.iter().copied().max().unwrap_or(0);
@@ -384,7 +389,7 @@ pub fn extract_lmd_shard(
     spec: &LmdStudySpec,
     shard: Shard,
     out: &Path,
-    progress: bool,
+    progress: &Progress,
 ) -> Result<Vec<PathBuf>> {
     if shard.count != spec.shards {
         return Err(ExperimentError::Invalid(format!(
@@ -412,7 +417,7 @@ pub fn extract_lmd_shard(
 }
 
 /// Validates the spec, creates `out` and loads the models.
-fn prepare(spec: &LmdStudySpec, out: &Path, progress: bool) -> Result<Vec<LoadedEncoder>> {
+fn prepare(spec: &LmdStudySpec, out: &Path, progress: &Progress) -> Result<Vec<LoadedEncoder>> {
     spec.validate()?;
     std::fs::create_dir_all(out).map_err(crate::error::io_at(out))?;
     load_encoders(spec, progress)
@@ -423,7 +428,7 @@ impl<'a> Context<'a> {
         spec: &'a LmdStudySpec,
         encoders: Vec<&'a LoadedEncoder>,
         out: &'a Path,
-        progress: bool,
+        progress: &'a Progress,
     ) -> Result<Self> {
         Ok(Self {
             spec,
@@ -454,27 +459,25 @@ impl<'a> Context<'a> {
 
 /// Loads every model (on CUDA when available, at the spec's dtype; on the CPU at f32 for a
 /// merge-only study, which only reads their keys); two models may not share a name.
-fn load_encoders(spec: &LmdStudySpec, progress: bool) -> Result<Vec<LoadedEncoder>> {
+fn load_encoders(spec: &LmdStudySpec, progress: &Progress) -> Result<Vec<LoadedEncoder>> {
     let opts = if spec.merge_only {
         LoadOptions::default()
     } else {
         LoadOptions::best_device(spec.compute_dtype()?)
     };
-    if progress {
-        println!("device {:?}, dtype {:?}", opts.device, opts.dtype);
-    }
+    progress.say(|| format!("device {:?}, dtype {:?}", opts.device, opts.dtype));
     let mut encoders: Vec<LoadedEncoder> = Vec::with_capacity(spec.models.len());
     for dir in &spec.models {
         let enc = load(dir, &opts)?;
-        if progress {
-            println!(
+        progress.say(|| {
+            format!(
                 "loaded {:<28} {:<10} d = {:<5} max T = {}",
                 enc.name(),
                 enc.model_type(),
                 enc.width(),
                 enc.max_tokens()
-            );
-        }
+            )
+        });
         if let Some(other) = encoders.iter().find(|e| e.name() == enc.name()) {
             return Err(ExperimentError::Invalid(format!(
                 "models {} and {} share the name {:?} (a model's name is its folder's name)",
@@ -489,11 +492,11 @@ fn load_encoders(spec: &LmdStudySpec, progress: bool) -> Result<Vec<LoadedEncode
 }
 
 /// The models that accept `t_max` tokens, and those left out (said when `progress`).
-fn select_active(
-    encoders: &[LoadedEncoder],
+fn select_active<'a>(
+    encoders: &'a [LoadedEncoder],
     t_max: usize,
-    progress: bool,
-) -> Result<(Vec<&LoadedEncoder>, Vec<LeftOutModel>)> {
+    progress: &Progress,
+) -> Result<(Vec<&'a LoadedEncoder>, Vec<LeftOutModel>)> {
     let (active, short): (Vec<&LoadedEncoder>, Vec<&LoadedEncoder>) =
         encoders.iter().partition(|e| e.max_tokens() >= t_max);
     let left_out: Vec<LeftOutModel> = short
@@ -504,13 +507,13 @@ fn select_active(
             t_max,
         })
         .collect();
-    if progress {
-        for m in &left_out {
-            println!(
+    for m in &left_out {
+        progress.say(|| {
+            format!(
                 "leaving out {} (max {} tokens < T = {t_max})",
                 m.name, m.max_tokens
-            );
-        }
+            )
+        });
     }
     if active.len() < 2 {
         return Err(ExperimentError::Invalid(format!(
@@ -522,12 +525,10 @@ fn select_active(
 }
 
 /// Every document of the corpus.
-fn read_documents(spec: &LmdStudySpec, progress: bool) -> Result<Vec<Document>> {
+fn read_documents(spec: &LmdStudySpec, progress: &Progress) -> Result<Vec<Document>> {
     let docs = Documents::open(&spec.corpus, spec.corpus_format()?)?
         .collect::<corpus::Result<Vec<_>>>()?;
-    if progress {
-        println!("corpus {}: {} documents", spec.corpus.display(), docs.len());
-    }
+    progress.say(|| format!("corpus {}: {} documents", spec.corpus.display(), docs.len()));
     Ok(docs)
 }
 
@@ -564,17 +565,17 @@ fn sample(ctx: &Context<'_>, t: usize) -> Result<(ExtractOptions, SplitTexts)> {
             )
         }
     };
-    if ctx.progress {
-        println!(
+    ctx.progress.say(|| {
+        format!(
             "T = {t}: {} train, {} test sequences",
             train.len(),
             test.len()
-        );
-    }
+        )
+    });
     let mut opts = ExtractOptions::new(t);
     opts.pooling = spec.pooling;
     opts.token_budget = spec.token_budget;
-    opts.progress = ctx.progress;
+    opts.progress = ctx.progress.bars();
     Ok((opts, [("train", train), ("test", test)]))
 }
 
@@ -586,13 +587,13 @@ fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
     let a = analyze(&m_train, &m_test, ctx.ridge)?;
     let dir = ctx.out.join(format!("T{t}"));
     let files = write_analysis(&dir, &a)?;
-    if ctx.progress {
-        println!(
+    ctx.progress.say(|| {
+        format!(
             "T = {t}: group rho = {:.4}; tables and heatmaps in {}",
             a.group.rho(),
             dir.display()
-        );
-    }
+        )
+    });
     let outcome = LmdTOutcome {
         t,
         n_train: train.len(),
@@ -616,12 +617,12 @@ fn compute_shard(
     let path = ctx.shard_path(opts.t, split, shard);
     let settings = StreamSettings {
         chunk: ctx.spec.chunk,
-        progress: ctx.progress,
+        progress: ctx.progress.bars(),
         ..StreamSettings::default()
     };
     let start = Instant::now();
     let (m, status) = shard_moments(&ctx.encoders(), texts, opts, shard, &path, &settings)?;
-    if ctx.progress {
+    ctx.progress.say(|| {
         let what = match status {
             ShardStatus::Reused => "reused".to_string(),
             ShardStatus::Resumed { from } => format!("resumed from {from} rows"),
@@ -630,13 +631,13 @@ fn compute_shard(
             }
             _ => "computed".to_string(),
         };
-        println!(
+        format!(
             "  {split:<5} shard {shard}: {} sequences {what} in {:.1} s -> {}",
             m.n(),
             start.elapsed().as_secs_f64(),
             path.display()
-        );
-    }
+        )
+    });
     Ok((path, m))
 }
 
@@ -761,7 +762,7 @@ mod tests {
             dir.path().join("corpus.txt"),
             dir.path().join("vocab.txt"),
         );
-        match run_lmd_study(&spec, &dir.path().join("out"), false) {
+        match run_lmd_study(&spec, &dir.path().join("out"), &crate::Progress::silent()) {
             Err(ExperimentError::Missing { path, what }) => {
                 assert_eq!(path, missing);
                 assert!(what.contains("model"), "{what}");
@@ -796,10 +797,10 @@ mod tests {
         (spec.ts, spec.n_train, spec.n_test) = (vec![16], 80, 30);
         let dir = tempfile::tempdir().unwrap();
         // Without the test split's file the spec is refused before anything is loaded.
-        let e = run_lmd_study(&spec, dir.path(), false).unwrap_err();
+        let e = run_lmd_study(&spec, dir.path(), &crate::Progress::silent()).unwrap_err();
         assert!(e.to_string().contains("test corpus"), "{e}");
         spec.test_corpus = Some(shared("data/wikitext-2/test.txt"));
-        let o = run_lmd_study(&spec, dir.path(), false).unwrap();
+        let o = run_lmd_study(&spec, dir.path(), &crate::Progress::silent()).unwrap();
         assert_eq!((o.per_t[0].n_train, o.per_t[0].n_test), (80, 30));
         assert!(o.per_t[0].group_r2.iter().all(|r| r.is_finite()));
         // The test moments are those of the first 30 reference chunks of the test file.
@@ -829,7 +830,7 @@ mod tests {
         // The pairwise fits need more train rows than the widest basis (MiniLM, d = 384).
         (spec.ts, spec.n_train, spec.n_test) = (vec![16], 512, 64);
         let dir = tempfile::tempdir().unwrap();
-        let o = run_lmd_study(&spec, dir.path(), false).unwrap();
+        let o = run_lmd_study(&spec, dir.path(), &crate::Progress::silent()).unwrap();
         assert_eq!(o.models, ["all-MiniLM-L6-v2", "stories260K"]);
         assert!(o.left_out.is_empty());
         assert_eq!(o.per_t.len(), 1);

@@ -26,7 +26,6 @@ use towers::Style;
 
 use crate::data::{objective, sequences, CorpusData};
 use crate::error::{read_json, write_json_atomic};
-use crate::spec::style_name;
 use crate::{ExperimentError, Result};
 
 /// File name of a saved scoring set.
@@ -286,7 +285,7 @@ impl ScoringSet {
 impl ScoringSet {
     /// Where the set of `style` is saved in the data folder `dir`.
     pub fn path(dir: &Path, style: Style) -> PathBuf {
-        dir.join(format!("{}-{SCORING_FILE}", style_name(style)))
+        dir.join(format!("{}-{SCORING_FILE}", style.as_str()))
     }
 
     /// Rebuilds the set saved in `dir` for `style` (its settings from the saved file) and
@@ -310,7 +309,7 @@ fn hex(d: impl AsRef<[u8]>) -> String {
 
 fn batches_fingerprint(style: Style, batches: &[TokenBatch]) -> String {
     let mut h = Sha256::new();
-    h.update(style_name(style).as_bytes());
+    h.update(style.as_str().as_bytes());
     for b in batches {
         h.update((b.batch_size as u64).to_le_bytes());
         h.update((b.seq_len as u64).to_le_bytes());

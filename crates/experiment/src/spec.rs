@@ -261,7 +261,7 @@ impl RunSpec {
         match (&self.name, self.style, self.elmo_mode) {
             (Some(n), _, _) => n.clone(),
             (None, Style::Elmo, ElmoMode::AsReleased) => "elmo_released".into(),
-            (None, s, _) => style_name(s).into(),
+            (None, s, _) => s.as_str().into(),
         }
     }
 
@@ -316,37 +316,6 @@ impl RunSpec {
             _ => {}
         }
         Ok(())
-    }
-
-    /// Reads the spec of a run folder (`run.json`).
-    pub fn load(run_dir: &Path) -> Result<RunSpec> {
-        let path = run_dir.join(crate::run::RUN_FILE);
-        if !path.is_file() {
-            return Err(ExperimentError::NotA {
-                path: run_dir.to_path_buf(),
-                expected: "a run folder (it has no run.json)".into(),
-            });
-        }
-        let rec: crate::run::RunRecord = crate::error::read_json(&path)?;
-        Ok(rec.spec)
-    }
-}
-
-/// The model part of a run label `<model>-s<seed>` ([`RunSpec::label`]; model names hold no
-/// `-`).
-pub fn model_of_label(label: &str) -> String {
-    match label.rsplit_once("-s") {
-        Some((m, seed)) if seed.parse::<u64>().is_ok() => m.to_string(),
-        _ => label.to_string(),
-    }
-}
-
-/// The name of a style as the command lines write it.
-pub fn style_name(style: Style) -> &'static str {
-    match style {
-        Style::Gpt => "gpt",
-        Style::Bert => "bert",
-        Style::Elmo => "elmo",
     }
 }
 

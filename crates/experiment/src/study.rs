@@ -17,9 +17,10 @@ use crate::error::{io_at, write_json_atomic};
 use crate::groups::{word_groups, WordGroupSettings};
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
-use crate::run::{ensure_run, HeadQuality, RunOptions};
+use crate::run::{ensure_run, RunOptions};
 use crate::scoring::{ScoringSet, ScoringSpec, ScoringText};
 use crate::spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec, Vocabulary};
+pub use crate::tables::StudyRun;
 use crate::tables::{pairs_table, pos_figure, runs_table};
 use crate::{ExperimentError, Result};
 
@@ -237,27 +238,6 @@ impl StudySpec {
     }
 }
 
-/// One run of a finished study.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StudyRun {
-    /// `<style>-s<seed>`.
-    pub label: String,
-    /// Its folder.
-    pub dir: PathBuf,
-    /// Scoring-set fingerprint (short).
-    pub scoring_fingerprint: String,
-    /// Scored positions.
-    pub positions: u64,
-    /// Head quality (validation).
-    pub heads: HeadQuality,
-    /// Retest heads' quality.
-    pub retest: Option<HeadQuality>,
-    /// Share of scored tokens won by the primary tower.
-    pub share_primary: f64,
-    /// Whether the run was reused.
-    pub reused: bool,
-}
-
 /// The cluster statistics of a study's ICA word groups.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WordGroupSummary {
@@ -338,13 +318,13 @@ pub fn run_study(
         }
         if !sets.iter().any(|s| s.id.style == r.style) {
             let set = ScoringSet::load_or_build(&data_dir, r.style, &data, &spec.scoring)?;
-            if opts.progress {
-                println!(
+            opts.progress.say(|| {
+                format!(
                     "{label}: scoring set {} ({} positions)",
                     set.id.short(),
                     set.id.positions
-                );
-            }
+                )
+            });
             sets.push(set);
         }
         let set = set_of(&sets, r.style)?;
@@ -374,7 +354,7 @@ pub fn run_study(
     let mut runs = Vec::new();
     let mut controls = Vec::new();
     let mut pieces = None;
-    let lex = lexicon(&data, &resolve_tags(&spec.tags, out), opts.progress)?;
+    let lex = lexicon(&data, &resolve_tags(&spec.tags, out), opts.progress.bars())?;
     let tags = lex.to_dense(data.padded_vocab());
     for (ki, &kind) in spec.kinds.iter().enumerate() {
         let kname = kind_name(kind);
@@ -394,9 +374,7 @@ pub fn run_study(
             let stem = format!("pairs_{kname}_{sel}");
             let t = pairs_table(&these, &format!("Run pairs, {kname} score, {sel} tokens"))?;
             outputs.extend(t.write_all(out, &stem)?);
-            if opts.progress {
-                println!("{}", t.to_markdown());
-            }
+            opts.progress.say(|| t.to_markdown());
             pairs.extend(these.into_iter().map(|p| (kname.to_string(), p)));
         }
         if ki > 0 {
@@ -424,9 +402,7 @@ pub fn run_study(
         }
         let t = runs_table(&runs);
         outputs.extend(t.write_all(out, "runs")?);
-        if opts.progress {
-            println!("{}", t.to_markdown());
-        }
+        opts.progress.say(|| t.to_markdown());
         let sel0 = spec.selections.first().map(|s| s.to_string());
         let main: Vec<PairComparison> = pairs
             .iter()
@@ -444,9 +420,8 @@ pub fn run_study(
             let (t, p) = piece_tables(&pc.runs, &pc.pairs, top);
             outputs.extend(t.write_all(out, "pieces_runs")?);
             outputs.extend(p.write_all(out, "pieces_pairs")?);
-            if opts.progress {
-                println!("{}\n{}", t.to_markdown(), p.to_markdown());
-            }
+            opts.progress
+                .say(|| format!("{}\n{}", t.to_markdown(), p.to_markdown()));
         }
     }
     let mut ica = None;
@@ -471,7 +446,7 @@ pub fn run_study(
                 .iter()
                 .any(|r| es.models.contains(&r.record.spec.model_name())) =>
         {
-            let e = emergence(&scored, &data, &sets, es, &copts, opts)?;
+            let e = emergence(&scored, &data.freq, es, &copts)?;
             outputs.extend(write_emergence(&e, out)?);
             Some(e)
         }

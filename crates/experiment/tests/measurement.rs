@@ -297,7 +297,7 @@ fn heads_stop_when_validation_stops_improving() {
     let m = model(Style::Gpt, &d, 0);
     let valid = validation_batches(&spec, &d).unwrap();
     let opts = RunOptions {
-        progress: false,
+        progress: experiment::Progress::silent(),
         ..RunOptions::default()
     };
     let (_, q) = train_heads_in(&spec, &m, &d, &valid, 1, &dir.path().join("h"), &opts).unwrap();

@@ -17,6 +17,23 @@ pub enum Style {
     Bert,
 }
 
+impl Style {
+    /// The name the command lines, labels and file names use: `elmo`, `gpt`, `bert`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Style::Elmo => "elmo",
+            Style::Gpt => "gpt",
+            Style::Bert => "bert",
+        }
+    }
+}
+
+impl std::fmt::Display for Style {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl std::str::FromStr for Style {
     type Err = TowersError;
     fn from_str(s: &str) -> Result<Self> {
@@ -265,6 +282,9 @@ mod tests {
             }
         }
         assert!(ModelConfig::preset(Style::Gpt, "huge").is_err());
+        for st in [Style::Elmo, Style::Gpt, Style::Bert] {
+            assert_eq!(st.as_str().parse::<Style>().unwrap(), st);
+        }
         for m in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
             assert_eq!(m.as_str().parse::<ElmoMode>().unwrap(), m);
         }

@@ -138,7 +138,7 @@ impl Figure for IntervalPlot<'_> {
         chart
             .configure_mesh()
             .disable_x_mesh()
-            .light_line_style(RGBColor(235, 235, 235))
+            .light_line_style(WHITE)
             .bold_line_style(RGBColor(215, 215, 215))
             .x_labels(n)
             .x_label_formatter(&|x: &f64| {

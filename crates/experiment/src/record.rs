@@ -1,0 +1,103 @@
+//! What a run folder records: `run.json` ([`RunRecord`]: the spec, the data folder, the
+//! scoring set, the results), its file names, and the run-time options that do not change what
+//! a run is.
+
+use std::path::PathBuf;
+
+use candle_core::Device;
+use serde::{Deserialize, Serialize};
+use towers::TrainSummary;
+
+use crate::progress::Progress;
+use crate::scoring::ScoringSetId;
+use crate::spec::RunSpec;
+
+/// File name of a run's record.
+pub const RUN_FILE: &str = "run.json";
+/// File name of the scored log-probabilities.
+pub const LOGPROBS_FILE: &str = "logprobs.json";
+/// File name of the retest heads' log-probabilities.
+pub const RETEST_FILE: &str = "logprobs_retest.json";
+
+/// How well the heads of a run fit, measured on the validation batches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeadQuality {
+    /// Mean NLL of each head (nats).
+    pub nll: Vec<f64>,
+    /// Mean NLL of the joint head over both towers on the same batches.
+    pub joint_nll: f64,
+    /// Each head's NLL minus the joint head's.
+    pub gap: Vec<f64>,
+    /// Cross-entropy of the training text's unigram distribution (add-one) on the same targets.
+    pub unigram_nll: f64,
+    /// A head ends no better than the unigram model: its scores would record head noise, not a
+    /// division of labour. Every table that uses the run says so.
+    pub above_unigram: bool,
+    /// Updates of the heads' training.
+    pub steps: u64,
+    /// Whether early stopping ended it (otherwise the token budget did).
+    pub stopped_early: bool,
+}
+
+/// A phase-1 weight snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Fraction of phase 1's updates done.
+    pub fraction: f64,
+    /// Update number.
+    pub step: u64,
+    /// The weights (safetensors).
+    pub path: PathBuf,
+}
+
+/// What a finished run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Phase 1.
+    pub phase1: TrainSummary,
+    /// Phases 2/3.
+    pub heads: HeadQuality,
+    /// The retest heads (second head seed), when the spec asks for them.
+    pub retest: Option<HeadQuality>,
+    /// Scored positions.
+    pub positions: u64,
+    /// Mean NLL of each head on the scoring set.
+    pub scored_nll: Vec<f64>,
+    /// Phase-1 snapshots.
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// `run.json`: the spec, where its data lives, the scoring set and the results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run.
+    pub spec: RunSpec,
+    /// The study's data folder (synthetic text, trained tokenizer).
+    pub data_dir: PathBuf,
+    /// The scoring set the run was scored on.
+    pub scoring: ScoringSetId,
+    /// The results, once the run finished.
+    pub result: Option<RunResult>,
+}
+
+/// Run-time choices that do not change what a run is.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Where to compute (bf16 compute with f32 master weights on CUDA).
+    pub device: Device,
+    /// Progress bars and messages (the library never prints itself).
+    pub progress: Progress,
+    /// Load (or train) the model even when the run finished (for embedding analyses).
+    pub need_model: bool,
+}
+
+impl Default for RunOptions {
+    /// CPU, progress bars and messages on stdout, no model for a finished run.
+    fn default() -> Self {
+        Self {
+            device: Device::Cpu,
+            progress: Progress::stdout(),
+            need_model: false,
+        }
+    }
+}
