@@ -40,6 +40,30 @@ pub enum TowersError {
     /// A data source failed.
     #[error("data source: {0}")]
     Data(String),
+    /// A checkpoint file could not be written (no space, no permission, a path under a file):
+    /// the new checkpoint was abandoned and the previous one, if any, is left as it was.
+    #[error("could not write the checkpoint file {path}: {msg}; the previous checkpoint is left as it was")]
+    CheckpointWrite {
+        /// The file or directory whose write failed.
+        path: String,
+        /// The underlying error.
+        msg: String,
+    },
+    /// Training stopped on request ([`crate::request_stop`], e.g. from a SIGTERM handler) at a
+    /// step boundary, after writing its checkpoint: the same run started again resumes from it.
+    #[error(
+        "stopped on request after update {step}{}",
+        match checkpoint {
+            Some(c) => format!("; checkpoint written to {c}: run the same command again to resume"),
+            None => String::new(),
+        }
+    )]
+    Stopped {
+        /// Updates done.
+        step: u64,
+        /// The checkpoint written (none without an output directory).
+        checkpoint: Option<String>,
+    },
 }
 
 impl From<corpus::CorpusError> for TowersError {

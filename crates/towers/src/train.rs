@@ -3,6 +3,8 @@
 //! progress bar, and atomic checkpoints that resume bit-exactly on CPU.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::Tensor;
@@ -20,6 +22,27 @@ use crate::optim::{clip_factor, grad_norm, AdamW, AdamWConfig};
 use crate::params::ParamStore;
 use crate::schedule::{LinearSchedule, Schedule};
 use crate::{Result, TowersError};
+
+/// The process-wide stop request, read by every [`Trainer`] without a flag of its own.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks every [`Trainer`] of this process (those without a flag of their own,
+/// [`Trainer::with_stop_flag`]) to stop at its next step boundary: it writes its checkpoint
+/// (when it has an output directory) and returns [`TowersError::Stopped`]. One atomic store,
+/// so a signal handler (SIGTERM, what Slurm and Kubernetes send before a kill) may call it.
+pub fn request_stop() {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Whether [`request_stop`] was called (and not cleared since).
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// Withdraws a [`request_stop`] (e.g. before the next job of a long-lived process).
+pub fn clear_stop() {
+    STOP.store(false, Ordering::SeqCst);
+}
 
 /// Something the [`Trainer`] can optimise: its variables and a mean loss per batch.
 pub trait Trainable {
@@ -214,6 +237,7 @@ pub struct Trainer<'m, M: Trainable> {
     state: TrainState,
     out_dir: Option<PathBuf>,
     metrics: MetricsLog,
+    stop: Option<Arc<AtomicBool>>,
 }
 
 impl<'m, M: Trainable> Trainer<'m, M> {
@@ -262,7 +286,22 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             },
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
+            stop: None,
         })
+    }
+
+    /// Stops at the next step boundary once `flag` is set, instead of on the process-wide
+    /// [`request_stop`] (which this trainer then ignores).
+    pub fn with_stop_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.stop = Some(flag);
+        self
+    }
+
+    fn stop_asked(&self) -> bool {
+        match &self.stop {
+            Some(f) => f.load(Ordering::SeqCst),
+            None => stop_requested(),
+        }
     }
 
     /// Like [`Trainer::new`], but when `out_dir` holds a checkpoint, restores weights, optimizer
@@ -519,6 +558,10 @@ impl<'m, M: Trainable> Trainer<'m, M> {
     }
 
     /// Trains until the budget is spent, validating on `valid` (may be empty).
+    ///
+    /// A stop request ([`request_stop`] or [`Trainer::with_stop_flag`]) is honoured at the
+    /// next step boundary: the checkpoint is written (with an output directory) and
+    /// [`TowersError::Stopped`] returned; resuming from it continues bit-exactly.
     pub fn train(
         &mut self,
         source: &mut dyn BatchSource,
@@ -552,6 +595,17 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let mut val_loss = None;
         let mut interrupted = false;
         while !self.done() {
+            if self.stop_asked() {
+                pb.finish_and_clear();
+                let checkpoint = match self.out_dir.is_some() {
+                    true => Some(self.save_checkpoint(source.cursor())?),
+                    false => None,
+                };
+                return Err(TowersError::Stopped {
+                    step: self.state.step,
+                    checkpoint: checkpoint.map(|p| p.display().to_string()),
+                });
+            }
             let t0 = Instant::now();
             let micro = (0..cfg.grad_accum)
                 .map(|_| source.next_batch())
@@ -656,4 +710,117 @@ pub fn evaluate_loss<M: Trainable + ?Sized>(model: &M, batches: &[TokenBatch]) -
         return Err(TowersError::NoTargets);
     }
     Ok(sum / n as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{MarkovSource, ModelConfig, Style};
+    use candle_core::Device;
+
+    /// A source that raises `flag` when batch number `at` (0-based) is taken: a stop request
+    /// arriving during that update.
+    struct StopAt {
+        inner: MarkovSource,
+        taken: usize,
+        at: usize,
+        flag: Arc<AtomicBool>,
+    }
+
+    impl BatchSource for StopAt {
+        fn next_batch(&mut self) -> Result<TokenBatch> {
+            if self.taken == self.at {
+                self.flag.store(true, Ordering::SeqCst);
+            }
+            self.taken += 1;
+            self.inner.next_batch()
+        }
+        fn cursor(&self) -> Value {
+            self.inner.cursor()
+        }
+        fn seek(&mut self, cursor: &Value) -> Result<()> {
+            self.inner.seek(cursor)
+        }
+    }
+
+    fn setup(seed: u64) -> (ModelConfig, TwoTowerLm, MarkovSource) {
+        let mut mc = ModelConfig::preset(Style::Gpt, "tiny").unwrap();
+        mc.n_towers = 2;
+        let m = TwoTowerLm::new(&mc, &Device::Cpu, seed).unwrap();
+        let src = MarkovSource::new(mc.style, 24, 2, 4, 12, 7, 5).unwrap();
+        (mc, m, src)
+    }
+
+    fn cfg() -> TrainConfig {
+        TrainConfig {
+            lr: 5e-3,
+            budget: Budget::Steps(9),
+            warmup_frac: 0.1,
+            checkpoint_every: 4,
+            ..TrainConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_stop_request_checkpoints_at_the_next_step_and_the_resume_is_bit_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, whole, mut src) = setup(3);
+        Trainer::new(&whole, cfg(), Some(&dir.path().join("whole")))
+            .unwrap()
+            .train(&mut src, &[])
+            .unwrap();
+
+        // Asked to stop while update 6 takes its batch (not a checkpoint step): update 6
+        // completes, then the trainer writes a checkpoint at step 6 and stops.
+        let out = dir.path().join("stopped");
+        let flag = Arc::new(AtomicBool::new(false));
+        let (_, m, inner) = setup(3);
+        let mut src = StopAt {
+            inner,
+            taken: 0,
+            at: 5,
+            flag: flag.clone(),
+        };
+        let err = Trainer::new(&m, cfg(), Some(&out))
+            .unwrap()
+            .with_stop_flag(flag.clone())
+            .train(&mut src, &[])
+            .unwrap_err();
+        match &err {
+            TowersError::Stopped { step, checkpoint } => {
+                assert_eq!(*step, 6);
+                assert_eq!(
+                    checkpoint.as_deref(),
+                    Some(&*out.join("checkpoint").display().to_string())
+                );
+            }
+            e => panic!("expected Stopped, got {e}"),
+        }
+        assert!(
+            err.to_string().contains("run the same command again"),
+            "{err}"
+        );
+        // The process-wide request was never raised by this trainer's own flag.
+        assert!(!stop_requested());
+
+        let (_, again, mut src) = setup(99);
+        let mut tr = Trainer::resume_or_new(&again, cfg(), &out, &mut src).unwrap();
+        assert_eq!(tr.state().step, 6);
+        tr.train(&mut src, &[]).unwrap();
+        let (a, b) = (
+            whole.params().snapshot().unwrap(),
+            again.params().snapshot().unwrap(),
+        );
+        for (name, ta) in &a {
+            let d: f32 = (ta - &b[name])
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert_eq!(d, 0.0, "{name} differs after the stop and resume");
+        }
+    }
 }
