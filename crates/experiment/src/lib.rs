@@ -27,6 +27,7 @@ pub mod lmd_study;
 pub mod pieces;
 pub mod pos;
 pub mod progress;
+pub mod protocol;
 pub mod record;
 pub mod run;
 pub mod scoring;
@@ -35,6 +36,7 @@ pub mod spec;
 pub mod study;
 pub mod tables;
 pub mod training;
+pub mod units;
 
 pub use data::CorpusData;
 pub use error::{ExperimentError, Result};

@@ -76,10 +76,10 @@ pub enum LmdError {
     /// Writing a table or a plot failed.
     #[error(transparent)]
     Report(#[from] report::Error),
-    /// Embeddings computed elsewhere could not be read (the file and the reason; boxed: an
-    /// `ExternalError` can hold an `LmdError`).
+    /// Embeddings computed elsewhere could not be read (an `external::ExternalError`, which
+    /// names the file and the reason; boxed, as it can hold an `LmdError`).
     #[error(transparent)]
-    External(Box<crate::external::ExternalError>),
+    External(Box<dyn std::error::Error + Send + Sync>),
     /// A saved file that is malformed (bad header, shapes or metadata).
     #[error("malformed file {path}: {reason}")]
     Malformed {
@@ -166,10 +166,4 @@ pub enum LmdError {
         /// Where it happened.
         context: String,
     },
-}
-
-impl From<crate::external::ExternalError> for LmdError {
-    fn from(e: crate::external::ExternalError) -> Self {
-        LmdError::External(Box::new(e))
-    }
 }

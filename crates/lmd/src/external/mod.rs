@@ -680,3 +680,9 @@ pub fn read_torch(path: impl AsRef<Path>, key: Option<&str>) -> Result<Vec<(Stri
         .map(|s| Ok((s.name.clone(), s.load()?)))
         .collect()
 }
+
+impl From<ExternalError> for LmdError {
+    fn from(e: ExternalError) -> Self {
+        LmdError::External(Box::new(e))
+    }
+}

@@ -1,0 +1,333 @@
+//! The analysis units of a study. Each unit reads the scored runs (through [`StudyContext`]),
+//! computes one kind of result, writes its tables and figures, and records the result in the
+//! [`StudyOutcome`]; `run_study` runs [`UNITS`] in order. Adding a table is adding a unit here.
+
+use std::path::{Path, PathBuf};
+
+use prefscore::{Bootstrap, CorrOptions, ScoreKind};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{compare_runs, PairComparison, RunScores};
+use crate::controls::{controls_table, run_controls, score_figures, RunControl};
+use crate::data::CorpusData;
+use crate::emergence::{emergence, write_emergence, Emergence};
+use crate::groups::word_groups;
+use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
+use crate::pos::{lexicon, TagSource};
+use crate::progress::Progress;
+use crate::protocol::StudySpec;
+use crate::run::ScoredRun;
+use crate::tables::{pairs_table, pos_figure, runs_table, StudyRun};
+use crate::Result;
+
+/// Split-null replicates per run in the controls table.
+const NULL_REPLICATES: usize = 100;
+/// The most frequent training tokens of the per-run tables and figures (the paper's 5000).
+const TOP_TOKENS: usize = 5000;
+
+/// The cluster statistics of a study's ICA word groups.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WordGroupSummary {
+    /// The run.
+    pub label: String,
+    /// PCA dimension.
+    pub dim: usize,
+    /// Whether the ICA met its convergence rule.
+    pub converged: bool,
+    /// Share of words in no cluster.
+    pub none: f64,
+    /// Share of words in exactly one cluster.
+    pub exactly_one: f64,
+    /// Mean clusters per word.
+    pub mean: f64,
+}
+
+/// What a study produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StudyOutcome {
+    /// Whether the tables cover every run of the study (else a subset, see [`crate::study::run_study`]).
+    pub complete: bool,
+    /// Where the tables and figures went.
+    pub tables: PathBuf,
+    /// The runs.
+    pub runs: Vec<StudyRun>,
+    /// Every pair of runs, per score kind and token selection.
+    pub pairs: Vec<(String, PairComparison)>,
+    /// Per run: frequency correlations and the split null (first score kind).
+    pub controls: Vec<RunControl>,
+    /// The ICA cluster statistics of the word-group run (paper: 13% of words in no cluster,
+    /// 45% in exactly one, 1.45 per word).
+    pub word_groups: Option<WordGroupSummary>,
+    /// How the preference emerged during phase 1, when the spec asks for it.
+    pub emergence: Option<Emergence>,
+    /// The word-piece control (first score kind; WordPiece vocabularies only).
+    pub pieces: Option<PieceControl>,
+    /// Files written.
+    pub outputs: Vec<PathBuf>,
+}
+
+impl StudyOutcome {
+    /// An outcome with no results yet, its tables going to `tables`.
+    pub fn new(complete: bool, tables: PathBuf) -> Self {
+        Self {
+            complete,
+            tables,
+            runs: Vec::new(),
+            pairs: Vec::new(),
+            controls: Vec::new(),
+            word_groups: None,
+            emergence: None,
+            pieces: None,
+            outputs: Vec::new(),
+        }
+    }
+}
+
+/// What every unit reads: the study, its data and scored runs, their scores per score kind
+/// (first kind: the main tables'), the correlation options and the tables folder.
+pub struct StudyContext<'a> {
+    /// The study.
+    pub spec: &'a StudySpec,
+    /// Its text, tokenizer and frequencies.
+    pub data: &'a CorpusData,
+    /// The scored runs, in table order.
+    pub runs: &'a [ScoredRun],
+    /// The runs' scores under each of `spec.kinds`.
+    pub scores: Vec<(ScoreKind, Vec<RunScores>)>,
+    /// Bootstrap and permutations of every correlation.
+    pub copts: CorrOptions,
+    /// Where tables and figures go.
+    pub out: &'a Path,
+    /// Messages and progress bars.
+    pub progress: &'a Progress,
+}
+
+impl<'a> StudyContext<'a> {
+    /// The context of `runs` of `spec`, their scores computed under every score kind.
+    pub fn new(
+        spec: &'a StudySpec,
+        data: &'a CorpusData,
+        runs: &'a [ScoredRun],
+        out: &'a Path,
+        progress: &'a Progress,
+    ) -> Result<Self> {
+        let scores = spec
+            .kinds
+            .iter()
+            .map(|&k| {
+                Ok((
+                    k,
+                    runs.iter()
+                        .map(|r| RunScores::new(r, k))
+                        .collect::<Result<_>>()?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            spec,
+            data,
+            runs,
+            scores,
+            copts: CorrOptions {
+                bootstrap: Bootstrap {
+                    resamples: spec.resamples,
+                    ..Bootstrap::default()
+                },
+                permutations: spec.resamples,
+            },
+            out,
+            progress,
+        })
+    }
+
+    /// The main score kind (the first) and the runs' scores under it.
+    fn main(&self) -> Option<(ScoreKind, &[RunScores])> {
+        self.scores.first().map(|(k, rs)| (*k, rs.as_slice()))
+    }
+
+    /// Writes `t` as `<stem>.{csv,md,json}` into the tables folder, says it, records the files.
+    fn write(&self, t: &report::Table, stem: &str, o: &mut StudyOutcome) -> Result<()> {
+        o.outputs.extend(t.write_all(self.out, stem)?);
+        self.progress.say(|| t.to_markdown());
+        Ok(())
+    }
+}
+
+/// One analysis unit.
+pub type Unit = fn(&StudyContext<'_>, &mut StudyOutcome) -> Result<()>;
+
+/// The units of a study, in the order `run_study` runs them.
+pub const UNITS: [(&str, Unit); 6] = [
+    ("pairs", pairs),
+    ("runs and POS", runs_and_pos),
+    ("controls", controls),
+    ("word pieces", pieces),
+    ("word groups", groups),
+    ("emergence", emergence_unit),
+];
+
+/// Every pair of runs under every score kind and token selection (Tables 2 and 4).
+fn pairs(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    for (kind, rs) in &ctx.scores {
+        let kname = kind_name(*kind);
+        for sel in &ctx.spec.selections {
+            let mut these = Vec::new();
+            for i in 0..rs.len() {
+                for j in i + 1..rs.len() {
+                    these.push(compare_runs(
+                        &rs[i],
+                        &rs[j],
+                        &ctx.data.freq,
+                        *sel,
+                        *kind,
+                        &ctx.copts,
+                    )?);
+                }
+            }
+            let t = pairs_table(&these, &format!("Run pairs, {kname} score, {sel} tokens"))?;
+            ctx.write(&t, &format!("pairs_{kname}_{sel}"), o)?;
+            o.pairs
+                .extend(these.into_iter().map(|p| (kname.to_string(), p)));
+        }
+    }
+    Ok(())
+}
+
+/// The runs table (heads against the joint head and the unigram model) and Fig. 4 per run.
+fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    let Some((_, rs)) = ctx.main() else {
+        return Ok(());
+    };
+    let tags = resolve_tags(&ctx.spec.tags, ctx.out);
+    let lex = lexicon(ctx.data, &tags, ctx.progress.bars())?;
+    let dense = lex.to_dense(ctx.data.padded_vocab());
+    for (r, s) in ctx.runs.iter().zip(rs) {
+        let res = r.result()?;
+        o.runs.push(StudyRun {
+            label: r.label.clone(),
+            dir: r.dir.clone(),
+            scoring_fingerprint: r.record.scoring.short(),
+            positions: res.positions,
+            heads: res.heads.clone(),
+            retest: res.retest.clone(),
+            share_primary: s.share_primary,
+            reused: r.reused,
+        });
+        let title = format!(
+            "Preference score per UPOS tag, {} ({})",
+            s.label,
+            ctx.spec.tags.describe()
+        );
+        let boot = &ctx.copts.bootstrap;
+        let (_, files) = pos_figure(s, &ctx.data.freq, &dense, TOP_TOKENS, boot, &title, ctx.out)?;
+        o.outputs.extend(files);
+    }
+    ctx.write(&runs_table(&o.runs), "runs", o)
+}
+
+/// Frequency correlations and the split null per run, and the score figures (Figs. 3, 8).
+fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    let Some((kind, rs)) = ctx.main() else {
+        return Ok(());
+    };
+    let (kname, sel0) = (kind_name(kind), ctx.spec.selections.first());
+    let main: Vec<PairComparison> = o
+        .pairs
+        .iter()
+        .filter(|(k, p)| k == kname && sel0.is_some_and(|s| p.selection == s.to_string()))
+        .map(|(_, p)| p.clone())
+        .collect();
+    let freq = &ctx.data.freq;
+    o.controls = run_controls(
+        rs,
+        &main,
+        freq,
+        TOP_TOKENS,
+        kind,
+        NULL_REPLICATES,
+        &ctx.copts,
+    )?;
+    o.outputs
+        .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(ctx.out, "controls")?);
+    o.outputs
+        .extend(score_figures(rs, freq, TOP_TOKENS, ctx.out)?);
+    Ok(())
+}
+
+/// The word-piece control (WordPiece vocabularies only).
+fn pieces(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    let Some((_, rs)) = ctx.main() else {
+        return Ok(());
+    };
+    let classes = piece_classes(&ctx.data.tok, ctx.data.padded_vocab())?;
+    o.pieces = piece_control(rs, &ctx.data.freq, &classes, TOP_TOKENS)?;
+    if let Some(pc) = &o.pieces {
+        let (t, p) = piece_tables(&pc.runs, &pc.pairs, TOP_TOKENS);
+        ctx.write(&t, "pieces_runs", o)?;
+        ctx.write(&p, "pieces_pairs", o)?;
+    }
+    Ok(())
+}
+
+/// The ICA word groups of one run (Table 3, Figs. 5, 6), when the study asks for them.
+fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    let Some((label, settings)) = &ctx.spec.word_groups else {
+        return Ok(());
+    };
+    let Some(run) = ctx.runs.iter().find(|r| &r.label == label) else {
+        return Ok(());
+    };
+    let dir = ctx.out.join(format!("ica_{label}"));
+    let (g, _, files) = word_groups(run, ctx.data, settings, &dir)?;
+    o.outputs
+        .extend(files.table3.iter().cloned().chain([files.fig5, files.fig6]));
+    o.word_groups = Some(WordGroupSummary {
+        label: label.clone(),
+        dim: g.dim,
+        converged: g.ica.converged,
+        none: g.counts.none,
+        exactly_one: g.counts.exactly_one,
+        mean: g.counts.mean,
+    });
+    Ok(())
+}
+
+/// The agreement curve over the runs' phase-1 snapshots, when the study asks for it.
+fn emergence_unit(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+    let Some(es) = &ctx.spec.emergence else {
+        return Ok(());
+    };
+    if !ctx
+        .runs
+        .iter()
+        .any(|r| es.models.contains(&r.record.spec.model_name()))
+    {
+        return Ok(());
+    }
+    let e = emergence(ctx.runs, &ctx.data.freq, es, &ctx.copts)?;
+    o.outputs.extend(write_emergence(&e, ctx.out)?);
+    o.emergence = Some(e);
+    Ok(())
+}
+
+/// A relative tagger cache lives in the study folder.
+fn resolve_tags(t: &TagSource, out: &Path) -> TagSource {
+    match t {
+        TagSource::Tagger {
+            conllu,
+            tagger_cache,
+        } if tagger_cache.is_relative() => TagSource::Tagger {
+            conllu: conllu.clone(),
+            tagger_cache: out.join(tagger_cache),
+        },
+        other => other.clone(),
+    }
+}
+
+/// `arithmetic` (eq. 4) or `geometric` (the released code).
+pub fn kind_name(kind: ScoreKind) -> &'static str {
+    match kind {
+        ScoreKind::ArithmeticMean => "arithmetic",
+        ScoreKind::GeometricMean => "geometric",
+    }
+}
