@@ -34,7 +34,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lmsplit::experiment::lmd_study::{extract_lmd_shard, run_lmd_study, LmdStudySpec};
+use lmsplit::corpus::Format;
+use lmsplit::experiment::lmd_study::{extract_lmd_shard, parse_ridge, run_lmd_study, LmdStudySpec};
 use lmsplit::experiment::ExperimentError;
 use lmsplit::experiment::Progress;
 use lmsplit::lmd::encoder::Pooling;
@@ -127,15 +128,15 @@ fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
         .map(|m| model_folder(m))
         .collect::<Result<_, _>>()?;
     let mut spec = LmdStudySpec::new(models, args.corpus.clone(), args.tokenizer.clone());
-    spec.format = args.format.clone();
+    spec.format = Format::parse(&args.format)?;
     spec.ts = args.t.clone();
     spec.n_train = args.n_train;
     spec.n_test = args.n_test;
     spec.pooling = Pooling::parse(&args.pooling)?;
-    spec.ridge = args.ridge.clone();
+    spec.ridge = parse_ridge(&args.ridge)?;
     spec.seed = args.seed;
     spec.token_budget = args.token_budget;
-    spec.dtype = args.dtype.clone();
+    spec.dtype = args.dtype.parse()?;
     spec.sampler = args.sampler.parse()?;
     spec.test_corpus = args.test_corpus.clone();
     spec.chunk = args.chunk;

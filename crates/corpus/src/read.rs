@@ -52,6 +52,17 @@ impl Format {
         }
     }
 
+    /// The command-line name that [`Format::parse`] reads back.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Plain => "plain".into(),
+            Self::Lines => "lines".into(),
+            Self::WikiText => "wikitext".into(),
+            Self::Folder => "folder".into(),
+            Self::Jsonl { field } => format!("jsonl:{field}"),
+        }
+    }
+
     /// Parses a command-line name: `plain`, `lines`, `wikitext`, `folder`, `jsonl` or
     /// `jsonl:<field>`.
     pub fn parse(name: &str) -> Result<Self> {

@@ -55,9 +55,10 @@ pub struct LmdStudySpec {
     pub models: Vec<PathBuf>,
     /// Corpus text file (or folder, for [`Format::Folder`]).
     pub corpus: PathBuf,
-    /// Corpus format, as [`Format::parse`] reads it: `wikitext`, `lines`, `plain`, `folder`,
-    /// `jsonl[:field]`.
-    pub format: String,
+    /// Corpus format; saved as [`Format::parse`] reads it: `wikitext`, `lines`, `plain`,
+    /// `folder`, `jsonl[:field]`.
+    #[serde(with = "text::format")]
+    pub format: Format,
     /// Tokenizer that counts the T word pieces of each sampled sequence (BERT uncased
     /// `vocab.txt` or a `tokenizer.json`).
     pub tokenizer: PathBuf,
@@ -69,15 +70,17 @@ pub struct LmdStudySpec {
     pub n_test: usize,
     /// Pooling of the last hidden layer.
     pub pooling: Pooling,
-    /// Ridge as [`parse_ridge`] reads it: `pinv`, `ridge:<λ>` or `min-eig:<value>`.
-    pub ridge: String,
+    /// Ridge of the fits; saved as [`parse_ridge`] reads it: `pinv`, `ridge:<λ>` or
+    /// `min-eig:<value>`.
+    #[serde(with = "text::ridge")]
+    pub ridge: Ridge,
     /// Seed of the document split and the sampling.
     pub seed: u64,
     /// Most padded tokens per forward pass.
     pub token_budget: usize,
     /// Compute dtype of the encoders: `f32` (fidelity, the default) or `bf16` (speed on a GPU).
-    #[serde(default = "default_dtype")]
-    pub dtype: String,
+    #[serde(default)]
+    pub dtype: ComputeDType,
     /// Sample-range shards each split's moments are cut into (1: one file per split).
     #[serde(default = "one")]
     pub shards: usize,
@@ -124,8 +127,77 @@ impl std::str::FromStr for LmdSampler {
     }
 }
 
-fn default_dtype() -> String {
-    "f32".into()
+/// The compute dtype of an LMD study's encoders.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ComputeDType {
+    /// f32: fidelity (the parity tests' precision).
+    #[default]
+    F32,
+    /// bf16: speed on a GPU (masks stay finite).
+    Bf16,
+}
+
+impl ComputeDType {
+    /// The candle dtype.
+    pub fn dtype(self) -> DType {
+        match self {
+            ComputeDType::F32 => DType::F32,
+            ComputeDType::Bf16 => DType::BF16,
+        }
+    }
+}
+
+impl std::str::FromStr for ComputeDType {
+    type Err = ExperimentError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "f32" => Ok(ComputeDType::F32),
+            "bf16" => Ok(ComputeDType::Bf16),
+            d => Err(ExperimentError::Invalid(format!(
+                "dtype {d:?}: expected f32 or bf16"
+            ))),
+        }
+    }
+}
+
+/// The spec's typed fields saved as the text the command lines take, so a saved spec reads
+/// the same as one written by hand.
+mod text {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    /// A corpus format as `wikitext`, `jsonl:text`, ...
+    pub mod format {
+        use super::*;
+        use corpus::Format;
+        pub fn serialize<S: Serializer>(f: &Format, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(&f.name())
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Format, D::Error> {
+            Format::parse(&String::deserialize(d)?).map_err(D::Error::custom)
+        }
+    }
+
+    /// A ridge as `pinv`, `ridge:1e-6`, `min-eig:1e-6`.
+    pub mod ridge {
+        use super::*;
+        use lmd::fit::Ridge;
+        pub fn serialize<S: Serializer>(r: &Ridge, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_str(&crate::lmd_study::ridge_text(r))
+        }
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Ridge, D::Error> {
+            crate::lmd_study::parse_ridge(&String::deserialize(d)?).map_err(D::Error::custom)
+        }
+    }
+}
+
+/// The text [`parse_ridge`] reads back: `pinv`, `ridge:<λ>`, `min-eig:<value>`.
+pub fn ridge_text(r: &Ridge) -> String {
+    match r {
+        Ridge::None => "pinv".into(),
+        Ridge::Fixed(l) => format!("ridge:{l:e}"),
+        Ridge::MinEigen(m) => format!("min-eig:{m:e}"),
+    }
 }
 fn one() -> usize {
     1
@@ -142,16 +214,16 @@ impl LmdStudySpec {
         Self {
             models,
             corpus,
-            format: "wikitext".into(),
+            format: Format::WikiText,
             tokenizer,
             ts: vec![32, 128],
             n_train: 2000,
             n_test: 500,
             pooling: Pooling::MaskedMean,
-            ridge: "ridge:1e-6".into(),
+            ridge: Ridge::REFERENCE,
             seed: 0,
             token_budget: 4096,
-            dtype: default_dtype(),
+            dtype: ComputeDType::F32,
             shards: 1,
             chunk: default_chunk(),
             sampler: LmdSampler::Sampled,
@@ -160,30 +232,9 @@ impl LmdStudySpec {
         }
     }
 
-    /// The parsed compute dtype.
-    pub fn compute_dtype(&self) -> Result<DType> {
-        match self.dtype.as_str() {
-            "f32" => Ok(DType::F32),
-            "bf16" => Ok(DType::BF16),
-            d => Err(ExperimentError::Invalid(format!(
-                "dtype {d:?}: expected f32 or bf16"
-            ))),
-        }
-    }
-
-    /// The parsed ridge ([`parse_ridge`]).
-    pub fn ridge(&self) -> Result<Ridge> {
-        parse_ridge(&self.ridge)
-    }
-
-    /// The parsed corpus format.
-    pub fn corpus_format(&self) -> Result<Format> {
-        Ok(Format::parse(&self.format)?)
-    }
-
     /// Checks the spec before anything is loaded: every model folder, the corpus and the
     /// tokenizer exist ([`ExperimentError::Missing`] naming the first that does not), at least
-    /// two models, sizes and T positive, ridge and format parse.
+    /// two models, sizes and T positive, a finite ridge.
     pub fn validate(&self) -> Result<()> {
         for dir in &self.models {
             require(dir, "a model folder")?;
@@ -226,9 +277,7 @@ impl LmdStudySpec {
                 self.shards, self.n_train, self.n_test
             ));
         }
-        self.compute_dtype()?;
-        self.ridge()?;
-        self.corpus_format()?;
+        check_ridge(self.ridge, &ridge_text(&self.ridge))?;
         Ok(())
     }
 }
@@ -259,6 +308,17 @@ pub fn parse_ridge(s: &str) -> Result<Ridge> {
         Some(("ridge", v)) => Ridge::Fixed(num(v)?),
         Some(("min-eig", v)) => Ridge::MinEigen(num(v)?),
         _ => return Err(bad("unknown setting")),
+    };
+    check_ridge(ridge, s)
+}
+
+/// A ridge whose value is usable: λ finite and ≥ 0, a min-eigen target finite and > 0 (`s`:
+/// how the caller wrote it, for the error).
+fn check_ridge(ridge: Ridge, s: &str) -> Result<Ridge> {
+    let bad = |why: &str| {
+        ExperimentError::Invalid(format!(
+            "ridge {s:?}: {why} (pinv, ridge:<λ ≥ 0>, min-eig:<value > 0>)"
+        ))
     };
     match ridge {
         Ridge::Fixed(l) if !(l.is_finite() && l >= 0.0) => Err(bad("λ must be finite and ≥ 0")),
@@ -438,7 +498,7 @@ impl<'a> Context<'a> {
                 LmdSampler::Sampled => read_documents(spec, progress)?,
                 LmdSampler::Reference => Vec::new(),
             },
-            ridge: spec.ridge()?,
+            ridge: spec.ridge,
             out,
             progress,
         })
@@ -463,7 +523,7 @@ fn load_encoders(spec: &LmdStudySpec, progress: &Progress) -> Result<Vec<LoadedE
     let opts = if spec.merge_only {
         LoadOptions::default()
     } else {
-        LoadOptions::best_device(spec.compute_dtype()?)
+        LoadOptions::best_device(spec.dtype.dtype())
     };
     progress.say(|| format!("device {:?}, dtype {:?}", opts.device, opts.dtype));
     let mut encoders: Vec<LoadedEncoder> = Vec::with_capacity(spec.models.len());
@@ -526,8 +586,8 @@ fn select_active<'a>(
 
 /// Every document of the corpus.
 fn read_documents(spec: &LmdStudySpec, progress: &Progress) -> Result<Vec<Document>> {
-    let docs = Documents::open(&spec.corpus, spec.corpus_format()?)?
-        .collect::<corpus::Result<Vec<_>>>()?;
+    let docs =
+        Documents::open(&spec.corpus, spec.format.clone())?.collect::<corpus::Result<Vec<_>>>()?;
     progress.say(|| format!("corpus {}: {} documents", spec.corpus.display(), docs.len()));
     Ok(docs)
 }
@@ -779,6 +839,28 @@ mod tests {
         let spec = LmdStudySpec::new(vec!["a".into(), "b".into()], "c".into(), "v".into());
         let text = serde_json::to_string(&spec).unwrap();
         assert_eq!(serde_json::from_str::<LmdStudySpec>(&text).unwrap(), spec);
+        // The typed fields are saved as the command lines write them, and read back typed.
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            (&v["format"], &v["ridge"], &v["dtype"]),
+            (&"wikitext".into(), &"ridge:1e-6".into(), &"f32".into())
+        );
+        v["format"] = "jsonl:body".into();
+        v["ridge"] = "min-eig:1e-4".into();
+        v["dtype"] = "bf16".into();
+        let typed: LmdStudySpec = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(
+            (typed.format, typed.ridge, typed.dtype),
+            (
+                Format::Jsonl {
+                    field: "body".into()
+                },
+                Ridge::MinEigen(1e-4),
+                ComputeDType::Bf16
+            )
+        );
+        v["ridge"] = "ridge:-1".into();
+        assert!(serde_json::from_value::<LmdStudySpec>(v).is_err());
     }
 
     #[test]
