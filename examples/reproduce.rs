@@ -14,6 +14,12 @@
 //! stopped when started again with the same arguments; `--only` trains (or reuses) some runs
 //! and writes the tables over them to `<out>/subset-<labels>/`. The last line printed is the
 //! study's JSON summary.
+//!
+//! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
+//! `--only` sets may share one `--out` (the study's `data/` is created once; each run folder has
+//! one writer); SIGTERM or SIGINT stops training at the next update boundary after writing its
+//! checkpoint and exits with code 75 (EX_TEMPFAIL: requeue the same command to resume
+//! bit-exactly); exit code 1 is any other error, printed as a sentence.
 
 mod common;
 
@@ -60,7 +66,50 @@ struct Args {
 fn main() -> ExitCode {
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
-    common::finish(run(Args::parse()))
+    stop_on_signals();
+    exit(run(Args::parse()))
+}
+
+/// Exit code of a run stopped on request (SIGTERM or SIGINT) after writing its checkpoint:
+/// EX_TEMPFAIL of sysexits.h. The same command started again resumes bit-exactly; a second
+/// signal ends the process at once.
+const EXIT_STOPPED: u8 = 75;
+
+/// SIGTERM (what Slurm and Kubernetes send before a kill) and SIGINT ask the training loop to
+/// stop at its next step boundary (`towers::request_stop`, one atomic store); the handler then
+/// restores the default action, so a second signal kills.
+fn stop_on_signals() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(sig: libc::c_int) {
+            lmsplit::towers::request_stop();
+            // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: the handler only stores an atomic and calls signal(), both
+            // async-signal-safe.
+            unsafe {
+                libc::signal(
+                    sig,
+                    on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+                );
+            }
+        }
+    }
+}
+
+/// Exit code 75 with the stop's sentence for a requested stop, else `common::finish`.
+fn exit(result: Result<(), ExperimentError>) -> ExitCode {
+    match result {
+        Err(e) if e.is_stopped() => {
+            eprintln!("stopped: {}", common::sentence(&e));
+            ExitCode::from(EXIT_STOPPED)
+        }
+        r => common::finish(r),
+    }
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {

@@ -9,7 +9,8 @@ use corpus::{
 };
 use towers::Style;
 
-use crate::error::io_at;
+use crate::error::{io_at, write_bytes_atomic};
+use crate::lock::{FolderLock, DATA_LOCK};
 use crate::spec::CorpusSpec;
 use crate::{ExperimentError, Result};
 
@@ -37,11 +38,16 @@ impl CorpusData {
     /// training documents and saves it as `data_dir/tokenizer.json`, reused from then on
     /// (WordPiece training is not reproducible bit for bit, and checkpoints hold token ids).
     /// The last tenth of the documents (at least one) is held out.
+    ///
+    /// Safe when N processes of one study load the same `data_dir` together: the files are
+    /// created once, under the folder's creation lock (`data/create.lock`, see
+    /// [`crate::lock`]); the others wait for it and read what the first wrote, each file
+    /// complete (written through a temporary file and a rename).
     pub fn load(spec: &CorpusSpec, data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_at(data_dir))?;
         let docs = if spec.is_synthetic() {
             let path = data_dir.join("synthetic.txt");
-            synthetic_corpus(spec)?.write_text(&path)?;
+            write_synthetic(spec, &path)?;
             read_documents(&path, Format::Plain)?
         } else {
             let p = Path::new(&spec.corpus);
@@ -71,17 +77,29 @@ impl CorpusData {
             Some(p) => (Tokenizer::load(p)?, p.clone()),
             None => {
                 let saved = data_dir.join("tokenizer.json");
-                if saved.is_file() {
-                    (Tokenizer::load(&saved)?, saved)
-                } else {
-                    let t = Tokenizer::train_wordpiece(
-                        docs[..n_train].iter().map(|d| d.text.as_str()),
-                        spec.train_vocab,
-                        true,
-                    )?;
-                    t.save(&saved)?;
-                    (t, saved)
+                if !saved.is_file() {
+                    // Trained once per study: WordPiece training is not reproducible bit for
+                    // bit, so two processes must never train one each.
+                    let _lock = lock_data(data_dir)?;
+                    if !saved.is_file() {
+                        let t = Tokenizer::train_wordpiece(
+                            docs[..n_train].iter().map(|d| d.text.as_str()),
+                            spec.train_vocab,
+                            true,
+                        )?;
+                        let tmp =
+                            data_dir.join(format!("tokenizer.tmp-{}.json", std::process::id()));
+                        t.save(&tmp)?;
+                        std::fs::rename(&tmp, &saved).map_err(|source| {
+                            let _ = std::fs::remove_file(&tmp);
+                            ExperimentError::WriteFailed {
+                                path: saved.clone(),
+                                source,
+                            }
+                        })?;
+                    }
                 }
+                (Tokenizer::load(&saved)?, saved)
             }
         };
         let (counts, _) =
@@ -112,6 +130,33 @@ impl CorpusData {
     pub fn padded_vocab(&self) -> usize {
         self.tok.padded_vocab_size(8)
     }
+}
+
+/// Takes the creation lock of the study data folder `data_dir`, waiting while another process
+/// creates its files.
+pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
+    FolderLock::acquire_waiting(
+        &data_dir.join(DATA_LOCK),
+        "study data",
+        std::time::Duration::from_millis(100),
+        |_| {},
+    )
+}
+
+/// Writes the synthetic corpus text of `spec` to `path` unless the file already holds it: a
+/// reader in another process never sees the file change or half written.
+fn write_synthetic(spec: &CorpusSpec, path: &Path) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let fresh = dir.join(format!("synthetic.tmp-{}.txt", std::process::id()));
+    synthetic_corpus(spec)?.write_text(&fresh)?;
+    let bytes = std::fs::read(&fresh).map_err(io_at(&fresh));
+    let _ = std::fs::remove_file(&fresh);
+    let bytes = bytes?;
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let _lock = lock_data(dir)?;
+    write_bytes_atomic(path, &bytes)
 }
 
 /// The synthetic corpus of a spec (its documents carry gold UPOS tags).

@@ -76,6 +76,35 @@ pub enum ExperimentError {
         /// Fingerprint of the second run's set.
         fb: String,
     },
+    /// Another process holds a folder's lock (see [`crate::lock`]): one writer per run folder.
+    #[error(
+        "{} is locked by {holder}: another process is writing this {what}; wait for it to end \
+         or stop it (a lock left by a process that died is taken over on its own host; from \
+         another host, remove {} once that job is known to be gone)",
+        path.display(),
+        path.display()
+    )]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+        /// What the folder is ("run", "study data").
+        what: String,
+        /// The holder, as a sentence (process id, host, since when).
+        holder: String,
+    },
+    /// A write through a temporary file failed: the file at `path` is left as it was (the
+    /// previous version, or none).
+    #[error("could not write {}: {source}; its previous version (if any) is left as it was", path.display())]
+    WriteFailed {
+        /// The file that was to be written.
+        path: PathBuf,
+        /// The OS error (of the temporary file's write, its sync or the rename).
+        source: std::io::Error,
+    },
+    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) while the experiment was
+    /// doing something other than training (training stops with [`towers::TowersError::Stopped`]).
+    #[error("stopped on request while {0}; run the same command again to continue")]
+    Interrupted(String),
     /// An argument or a combination of settings is invalid.
     #[error("{0}")]
     Invalid(String),
@@ -108,6 +137,21 @@ pub enum ExperimentError {
     Candle(#[from] candle_core::Error),
 }
 
+impl ExperimentError {
+    /// Whether this error is a requested stop (training stopped at a step boundary after its
+    /// checkpoint, or a wait interrupted): the same command started again continues. Command
+    /// lines exit with their own code for it.
+    pub fn is_stopped(&self) -> bool {
+        use towers::TowersError::Stopped;
+        matches!(
+            self,
+            ExperimentError::Interrupted(_)
+                | ExperimentError::Towers(Stopped { .. })
+                | ExperimentError::Heads(heads::HeadsError::Towers(Stopped { .. }))
+        )
+    }
+}
+
 /// Result of the experiment layer.
 pub type Result<T> = std::result::Result<T, ExperimentError>;
 
@@ -128,14 +172,36 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
     })
 }
 
-/// Writes `value` as pretty JSON through a temporary file and a rename, so that a killed
-/// process never leaves half a file.
+/// Writes `value` as pretty JSON through a temporary file (this process's own, synced to disk)
+/// and a rename, so that a killed process never leaves half a file and a reader sees the old
+/// file or the new one. A failed write removes the temporary file and is
+/// [`ExperimentError::WriteFailed`] naming `path`, the previous file untouched.
 pub(crate) fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_vec_pretty(value).map_err(|source| ExperimentError::Json {
         path: path.to_path_buf(),
         source,
     })?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).map_err(io_at(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io_at(path))
+    write_bytes_atomic(path, &text)
+}
+
+/// Writes `bytes` to `path` through `<path>.tmp-<pid>` (synced) and a rename; see
+/// [`write_json_atomic`].
+pub(crate) fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(name);
+    let written = (|| {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|source| {
+        let _ = std::fs::remove_file(&tmp);
+        ExperimentError::WriteFailed {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }

@@ -22,6 +22,7 @@ pub mod data;
 pub mod emergence;
 pub mod error;
 pub mod groups;
+pub mod lock;
 pub mod lmd_planted;
 pub mod lmd_study;
 pub mod pieces;

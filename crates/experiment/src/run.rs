@@ -15,6 +15,7 @@ use towers::{Schedule, TwoTowerLm};
 
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
+use crate::lock::{FolderLock, WRITER_LOCK};
 pub use crate::record::{
     HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, LOGPROBS_FILE, RETEST_FILE, RUN_FILE,
 };
@@ -62,6 +63,10 @@ impl ScoredRun {
 /// ([`ExperimentError::ScoringSetMismatch`]). A killed run resumes from its checkpoints
 /// bit-exactly on CPU; a finished one is reused (its model loaded only with
 /// [`RunOptions::need_model`]).
+///
+/// A run folder has one writer: the call holds `<dir>/writer.lock` until it returns, and a
+/// second process on the same folder is refused with [`ExperimentError::Locked`] naming the
+/// holder (a lock left by a dead process on this host is taken over, and said so).
 pub fn ensure_run(
     spec: &RunSpec,
     dir: &Path,
@@ -78,6 +83,11 @@ pub fn ensure_run(
         )));
     }
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+    let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
+    if let Some(stale) = lock.took_over() {
+        opts.progress
+            .say(|| format!("{}: took over the lock of {stale}", spec.label()));
+    }
     let rec_path = dir.join(RUN_FILE);
     let mut record = if rec_path.is_file() {
         let mut saved: RunRecord = read_json(&rec_path)?;

@@ -257,6 +257,15 @@ impl ScoringSet {
     ) -> Result<Self> {
         let set = Self::build(style, &data.tok, &spec.documents(data)?, spec)?;
         let path = Self::path(dir, style);
+        // Created once when N processes of a study start together: the first writes it under
+        // the data folder's creation lock, the others then check against it.
+        let _lock = match path.is_file() {
+            true => None,
+            false => {
+                std::fs::create_dir_all(dir).map_err(crate::error::io_at(dir))?;
+                Some(crate::data::lock_data(dir)?)
+            }
+        };
         if path.is_file() {
             let saved: SavedScoringSet = read_json(&path)?;
             if saved.id != set.id || saved.spec != set.spec {
@@ -268,7 +277,6 @@ impl ScoringSet {
                 });
             }
         } else {
-            std::fs::create_dir_all(dir).map_err(crate::error::io_at(dir))?;
             write_json_atomic(
                 &path,
                 &SavedScoringSet {

@@ -1,0 +1,398 @@
+//! One writer per folder: a lock file naming its holder (PID, host, start time), created
+//! atomically (`create_new`: exactly one of N processes racing for it wins) and removed when
+//! the [`FolderLock`] is dropped.
+//!
+//! - A run folder has one writer: [`crate::run::ensure_run`] takes `<run>/writer.lock`
+//!   ([`WRITER_LOCK`]) with [`FolderLock::acquire`], so a second process on the same run is
+//!   refused at once with [`ExperimentError::Locked`] naming the holder.
+//! - The shared study `data/` (trained tokenizer, scoring sets) is created under
+//!   `data/create.lock` ([`DATA_LOCK`]) with [`FolderLock::acquire_waiting`]: N processes
+//!   starting together create it once; the others wait, then read what the first wrote.
+//!
+//! A process that dies without removing its lock (SIGKILL, a node crash) leaves a stale lock.
+//! On the holder's own host, a lock whose PID is gone (or is a zombie, or was reused by a
+//! process started later: the start time in `/proc/<pid>/stat` is recorded) is detected, named
+//! ([`FolderLock::took_over`]) and taken over. A lock from another host cannot be checked from
+//! here: it is refused, and the error says to remove the file when that job is known gone.
+//! Liveness is read from `/proc` (Linux); elsewhere every holder counts as alive.
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{ExperimentError, Result};
+
+/// File name of a run folder's writer lock.
+pub const WRITER_LOCK: &str = "writer.lock";
+/// File name of the lock around the creation of a study's shared `data/` files.
+pub const DATA_LOCK: &str = "create.lock";
+
+/// An unreadable (e.g. empty) lock file older than this is taken to be left by a process that
+/// died between creating and writing it.
+const UNREADABLE_STALE_AFTER: Duration = Duration::from_secs(10);
+
+/// Who holds a lock (the lock file's content, one JSON object).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockHolder {
+    /// Process id.
+    pub pid: u32,
+    /// Host name.
+    pub host: String,
+    /// When the lock was taken (seconds since the Unix epoch).
+    pub since_unix: u64,
+    /// Linux: the process start time (clock ticks after boot, `/proc/<pid>/stat` field 22),
+    /// which tells the holder from a later process that reused its PID.
+    pub proc_start: Option<u64>,
+}
+
+impl LockHolder {
+    /// This process.
+    pub fn this_process() -> Self {
+        let pid = std::process::id();
+        Self {
+            pid,
+            host: host_name(),
+            since_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            proc_start: proc_stat(pid).map(|s| s.1),
+        }
+    }
+
+    /// Whether the holder is known to be gone: on this host, its PID no longer runs (or is a
+    /// zombie, or belongs to a process started after the holder). A holder on another host, or
+    /// where `/proc` cannot tell, is never known to be gone.
+    pub fn is_gone(&self) -> bool {
+        if self.host != host_name() || !Path::new("/proc/self/stat").is_file() {
+            return false;
+        }
+        match proc_stat(self.pid) {
+            None => true,
+            Some((state, start)) => {
+                matches!(state, 'Z' | 'X') || self.proc_start.is_some_and(|s| s != start)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for LockHolder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "process {} on host {} (since Unix time {})",
+            self.pid, self.host, self.since_unix
+        )
+    }
+}
+
+/// A held lock: the lock file exists with this process as its holder until the value is
+/// dropped.
+#[derive(Debug)]
+pub struct FolderLock {
+    path: PathBuf,
+    holder: LockHolder,
+    took_over: Option<String>,
+}
+
+impl FolderLock {
+    /// Takes the lock at `path` now, or fails with [`ExperimentError::Locked`] naming the
+    /// holder; `what` names the folder in that sentence ("run", "study data"). A stale lock
+    /// (see the module docs) is taken over and named by [`FolderLock::took_over`].
+    pub fn acquire(path: &Path, what: &str) -> Result<Self> {
+        let me = LockHolder::this_process();
+        let mut took_over = None;
+        // A few rounds: a stale lock removed by us may be taken by another process first.
+        for _ in 0..8 {
+            match create(path, &me) {
+                Ok(()) => {
+                    return Ok(Self {
+                        path: path.to_path_buf(),
+                        holder: me,
+                        took_over,
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(source) => {
+                    return Err(ExperimentError::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            }
+            match read_holder(path) {
+                Held::Vanished => continue,
+                Held::By(h) if h.pid == me.pid && h.host == me.host => {
+                    return Err(locked(path, what, &format!("{h}, this very process")));
+                }
+                Held::By(h) if h.is_gone() => {
+                    if remove_stale(path, &Held::By(h.clone()))? {
+                        took_over = Some(format!("{h}, no longer running"));
+                    }
+                }
+                Held::By(h) => return Err(locked(path, what, &h.to_string())),
+                Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
+                    if remove_stale(path, &Held::Unreadable { age })? {
+                        took_over =
+                            Some(format!("an unreadable lock file {} s old", age.as_secs()));
+                    }
+                }
+                Held::Unreadable { .. } => {
+                    return Err(locked(path, what, "a process still writing its lock file"))
+                }
+            }
+        }
+        Err(locked(
+            path,
+            what,
+            "processes taking it in turn faster than it could be read",
+        ))
+    }
+
+    /// Like [`FolderLock::acquire`], but while another live process holds the lock, waits for
+    /// it (polling every `poll`), calling `on_wait` once with the holder's sentence. A stop
+    /// request ([`towers::request_stop`], e.g. SIGTERM) ends the wait with
+    /// [`ExperimentError::Interrupted`].
+    pub fn acquire_waiting(
+        path: &Path,
+        what: &str,
+        poll: Duration,
+        mut on_wait: impl FnMut(&str),
+    ) -> Result<Self> {
+        let mut told = false;
+        loop {
+            match Self::acquire(path, what) {
+                Err(ExperimentError::Locked { holder, .. }) => {
+                    if towers::stop_requested() {
+                        return Err(ExperimentError::Interrupted(format!(
+                            "waiting for the lock {} held by {holder}",
+                            path.display()
+                        )));
+                    }
+                    if !told {
+                        on_wait(&holder);
+                        told = true;
+                    }
+                    std::thread::sleep(poll);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// The lock file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The stale holder this lock replaced, as a sentence, if it replaced one.
+    pub fn took_over(&self) -> Option<&str> {
+        self.took_over.as_deref()
+    }
+}
+
+impl Drop for FolderLock {
+    /// Removes the lock file, unless it no longer names this holder (then it is another's).
+    fn drop(&mut self) {
+        if let Held::By(h) = read_holder(&self.path) {
+            if h == self.holder {
+                let _ = fs::remove_file(&self.path);
+            }
+        }
+    }
+}
+
+fn locked(path: &Path, what: &str, holder: &str) -> ExperimentError {
+    ExperimentError::Locked {
+        path: path.to_path_buf(),
+        what: what.to_string(),
+        holder: holder.to_string(),
+    }
+}
+
+/// Creates the lock file (failing with `AlreadyExists` when there is one) and writes `me`.
+fn create(path: &Path, me: &LockHolder) -> std::io::Result<()> {
+    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+    let text = serde_json::to_string(me).map_err(std::io::Error::other)?;
+    let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+    if let Err(e) = written {
+        drop(f);
+        let _ = fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// What a lock file says.
+#[derive(Debug, Clone, PartialEq)]
+enum Held {
+    By(LockHolder),
+    /// Empty or not a holder (a process between creating and writing it, or a crash then).
+    Unreadable {
+        age: Duration,
+    },
+    /// Removed since.
+    Vanished,
+}
+
+fn read_holder(path: &Path) -> Held {
+    // A holder writes right after creating: give it a moment before calling it unreadable.
+    for attempt in 0..5 {
+        let Ok(bytes) = fs::read(path) else {
+            return Held::Vanished;
+        };
+        if let Ok(h) = serde_json::from_slice::<LockHolder>(&bytes) {
+            return Held::By(h);
+        }
+        if attempt < 4 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let age = fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default();
+    Held::Unreadable { age }
+}
+
+/// Moves a stale lock aside and removes it; `Ok(false)` when the file turned out to be another
+/// process's fresh lock (put back) or vanished. The move is one rename: of two processes
+/// removing the same stale lock, one moves it, the other finds nothing.
+fn remove_stale(path: &Path, seen: &Held) -> Result<bool> {
+    let aside = path.with_extension(format!("stale-{}", std::process::id()));
+    if fs::rename(path, &aside).is_err() {
+        return Ok(false);
+    }
+    let moved = read_holder(&aside);
+    let same = match (seen, &moved) {
+        (Held::By(a), Held::By(b)) => a == b,
+        (Held::Unreadable { .. }, Held::Unreadable { .. }) => true,
+        _ => false,
+    };
+    if !same {
+        // Between our read and our rename, the stale lock was replaced by a live one: put it
+        // back without clobbering (a hard link fails if a lock exists again).
+        let _ = fs::hard_link(&aside, path);
+        let _ = fs::remove_file(&aside);
+        return Ok(false);
+    }
+    fs::remove_file(&aside).map_err(|source| ExperimentError::Io {
+        path: aside.clone(),
+        source,
+    })?;
+    Ok(true)
+}
+
+/// This machine's host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `localhost`).
+pub fn host_name() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// State and start time of a process, from `/proc/<pid>/stat`.
+fn proc_stat(pid: u32) -> Option<(char, u64)> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid ...`: comm may hold spaces and parentheses; split after the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // Fields 4.. follow; the start time is field 22, the 19th after the state.
+    let start = fields.nth(18)?.parse().ok()?;
+    Some((state, start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PID of a process that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    }
+
+    #[test]
+    fn a_second_taker_is_refused_naming_the_holder_until_the_first_drops() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(WRITER_LOCK);
+        let held = FolderLock::acquire(&path, "run").unwrap();
+        assert!(held.took_over().is_none());
+        let err = FolderLock::acquire(&path, "run").unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, ExperimentError::Locked { .. }), "{msg}");
+        assert!(
+            msg.contains(&format!(
+                "process {} on host {}",
+                std::process::id(),
+                host_name()
+            )),
+            "{msg}"
+        );
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        drop(held);
+        assert!(!path.exists(), "the lock outlived its holder");
+        drop(FolderLock::acquire(&path, "run").unwrap());
+    }
+
+    #[test]
+    fn a_stale_lock_of_a_dead_process_is_named_and_taken_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(WRITER_LOCK);
+        let dead = LockHolder {
+            pid: dead_pid(),
+            ..LockHolder::this_process()
+        };
+        assert!(dead.is_gone());
+        fs::write(&path, serde_json::to_string(&dead).unwrap()).unwrap();
+        let lock = FolderLock::acquire(&path, "run").unwrap();
+        let said = lock.took_over().expect("the stale holder named");
+        assert!(said.contains(&format!("process {}", dead.pid)), "{said}");
+        // A reused PID (same number, another start time) is a dead holder too.
+        let reused = LockHolder {
+            proc_start: LockHolder::this_process().proc_start.map(|s| s + 1),
+            ..LockHolder::this_process()
+        };
+        assert!(reused.is_gone());
+        // A holder on another host is never judged from here.
+        let remote = LockHolder {
+            host: format!("{}-elsewhere", host_name()),
+            ..dead
+        };
+        assert!(!remote.is_gone());
+        drop(lock);
+        fs::write(&path, serde_json::to_string(&remote).unwrap()).unwrap();
+        let msg = FolderLock::acquire(&path, "run").unwrap_err().to_string();
+        assert!(msg.contains("-elsewhere"), "{msg}");
+    }
+
+    #[test]
+    fn a_waiting_taker_gets_the_lock_once_the_holder_drops_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DATA_LOCK);
+        let held = FolderLock::acquire(&path, "study data").unwrap();
+        let p2 = path.clone();
+        let waiter = std::thread::spawn(move || {
+            let mut waited = Vec::new();
+            let l =
+                FolderLock::acquire_waiting(&p2, "study data", Duration::from_millis(10), |h| {
+                    waited.push(h.to_string())
+                });
+            (l.map(|_| ()), waited)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        drop(held);
+        let (got, waited) = waiter.join().unwrap();
+        got.unwrap();
+        assert_eq!(waited.len(), 1, "told once that it waits: {waited:?}");
+    }
+}
