@@ -6,17 +6,16 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::colour::{colour_bar, text_on, Scale, NAN_FILL, NAN_MARK};
+use super::colour::{text_on, Scale, NAN_FILL, NAN_MARK};
+use super::grid::{GridFrame, BAR_WIDTH, MARGIN};
 use super::{
-    abbreviate, axis_style, check_range, finite_range, label_style, max_text_width, plot_err,
-    render, title_style, Figure, FONT,
+    abbreviate, check_range, finite_range, label_style, max_text_width, plot_err, render, Figure,
+    FONT,
 };
 use crate::{Error, Result};
 
 /// Longest label drawn in full; longer ones are shortened with an ellipsis.
 const MAX_LABEL_CHARS: usize = 30;
-/// Width of the colour-bar strip on the right.
-const BAR_WIDTH: u32 = 120;
 
 /// Options of [`heatmap`].
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -126,7 +125,6 @@ impl Heatmap<'_> {
 }
 
 const TITLE_BAND: u32 = 44;
-const MARGIN: u32 = 12;
 
 impl Figure for Heatmap<'_> {
     fn size(&self) -> (u32, u32) {
@@ -139,18 +137,29 @@ impl Figure for Heatmap<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (w, _) = root.dim_in_pixel();
         // Pixel layout: the grid's top-left corner and the cell size.
         let cell = self.cell as i32;
         let left = (MARGIN + self.y_area()) as i32;
         let top = (self.title_h() + MARGIN) as i32;
         let (gw, gh) = (cell * self.n_cols as i32, cell * self.n_rows as i32);
-        if !self.opts.title.is_empty() {
-            let style = title_style().pos(Pos::new(HPos::Center, VPos::Center));
-            let x = (left + gw / 2).min((w / 2) as i32);
-            root.draw(&Text::new(self.opts.title.as_str(), (x, 22), style))
-                .map_err(plot_err)?;
-        }
+        let frame = GridFrame {
+            title: &self.opts.title,
+            x_label: (
+                &self.opts.x_label,
+                top + gh + self.x_area() as i32,
+                VPos::Bottom,
+            ),
+            y_label: &self.opts.y_label,
+            left,
+            top,
+            width: gw,
+            height: gh,
+            border_inset: 0,
+            scale: Scale::Viridis,
+            range: (self.lo, self.hi),
+            any_nan: self.values.iter().any(|v| !v.is_finite()),
+        };
+        frame.draw_title(root)?;
         let corner = |r: usize, c: usize| (left + c as i32 * cell, top + r as i32 * cell);
         let scale = Scale::Viridis;
         let fill_of = |v: f64| {
@@ -192,11 +201,6 @@ impl Figure for Heatmap<'_> {
                 }
             }
         }
-        root.draw(&Rectangle::new(
-            [(left, top), (left + gw, top + gh)],
-            BLACK.stroke_width(1),
-        ))
-        .map_err(plot_err)?;
         // Row labels right-aligned left of the grid; column labels rotated, hanging below it.
         let row_style = label_style().pos(Pos::new(HPos::Right, VPos::Center));
         for (r, l) in self.rows.iter().enumerate() {
@@ -220,38 +224,6 @@ impl Figure for Heatmap<'_> {
             ))
             .map_err(plot_err)?;
         }
-        if !self.opts.x_label.is_empty() {
-            let style = axis_style().pos(Pos::new(HPos::Center, VPos::Bottom));
-            let y = (top + gh) + self.x_area() as i32;
-            root.draw(&Text::new(
-                self.opts.x_label.as_str(),
-                (left + gw / 2, y),
-                style,
-            ))
-            .map_err(plot_err)?;
-        }
-        if !self.opts.y_label.is_empty() {
-            let style = axis_style()
-                .transform(FontTransform::Rotate270)
-                .pos(Pos::new(HPos::Center, VPos::Top));
-            root.draw(&Text::new(
-                self.opts.y_label.as_str(),
-                (MARGIN as i32, top + gh / 2),
-                style,
-            ))
-            .map_err(plot_err)?;
-        }
-        let any_nan = self.values.iter().any(|v| !v.is_finite());
-        let (_, bar) = root.split_horizontally(w - BAR_WIDTH);
-        let (_, h) = root.dim_in_pixel();
-        colour_bar(
-            &bar,
-            scale,
-            self.lo,
-            self.hi,
-            any_nan,
-            top as u32,
-            h.saturating_sub((top + gh) as u32),
-        )
+        frame.draw_frame(root)
     }
 }

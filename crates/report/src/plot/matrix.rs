@@ -7,17 +7,16 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::colour::{colour_bar, Scale, NAN_FILL};
+use super::colour::{Scale, NAN_FILL};
+use super::grid::{GridFrame, BAR_WIDTH, MARGIN};
 use super::{
-    abbreviate, axis_style, check_range, finite_range, label_style, max_text_width, plot_err,
-    render, tick, title_style, Figure,
+    abbreviate, check_range, finite_range, label_style, max_text_width, plot_err, render, tick,
+    Figure,
 };
 use crate::{Error, Result};
 
 /// Row labels shown when [`MatrixOptions::max_row_labels`] is 0.
 const DEFAULT_ROW_LABELS: usize = 40;
-const BAR_WIDTH: u32 = 120;
-const MARGIN: u32 = 12;
 
 /// Options of [`matrix_image`].
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -158,22 +157,29 @@ impl Figure for Matrix<'_> {
     where
         DB::ErrorType: 'static,
     {
-        let (w, h) = root.dim_in_pixel();
         let (cw, ch) = (self.cell_w as i32, self.cell_h as i32);
         let left = self.left() as i32;
         let top = (self.title_h() + MARGIN) as i32;
         let (gw, gh) = (cw * self.n_cols as i32, ch * self.n_rows as i32);
-        if !self.opts.title.is_empty() {
-            let style = title_style().pos(Pos::new(HPos::Center, VPos::Center));
-            let x = (left + gw / 2).min((w / 2) as i32);
-            root.draw(&Text::new(self.opts.title.as_str(), (x, 22), style))
-                .map_err(plot_err)?;
-        }
         let scale = if self.opts.diverging {
             Scale::Diverging
         } else {
             Scale::Viridis
         };
+        let frame = GridFrame {
+            title: &self.opts.title,
+            x_label: (&self.opts.x_label, top + gh + 32, VPos::Top),
+            y_label: &self.opts.y_label,
+            left,
+            top,
+            width: gw,
+            height: gh,
+            border_inset: 1,
+            scale,
+            range: (self.lo, self.hi),
+            any_nan: self.values.iter().any(|v| !v.is_finite()),
+        };
+        frame.draw_title(root)?;
         for r in 0..self.n_rows {
             for c in 0..self.n_cols {
                 let v = self.values[r * self.n_cols + c];
@@ -187,11 +193,6 @@ impl Figure for Matrix<'_> {
                     .map_err(plot_err)?;
             }
         }
-        root.draw(&Rectangle::new(
-            [(left - 1, top - 1), (left + gw, top + gh)],
-            BLACK.stroke_width(1),
-        ))
-        .map_err(plot_err)?;
         let row_style = label_style().pos(Pos::new(HPos::Right, VPos::Center));
         for (r, l) in &self.shown {
             let y = top + *r as i32 * ch + ch / 2;
@@ -217,36 +218,6 @@ impl Figure for Matrix<'_> {
             ))
             .map_err(plot_err)?;
         }
-        if !self.opts.x_label.is_empty() {
-            let style = axis_style().pos(Pos::new(HPos::Center, VPos::Top));
-            root.draw(&Text::new(
-                self.opts.x_label.as_str(),
-                (left + gw / 2, top + gh + 32),
-                style,
-            ))
-            .map_err(plot_err)?;
-        }
-        if !self.opts.y_label.is_empty() {
-            let style = axis_style()
-                .transform(FontTransform::Rotate270)
-                .pos(Pos::new(HPos::Center, VPos::Top));
-            root.draw(&Text::new(
-                self.opts.y_label.as_str(),
-                (MARGIN as i32, top + gh / 2),
-                style,
-            ))
-            .map_err(plot_err)?;
-        }
-        let any_nan = self.values.iter().any(|v| !v.is_finite());
-        let (_, bar) = root.split_horizontally(w - BAR_WIDTH);
-        colour_bar(
-            &bar,
-            scale,
-            self.lo,
-            self.hi,
-            any_nan,
-            top as u32,
-            h.saturating_sub((top + gh) as u32),
-        )
+        frame.draw_frame(root)
     }
 }

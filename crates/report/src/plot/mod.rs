@@ -2,6 +2,7 @@
 
 mod bar;
 mod colour;
+mod grid;
 mod heatmap;
 mod histogram;
 mod intervals;

@@ -1,0 +1,102 @@
+//! What the grid figures (`heatmap`, `matrix_image`) draw around their cells, once: the title
+//! above the grid, the grid's border, the axis descriptions and the colour bar on the right.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::colour::{colour_bar, Scale};
+use super::{axis_style, plot_err, title_style};
+use crate::Result;
+
+/// Width in pixels of the colour bar's strip at the right edge.
+pub(crate) const BAR_WIDTH: u32 = 120;
+/// Margin in pixels around the figure.
+pub(crate) const MARGIN: u32 = 12;
+
+/// The layout and decoration of a grid of cells.
+pub(crate) struct GridFrame<'a> {
+    /// Title (empty: none).
+    pub title: &'a str,
+    /// Description below the grid (empty: none), with the y of its anchor and the vertical
+    /// side it hangs from.
+    pub x_label: (&'a str, i32, VPos),
+    /// Description left of the grid, rotated (empty: none).
+    pub y_label: &'a str,
+    /// The grid's top-left corner and its size in pixels.
+    pub left: i32,
+    /// See `left`.
+    pub top: i32,
+    /// See `left`.
+    pub width: i32,
+    /// See `left`.
+    pub height: i32,
+    /// Pixels the border stands outside the grid at its top-left (0 or 1).
+    pub border_inset: i32,
+    /// The colour bar's scale and range, and whether it shows a NaN swatch.
+    pub scale: Scale,
+    /// See `scale`.
+    pub range: (f64, f64),
+    /// See `scale`.
+    pub any_nan: bool,
+}
+
+impl GridFrame<'_> {
+    /// The title, centred over the grid (kept inside the figure).
+    pub(crate) fn draw_title<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        if self.title.is_empty() {
+            return Ok(());
+        }
+        let (w, _) = root.dim_in_pixel();
+        let style = title_style().pos(Pos::new(HPos::Center, VPos::Center));
+        let x = (self.left + self.width / 2).min((w / 2) as i32);
+        root.draw(&Text::new(self.title, (x, 22), style))
+            .map_err(plot_err)
+    }
+
+    /// The border, the axis descriptions and the colour bar (after the cells).
+    pub(crate) fn draw_frame<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let (left, top, i) = (self.left, self.top, self.border_inset);
+        let (right, bottom) = (left + self.width, top + self.height);
+        root.draw(&Rectangle::new(
+            [(left - i, top - i), (right, bottom)],
+            BLACK.stroke_width(1),
+        ))
+        .map_err(plot_err)?;
+        let (x_label, x_y, x_side) = self.x_label;
+        if !x_label.is_empty() {
+            let style = axis_style().pos(Pos::new(HPos::Center, x_side));
+            root.draw(&Text::new(x_label, (left + self.width / 2, x_y), style))
+                .map_err(plot_err)?;
+        }
+        if !self.y_label.is_empty() {
+            let style = axis_style()
+                .transform(FontTransform::Rotate270)
+                .pos(Pos::new(HPos::Center, VPos::Top));
+            root.draw(&Text::new(
+                self.y_label,
+                (MARGIN as i32, top + self.height / 2),
+                style,
+            ))
+            .map_err(plot_err)?;
+        }
+        let (w, h) = root.dim_in_pixel();
+        let (_, bar) = root.split_horizontally(w - BAR_WIDTH);
+        let (lo, hi) = self.range;
+        colour_bar(
+            &bar,
+            self.scale,
+            lo,
+            hi,
+            self.any_nan,
+            top as u32,
+            h.saturating_sub(bottom as u32),
+        )
+    }
+}
