@@ -24,7 +24,7 @@ use lmsplit::lmd::analysis::{group_r2, group_r2_with, pairwise_r2, Analysis, Ari
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
-use lmsplit::lmd::synthetic::{Planted, PlantedSpec};
+use lmsplit::lmd::synthetic::{expected_held_out_r2, Planted, PlantedSpec};
 use lmsplit::lmd::tables;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -95,12 +95,6 @@ struct Errors {
 
 fn main() -> ExitCode {
     common::finish(run(Args::parse()))
-}
-
-/// Expected held-out R² of an OLS fit with intercept on p Gaussian regressors from n samples.
-fn finite_n_r2(population: f64, n: usize, p: usize) -> f64 {
-    let (n, p) = (n as f64, p as f64);
-    1.0 - (1.0 - population) * (n + 1.0) * (n - 2.0) / (n * (n - p - 2.0))
 }
 
 fn run(a: Args) -> Res<()> {
@@ -224,19 +218,19 @@ fn errors_vs_truth(a: &Args, planted: &Planted, result: &Analysis) -> Res<Errors
     let (mut pair, mut pair_raw, mut group_err, mut group_raw) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
     for i in 0..a.models {
         for j in (0..a.models).filter(|&j| j != i) {
-            let want = finite_n_r2(truth.get(i, j), a.n_train, a.dim);
+            let want = expected_held_out_r2(truth.get(i, j), a.n_train, a.dim);
             pair = pair.max((pr.get(i, j) - want).abs());
             pair_raw = pair_raw.max((pr.get(i, j) - truth.get(i, j)).abs());
         }
     }
     let p_group = (a.models - 1) * a.dim;
     for (got, pop) in group.r2.iter().zip(&gtruth) {
-        group_err = group_err.max((got - finite_n_r2(*pop, a.n_train, p_group)).abs());
+        group_err = group_err.max((got - expected_held_out_r2(*pop, a.n_train, p_group)).abs());
         group_raw = group_raw.max((got - pop).abs());
     }
     let expected_rho = gtruth
         .iter()
-        .map(|&r| finite_n_r2(r, a.n_train, p_group))
+        .map(|&r| expected_held_out_r2(r, a.n_train, p_group))
         .sum::<f64>()
         / a.models as f64;
     Ok(Errors {

@@ -34,6 +34,17 @@ pub struct PlantedSpec {
     pub seed: u64,
 }
 
+/// The expected held-out R² of an OLS fit with intercept on `p` Gaussian regressors from `n`
+/// training rows, when the population R² is `population`: 1 − (1 − R²)(n + 1)(n − 2) / (n (n − p
+/// − 2)) (the finite-sample shrinkage a planted check must expect; NaN when n ≤ p + 2).
+pub fn expected_held_out_r2(population: f64, n: usize, p: usize) -> f64 {
+    let (n, p) = (n as f64, p as f64);
+    if n <= p + 2.0 {
+        return f64::NAN;
+    }
+    1.0 - (1.0 - population) * (n + 1.0) * (n - 2.0) / (n * (n - p - 2.0))
+}
+
 impl Default for PlantedSpec {
     fn default() -> Self {
         Self {
@@ -217,5 +228,22 @@ impl Planted {
         (0..m)
             .map(|i| self.r2(i, &(0..m).filter(|&j| j != i).collect::<Vec<_>>()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_held_out_r2_shrinks_with_p_over_n_and_vanishes_at_large_n() {
+        // A perfect fit stays perfect; no signal goes negative by about p/n:
+        // 1 − 1001 · 998 / (1000 · 950) = −0.051577.
+        assert_eq!(expected_held_out_r2(1.0, 100, 10), 1.0);
+        let none = expected_held_out_r2(0.0, 1000, 48);
+        assert!((none + 0.051577).abs() < 1e-6, "{none}");
+        // Large n: the population value.
+        assert!((expected_held_out_r2(0.6, 10_000_000, 48) - 0.6).abs() < 1e-5);
+        assert!(expected_held_out_r2(0.6, 50, 48).is_nan());
     }
 }
