@@ -1,0 +1,341 @@
+//! Two-tower runs as independent jobs, tested with real processes of the example command
+//! lines (issue 27):
+//!
+//! - two writers on one run: the second `two_tower` on a folder is refused, naming the first;
+//! - SIGTERM mid-phase-1 and mid-heads: exit code 75 after a checkpoint, and the rerun ends
+//!   with the scores of an uninterrupted run, bit for bit;
+//! - a failed checkpoint write (a full disk, injected with RLIMIT_FSIZE: the tests run as root,
+//!   where permission bits are ignored) names the file and leaves the previous checkpoint;
+//! - N processes on one study: `reproduce --only` on disjoint runs of one folder create one
+//!   `data/` and give the results of a sequential study.
+#![cfg(unix)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::example_bin;
+
+/// Exit code of a run stopped by SIGTERM after its checkpoint (examples/two_tower.rs).
+const EXIT_STOPPED: i32 = 75;
+
+/// The `two_tower` arguments of a small GPT run (seconds on a CPU) into `out`.
+fn args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
+    let mut a: Vec<String> = [
+        "--style",
+        "gpt",
+        "--corpus",
+        "synthetic",
+        "--documents",
+        "150",
+        "--train-vocab",
+        "256",
+        "--budget-tokens",
+        "40000",
+        "--heads-max-tokens",
+        "4000",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--seed",
+        "5",
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.push(out.display().to_string());
+    if let Some(t) = tokenizer {
+        a.extend(["--tokenizer".into(), t.display().to_string()]);
+    }
+    a
+}
+
+/// The uninterrupted reference run, trained once per test binary: its folder (its
+/// `data/tokenizer.json` is given to every other run, WordPiece training not being
+/// bit-reproducible).
+fn whole() -> &'static Path {
+    static WHOLE: OnceLock<PathBuf> = OnceLock::new();
+    WHOLE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap().keep().join("whole");
+        let ok = Command::new(example_bin("two_tower"))
+            .args(args(&dir, None))
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        dir
+    })
+}
+
+fn tokenizer() -> PathBuf {
+    whole().join("data/tokenizer.json")
+}
+
+fn spawn(out: &Path) -> Child {
+    Command::new(example_bin("two_tower"))
+        .args(args(out, Some(&tokenizer())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls until `ready()` or panics after 5 minutes (or when `child` ended first).
+fn wait_for(child: &mut Child, what: &str, ready: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !ready() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "no {what} after 5 minutes"
+        );
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("the run ended ({s}) before {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn sigterm(child: &Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn same_scores(a: &Path, b: &Path) {
+    let read = |d: &Path| std::fs::read(d.join("logprobs.json")).unwrap();
+    assert!(
+        read(a) == read(b),
+        "{} and {} scored differently",
+        a.display(),
+        b.display()
+    );
+}
+
+fn step_of(checkpoint: &Path) -> u64 {
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("state.json")).unwrap()).unwrap();
+    s["step"].as_u64().unwrap()
+}
+
+#[test]
+fn two_writers_on_one_run_the_second_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut first = spawn(&out);
+    wait_for(&mut first, "writer lock", || {
+        out.join("writer.lock").is_file()
+    });
+    let second = Command::new(example_bin("two_tower"))
+        .args(args(&out, Some(&tokenizer())))
+        .output()
+        .unwrap();
+    let err = stderr_of(&second);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("is locked by process {} on host", first.id())),
+        "the holder is not named: {err}"
+    );
+    assert!(err.contains("writer.lock"), "{err}");
+    let first = first.wait_with_output().unwrap();
+    assert!(first.status.success(), "{}", stderr_of(&first));
+    assert!(
+        !out.join("writer.lock").exists(),
+        "the lock outlived its run"
+    );
+    same_scores(whole(), &out);
+}
+
+#[test]
+fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let ckpt = out.join("phase1/checkpoint");
+
+    let mut run = spawn(&out);
+    wait_for(&mut run, "phase-1 checkpoint", || {
+        ckpt.join("state.json").is_file()
+    });
+    sigterm(&run);
+    let o = run.wait_with_output().unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{err}");
+    assert!(err.contains("stopped on request after update"), "{err}");
+    assert!(err.contains(&ckpt.display().to_string()), "{err}");
+    assert!(!out.join("logprobs.json").exists(), "stopped too late");
+    assert!(
+        !out.join("writer.lock").exists(),
+        "the lock outlived its run"
+    );
+    let stopped_at = step_of(&ckpt);
+    assert!(
+        stopped_at < 157,
+        "phase 1 ended before the signal ({stopped_at})"
+    );
+
+    // Resumed, and stopped again as soon as the heads start training.
+    let heads = out.join("heads");
+    let mut run = spawn(&out);
+    wait_for(&mut run, "heads training", || {
+        heads.join("metrics.jsonl").is_file()
+    });
+    sigterm(&run);
+    let o = run.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr_of(&o));
+    assert!(stderr_of(&o).contains("heads"), "{}", stderr_of(&o));
+    assert!(!out.join("logprobs.json").exists(), "stopped too late");
+
+    let o = spawn(&out).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    same_scores(whole(), &out);
+}
+
+#[test]
+fn a_failed_checkpoint_write_names_the_file_and_keeps_the_previous_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let ckpt = out.join("phase1/checkpoint");
+    let mut run = spawn(&out);
+    wait_for(&mut run, "phase-1 checkpoint", || {
+        ckpt.join("state.json").is_file()
+    });
+    sigterm(&run);
+    assert_eq!(run.wait().unwrap().code(), Some(EXIT_STOPPED));
+    let before: Vec<Vec<u8>> = ["state.json", "weights.safetensors", "optimizer.safetensors"]
+        .iter()
+        .map(|f| std::fs::read(ckpt.join(f)).unwrap())
+        .collect();
+
+    // A full disk for files over 100 kB (the weights are ~190 kB, the JSON files smaller):
+    // RLIMIT_FSIZE with SIGXFSZ ignored makes such a write fail with EFBIG, root or not.
+    let mut cmd = Command::new(example_bin("two_tower"));
+    cmd.args(args(&out, Some(&tokenizer())));
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: 100_000,
+                rlim_max: 100_000,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let o = cmd.output().unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let failed = out.join("phase1/checkpoint.tmp/weights.safetensors");
+    assert!(
+        err.contains(&format!(
+            "could not write the checkpoint file {}",
+            failed.display()
+        )),
+        "the failed file is not named: {err}"
+    );
+    assert!(
+        err.contains("previous checkpoint is left as it was"),
+        "{err}"
+    );
+    let after: Vec<Vec<u8>> = ["state.json", "weights.safetensors", "optimizer.safetensors"]
+        .iter()
+        .map(|f| std::fs::read(ckpt.join(f)).unwrap())
+        .collect();
+    assert!(before == after, "the previous checkpoint changed");
+    assert!(
+        !out.join("phase1/checkpoint.tmp").exists(),
+        "the partial checkpoint was left"
+    );
+
+    // With space again, the run resumes from that checkpoint to the uninterrupted scores.
+    let o = spawn(&out).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    same_scores(whole(), &out);
+}
+
+/// `reproduce --protocol smoke --only <labels>` on `out` (emergence left out: minutes).
+fn reproduce(out: &Path, only: &str, tokenizer: Option<&Path>) -> Command {
+    let mut c = Command::new(example_bin("reproduce"));
+    c.args([
+        "--protocol",
+        "smoke",
+        "--no-emergence",
+        "--quiet",
+        "--only",
+        only,
+        "--out",
+    ])
+    .arg(out)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if let Some(t) = tokenizer {
+        c.arg("--tokenizer").arg(t);
+    }
+    c
+}
+
+#[test]
+#[ignore = "four smoke-protocol runs, minutes of CPU: cargo test --test jobs -- --ignored"]
+fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (par, seq) = (dir.path().join("parallel"), dir.path().join("sequential"));
+    let labels = ["gpt-s1", "bert-s0"];
+    // Started together on one empty study folder: both need the tokenizer trained and the
+    // synthetic text written; each needs its style's scoring set.
+    let children: Vec<Child> = labels
+        .iter()
+        .map(|l| reproduce(&par, l, None).spawn().unwrap())
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr_of(&o));
+    }
+    let data = par.join("data");
+    let mut files: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "bert-scoring_set.json",
+            "gpt-scoring_set.json",
+            "synthetic.txt",
+            "tokenizer.json"
+        ],
+        "stray files (temporary or lock files) in data/"
+    );
+    // One vocabulary: both scoring sets were cut from the same text and tokenizer.
+    let text_fp = |style: &str| {
+        let v: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(data.join(format!("{style}-scoring_set.json"))).unwrap(),
+        )
+        .unwrap();
+        v["id"]["text_fingerprint"].as_str().unwrap().to_string()
+    };
+    assert_eq!(text_fp("gpt"), text_fp("bert"));
+
+    // The same runs one after the other, on the vocabulary the parallel study trained.
+    let tok = data.join("tokenizer.json");
+    for l in labels {
+        let o = reproduce(&seq, l, Some(&tok)).output().unwrap();
+        assert!(o.status.success(), "{}", stderr_of(&o));
+    }
+    for l in labels {
+        same_scores(&par.join(l), &seq.join(l));
+    }
+}
