@@ -96,6 +96,16 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .expect("the smoke protocol asks for word groups");
     assert_eq!((g.label.as_str(), g.dim), ("gpt-s0", 16));
     assert!((g.none + g.exactly_one) <= 1.0 + 1e-12 && g.mean >= g.exactly_one);
+    // The fit's record: its steps, residual and the paper's share of values in [-1, 1], in a
+    // table beside the paper's numbers and a trajectory figure.
+    assert!(g.steps > 0 && g.residual.is_finite(), "{g:?}");
+    assert!(g.within_unit > 0.0 && g.within_unit < 1.0, "{g:?}");
+    let ica_dir = dir.path().join("ica_gpt-s0");
+    assert!(
+        ica_dir.join("ica_fit.md").is_file() && ica_dir.join("fig_ica_trajectory.png").is_file()
+    );
+    let fit = std::fs::read_to_string(ica_dir.join("ica_fit.md")).unwrap();
+    assert!(fit.contains("0.8") && fit.contains("1.45"), "{fit}");
     assert_eq!(out.controls.len(), 3);
     assert!(out.controls.iter().all(|c| c.null_q975.is_finite()));
     // The word-piece control: present exactly when continuation pieces were scored.

@@ -53,6 +53,103 @@ pub struct WordGroupOutputs {
     pub fig5: PathBuf,
     /// Fig. 6.
     pub fig6: PathBuf,
+    /// The fit beside the paper's statistics (`ica_fit.{csv,md,json}`).
+    pub fit: Vec<PathBuf>,
+    /// The fit's residual and change of `W` against its steps (`fig_ica_trajectory.png`).
+    pub trajectory: PathBuf,
+}
+
+/// The paper's statistics of its fit (section 5.3): 80% of source values in [−1, 1], 45% of
+/// words in exactly one group, 13% in none, 1.45 groups per word.
+pub const PAPER_STATISTICS: [(&str, f64); 4] = [
+    ("share of source values in [-1, 1]", 0.80),
+    ("share of words in exactly one group", 0.45),
+    ("share of words in no group", 0.13),
+    ("groups per word", 1.45),
+];
+
+/// The fit's record beside the paper's statistics, as a table.
+pub fn fit_table(g: &IcaGroups) -> report::Table {
+    let mut t = report::Table::new(
+        ["statistic", "this fit", "paper"]
+            .map(String::from)
+            .to_vec(),
+    )
+    .with_title("The ICA fit of the word groups and the paper's statistics")
+    .with_note(
+        "a word is in a group when |y_k| > 2.5; converged: the fit met its stopping rule before \
+         its step cap (the paper's preset has none and runs 10^4 steps)",
+    )
+    .with_precision(4);
+    let ours = [
+        g.within_unit,
+        g.counts.exactly_one,
+        g.counts.none,
+        g.counts.mean,
+    ];
+    for ((name, paper), v) in PAPER_STATISTICS.iter().zip(ours) {
+        t.push_row(vec![(*name).into(), v.into(), (*paper).into()]);
+    }
+    let none = || report::Cell::from(None::<f64>);
+    t.push_row(vec![
+        "PCA dimension d".into(),
+        g.dim.into(),
+        128usize.into(),
+    ]);
+    t.push_row(vec![
+        "converged".into(),
+        (if g.ica.converged { "yes" } else { "no" }).into(),
+        "".into(),
+    ]);
+    t.push_row(vec!["steps".into(), g.ica.steps.into(), 10_000usize.into()]);
+    t.push_row(vec![
+        "final off-diagonal residual".into(),
+        g.ica.residual.into(),
+        none(),
+    ]);
+    t.push_row(vec![
+        "final relative change of W".into(),
+        g.ica.weight_change.into(),
+        none(),
+    ]);
+    t
+}
+
+/// The fit's trajectory: log10 of the off-diagonal residual and of the change of `W` per step.
+fn trajectory_figure(path: &Path, g: &IcaGroups) -> Result<()> {
+    let pts = &g.ica.trajectory;
+    let series = |name: &str, f: fn(&ica::TrajectoryPoint) -> f64| {
+        let (x, y): (Vec<f64>, Vec<f64>) = pts
+            .iter()
+            .filter(|p| f(p) > 0.0 && f(p).is_finite())
+            .map(|p| (p.step as f64, f(p).log10()))
+            .unzip();
+        report::Series::new(name, x, y)
+    };
+    let s = [
+        series("off-diagonal residual", |p| p.residual),
+        series("relative change of W", |p| p.weight_change),
+    ];
+    let s: Vec<report::Series> = s.into_iter().filter(|s| !s.x.is_empty()).collect();
+    if s.is_empty() {
+        return Ok(());
+    }
+    let opts = PlotOptions {
+        title: format!(
+            "ICA fit: {} after {} steps",
+            if g.ica.converged {
+                "converged"
+            } else {
+                "not converged"
+            },
+            g.ica.steps
+        ),
+        x_label: "step".into(),
+        y_label: "log10".into(),
+        ..PlotOptions::default()
+    };
+    report::line_plot(path, &s, &opts)?;
+    Ok(())
 }
 
 /// Runs the word-group analysis of `run` (its loaded model, or the embedding of its final
@@ -90,7 +187,17 @@ pub fn word_groups(
     loadings_figure(&fig5, &g, &tokens, data, settings.fig_words)?;
     let fig6 = out.join("fig6_cluster_counts.png");
     cluster_count_figure(&fig6, &g, tokens.len())?;
-    Ok((g, tokens, WordGroupOutputs { table3, fig5, fig6 }))
+    let fit = fit_table(&g).write_all(out, "ica_fit")?;
+    let trajectory = out.join("fig_ica_trajectory.png");
+    trajectory_figure(&trajectory, &g)?;
+    let outputs = WordGroupOutputs {
+        table3,
+        fig5,
+        fig6,
+        fit,
+        trajectory,
+    };
+    Ok((g, tokens, outputs))
 }
 
 /// Fig. 5: the ICA loadings of the `n` most frequent words (rows by frequency).
@@ -151,6 +258,8 @@ pub struct IcaGroups {
     pub sources: ica::Matrix,
     /// Share of words in no / exactly one cluster, mean clusters per word.
     pub counts: ica::analysis::ClusterCounts,
+    /// Share of the source values in [−1, 1] (the paper: 80%).
+    pub within_unit: f64,
     /// Table 3: per component its typical words, size, mean score and rank.
     pub table: report::Table,
 }
@@ -187,6 +296,7 @@ pub fn ica_groups(
     sign_to_positive_skew(&mut sources);
     let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
     let counts = cluster_counts(&per_word);
+    let within_unit = ica::analysis::fraction_within(sources.as_slice(), 1.0);
     let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
     let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
     let groups: Vec<(String, Vec<u32>)> = comps
@@ -242,6 +352,7 @@ pub fn ica_groups(
         ica: fit,
         sources,
         counts,
+        within_unit,
         table,
     })
 }

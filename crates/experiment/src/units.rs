@@ -34,6 +34,15 @@ pub struct WordGroupSummary {
     pub dim: usize,
     /// Whether the ICA met its convergence rule.
     pub converged: bool,
+    /// Steps the ICA took.
+    #[serde(default)]
+    pub steps: usize,
+    /// Its final off-diagonal residual.
+    #[serde(default)]
+    pub residual: f64,
+    /// Share of source values in [−1, 1] (paper: 80%).
+    #[serde(default)]
+    pub within_unit: f64,
     /// Share of words in no cluster.
     pub none: f64,
     /// Share of words in exactly one cluster.
@@ -279,12 +288,25 @@ fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     };
     let dir = ctx.out.join(format!("ica_{label}"));
     let (g, _, files) = word_groups(run, ctx.data, settings, &dir)?;
-    o.outputs
-        .extend(files.table3.iter().cloned().chain([files.fig5, files.fig6]));
+    o.outputs.extend(
+        files
+            .table3
+            .iter()
+            .cloned()
+            .chain(files.fit.iter().cloned()),
+    );
+    o.outputs.extend(
+        [files.fig5, files.fig6, files.trajectory]
+            .into_iter()
+            .filter(|f| f.is_file()),
+    );
     o.word_groups = Some(WordGroupSummary {
         label: label.clone(),
         dim: g.dim,
         converged: g.ica.converged,
+        steps: g.ica.steps,
+        residual: g.ica.residual,
+        within_unit: g.within_unit,
         none: g.counts.none,
         exactly_one: g.counts.exactly_one,
         mean: g.counts.mean,

@@ -142,6 +142,21 @@ pub struct IcaResult {
     pub residual: f64,
     /// Final relative change of `W`.
     pub weight_change: f64,
+    /// The residual and the change of `W` at about 100 evenly spaced steps and the last one:
+    /// how the fit got where it ended, converged or not.
+    #[serde(default)]
+    pub trajectory: Vec<TrajectoryPoint>,
+}
+
+/// One recorded step of a fit's trajectory.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrajectoryPoint {
+    /// 1-based step number.
+    pub step: usize,
+    /// The step's relative off-diagonal residual.
+    pub residual: f64,
+    /// The step's relative change of `W`.
+    pub weight_change: f64,
 }
 
 impl IcaResult {
@@ -202,8 +217,20 @@ impl AmariIca {
     ) -> Result<IcaResult> {
         let mut stepper = self.stepper(x)?;
         let mut converged = false;
+        let every = (self.config.max_steps / 100).max(1);
+        let mut trajectory = Vec::new();
+        let mut last = None;
         while stepper.steps() < self.config.max_steps {
             let (residual, weight_change) = stepper.step()?;
+            let point = TrajectoryPoint {
+                step: stepper.steps(),
+                residual,
+                weight_change,
+            };
+            if point.step % every == 0 || point.step == 1 {
+                trajectory.push(point);
+            }
+            last = Some(point);
             let flow = observer(&StepInfo {
                 step: stepper.steps(),
                 residual,
@@ -219,7 +246,11 @@ impl AmariIca {
                 break;
             }
         }
+        if let Some(p) = last.filter(|p| trajectory.last() != Some(p)) {
+            trajectory.push(p);
+        }
         Ok(IcaResult {
+            trajectory,
             converged,
             steps: stepper.steps(),
             residual: stepper.residual,

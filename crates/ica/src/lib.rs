@@ -28,7 +28,9 @@ mod pca;
 pub mod score;
 mod synthetic;
 
-pub use amari::{AmariConfig, AmariIca, Batch, IcaResult, StepInfo, Stepper, StopRule};
+pub use amari::{
+    AmariConfig, AmariIca, Batch, IcaResult, StepInfo, Stepper, StopRule, TrajectoryPoint,
+};
 pub use engine::Gemm;
 pub use error::{IcaError, Result};
 pub use index::{amari_index, amari_index_of};

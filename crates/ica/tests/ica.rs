@@ -21,6 +21,15 @@ fn separates_ten_laplacian_sources() {
     let (ai, fit) = separate(&mix, 10, AmariConfig::default());
     assert!(fit.converged, "{fit:?}");
     assert!(fit.steps < 2_000, "{} steps", fit.steps);
+    // Its trajectory: about 100 points of the default cap, ending at the converged step, whose
+    // residual met the rule while the first did not.
+    let (first, last) = (fit.trajectory[0], *fit.trajectory.last().unwrap());
+    assert_eq!((first.step, last.step), (1, fit.steps));
+    assert!(fit.trajectory.windows(2).all(|w| w[0].step < w[1].step));
+    assert!(
+        last.residual < 1e-5 && first.residual > 1e-5,
+        "{first:?} {last:?}"
+    );
     assert!(ai < 0.05, "Amari index {ai}");
     // Renormalised: ‖W‖_F = √d.
     assert!((fit.unmixing.frobenius_norm() - 10f64.sqrt()).abs() < 1e-4);
@@ -198,6 +207,10 @@ fn paper_preset_runs_to_the_cap_without_stopping() {
     );
     assert_eq!(fit.steps, 40);
     assert!(!fit.converged);
+    // The trajectory: every step of a 40-step run (fewer than 100), ending at the last one.
+    let steps: Vec<usize> = fit.trajectory.iter().map(|p| p.step).collect();
+    assert_eq!(steps, (1..=40).collect::<Vec<_>>());
+    assert_eq!(fit.trajectory.last().unwrap().residual, fit.residual);
 }
 
 #[test]
