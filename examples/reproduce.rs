@@ -12,8 +12,9 @@
 //! `smoke` runs in about a minute on the embedded synthetic corpus; `cpu` is the powered CPU
 //! protocol (WikiText-2, hours); `gpu` scales it for one GPU. A killed study resumes where it
 //! stopped when started again with the same arguments; `--only` trains (or reuses) some runs
-//! and writes the tables over them to `<out>/subset-<labels>/`. The last line printed is the
-//! study's JSON summary.
+//! and writes the tables over them to `<out>/subset-<labels>/`; `--tables-only` trains nothing
+//! and makes the whole study's tables once every run has finished (naming those that have
+//! not). The last line printed is the study's JSON summary.
 //!
 //! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
 //! `--only` sets may share one `--out` (the study's `data/` is created once; each run folder has
@@ -27,8 +28,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lmsplit::experiment::lock::WRITER_LOCK;
+use lmsplit::experiment::record::{LOGPROBS_FILE, RUN_FILE};
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::{run_study, ExperimentError, Progress, Protocol, RunOptions, StudySpec};
+use lmsplit::experiment::{
+    run_study, ExperimentError, Progress, Protocol, RunOptions, RunRecord, StudySpec,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Two-tower reproduction protocols: smoke, cpu, gpu")]
@@ -50,6 +55,11 @@ struct Args {
     /// Train only these runs now (comma-separated labels such as gpt-s0,elmo_released-s1).
     #[arg(long, default_value = "")]
     only: String,
+    /// Train nothing: make the study's tables over every run once all have finished (the last
+    /// step after a job array of `--only <run>` jobs). A run not finished yet is named in the
+    /// error, never skipped.
+    #[arg(long, conflicts_with = "only")]
+    tables_only: bool,
     /// Leave out the emergence analysis (each phase-1 snapshot costs a head training and a
     /// scoring).
     #[arg(long)]
@@ -112,6 +122,51 @@ fn exit(result: Result<(), ExperimentError>) -> ExitCode {
     }
 }
 
+/// Every run of `spec` has finished under `out/<label>/` (results in its `run.json`, scores
+/// beside it); else an error naming each run that has not, and why.
+fn check_finished(spec: &StudySpec, out: &std::path::Path) -> Result<(), ExperimentError> {
+    let mut missing = Vec::new();
+    for r in &spec.runs {
+        let label = r.label();
+        let dir = out.join(&label);
+        let rec = dir.join(RUN_FILE);
+        let why = if !rec.is_file() {
+            Some("never started".to_string())
+        } else {
+            let text = std::fs::read(&rec).map_err(|source| ExperimentError::Io {
+                path: rec.clone(),
+                source,
+            })?;
+            let record: RunRecord =
+                serde_json::from_slice(&text).map_err(|source| ExperimentError::Json {
+                    path: rec.clone(),
+                    source,
+                })?;
+            if record.result.is_none() || !dir.join(LOGPROBS_FILE).is_file() {
+                Some(match dir.join(WRITER_LOCK).is_file() {
+                    true => "still running (its writer.lock is held)".to_string(),
+                    false => "not finished (stopped or failed: run its job again)".to_string(),
+                })
+            } else {
+                None
+            }
+        };
+        if let Some(why) = why {
+            missing.push(format!("{label} ({why})"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ExperimentError::Invalid(format!(
+        "--tables-only: {} of {} runs in {} have not finished: {}",
+        missing.len(),
+        spec.runs.len(),
+        out.display(),
+        missing.join(", ")
+    )))
+}
+
 fn run(args: Args) -> Result<(), ExperimentError> {
     let mut spec = StudySpec::protocol(args.protocol, &args.shared)?;
     if args.no_emergence {
@@ -132,6 +187,9 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         },
         need_model: false,
     };
+    if args.tables_only {
+        check_finished(&spec, &out)?;
+    }
     let outcome = run_study(&spec, &out, &only, &opts)?;
     let line = serde_json::to_string(&outcome)
         .map_err(|e| ExperimentError::Invalid(format!("the summary could not be written: {e}")))?;

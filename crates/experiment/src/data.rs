@@ -156,6 +156,9 @@ fn write_synthetic(spec: &CorpusSpec, path: &Path) -> Result<()> {
         return Ok(());
     }
     let _lock = lock_data(dir)?;
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(()); // written by another process while this one waited
+    }
     write_bytes_atomic(path, &bytes)
 }
 

@@ -54,6 +54,6 @@ pub use optim::{clip_grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
 pub use train::{
-    clear_stop, evaluate_loss, request_stop, stop_requested, Budget, EarlyStop, StepStats,
-    TrainConfig, TrainState, TrainSummary, Trainable, Trainer,
+    clear_stop, evaluate_loss, rank_shard, request_stop, stop_requested, Budget, EarlyStop,
+    StepStats, TrainConfig, TrainState, TrainSummary, Trainable, Trainer,
 };

@@ -695,6 +695,31 @@ impl<'m, M: Trainable> Trainer<'m, M> {
     }
 }
 
+/// Rank `rank`'s share of a global batch under data-parallel training over `world` ranks
+/// (docs/towers.md, "Data-parallel training"): its contiguous block of `batch_size / world`
+/// sequences. Every rank draws the same global batch from the same seeded source (one cursor),
+/// so the shards of ranks `0..world`, concatenated, are the single-process batch, and a
+/// resumed run restores one cursor for all ranks. A batch size not divisible by `world` is a
+/// [`TowersError::Config`].
+pub fn rank_shard(batch: &TokenBatch, rank: usize, world: usize) -> Result<TokenBatch> {
+    if world == 0 || rank >= world || batch.batch_size % world != 0 {
+        return Err(TowersError::Config(format!(
+            "rank {rank} of {world}: a batch of {} sequences does not split into {world} equal \
+             shards",
+            batch.batch_size
+        )));
+    }
+    let rows = batch.batch_size / world;
+    let span = rank * rows * batch.seq_len..(rank + 1) * rows * batch.seq_len;
+    Ok(TokenBatch {
+        batch_size: rows,
+        seq_len: batch.seq_len,
+        input_ids: batch.input_ids[span.clone()].to_vec(),
+        attention_mask: batch.attention_mask[span.clone()].to_vec(),
+        labels: batch.labels[span].to_vec(),
+    })
+}
+
 /// Mean loss per labelled position of `model` over `batches` (batches without targets skipped).
 pub fn evaluate_loss<M: Trainable + ?Sized>(model: &M, batches: &[TokenBatch]) -> Result<f64> {
     let (mut sum, mut n) = (0f64, 0usize);
@@ -758,6 +783,103 @@ mod tests {
             warmup_frac: 0.1,
             checkpoint_every: 4,
             ..TrainConfig::default()
+        }
+    }
+
+    /// Yields each global batch of `inner` as its `world` rank shards in rank order: with
+    /// `grad_accum = world`, the trainer's label-weighted sum of the shards' gradients is what
+    /// a data-parallel all-reduce computes.
+    struct Ranks {
+        inner: MarkovSource,
+        world: usize,
+        shards: Vec<TokenBatch>,
+    }
+
+    impl BatchSource for Ranks {
+        fn next_batch(&mut self) -> Result<TokenBatch> {
+            if self.shards.is_empty() {
+                let b = self.inner.next_batch()?;
+                self.shards = (0..self.world)
+                    .rev()
+                    .map(|r| rank_shard(&b, r, self.world))
+                    .collect::<Result<_>>()?;
+            }
+            Ok(self.shards.pop().expect("one shard per rank"))
+        }
+        fn cursor(&self) -> Value {
+            self.inner.cursor()
+        }
+        fn seek(&mut self, cursor: &Value) -> Result<()> {
+            self.inner.seek(cursor)
+        }
+    }
+
+    #[test]
+    fn rank_shards_reassemble_to_the_single_process_order_and_update() {
+        let (mc, _, mut single) = setup(3);
+        let mut stream = setup(3).2;
+        let world = 4;
+        for _ in 0..12 {
+            let b = single.next_batch().unwrap();
+            let shards: Vec<TokenBatch> = (0..world)
+                .map(|r| rank_shard(&b, r, world).unwrap())
+                .collect();
+            assert!(shards.iter().all(|s| s.batch_size == b.batch_size / world));
+            let glued = |f: fn(&TokenBatch) -> Vec<u32>| -> Vec<u32> {
+                shards.iter().flat_map(f).collect()
+            };
+            assert_eq!(glued(|s| s.input_ids.clone()), b.input_ids);
+            assert_eq!(glued(|s| s.labels.clone()), b.labels);
+            let mask: Vec<u8> = shards
+                .iter()
+                .flat_map(|s| s.attention_mask.clone())
+                .collect();
+            assert_eq!(mask, b.attention_mask);
+            assert_eq!(stream.next_batch().unwrap().input_ids, b.input_ids);
+        }
+        assert!(rank_shard(&single.next_batch().unwrap(), 0, 3).is_err());
+
+        // The update: the label-weighted sum of the ranks' gradients (the all-reduce) equals
+        // the single-process gradient up to float summation order.
+        let tc = |accum| TrainConfig {
+            lr: 5e-3,
+            budget: Budget::Steps(6),
+            grad_accum: accum,
+            ..TrainConfig::default()
+        };
+        let one = TwoTowerLm::new(&mc, &Device::Cpu, 3).unwrap();
+        let mut src = setup(3).2;
+        Trainer::new(&one, tc(1), None)
+            .unwrap()
+            .train(&mut src, &[])
+            .unwrap();
+        let dp = TwoTowerLm::new(&mc, &Device::Cpu, 3).unwrap();
+        let mut src = Ranks {
+            inner: setup(3).2,
+            world,
+            shards: Vec::new(),
+        };
+        Trainer::new(&dp, tc(world), None)
+            .unwrap()
+            .train(&mut src, &[])
+            .unwrap();
+        let (a, b) = (
+            one.params().snapshot().unwrap(),
+            dp.params().snapshot().unwrap(),
+        );
+        for (name, ta) in &a {
+            let d: f32 = (ta - &b[name])
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert!(
+                d < 1e-5,
+                "{name} differs by {d} between one process and {world} ranks"
+            );
         }
     }
 
