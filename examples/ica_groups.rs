@@ -20,6 +20,7 @@ use std::process::ExitCode;
 
 use candle_core::Device;
 use clap::Parser;
+use lmsplit::experiment::groups::FitRows;
 use lmsplit::experiment::{open_run, word_groups, ExperimentError, RunOptions, WordGroupSettings};
 use serde_json::json;
 
@@ -32,9 +33,13 @@ struct Args {
     /// Most frequent training tokens analysed.
     #[arg(long, default_value_t = 5000)]
     top_n: usize,
-    /// PCA dimension before ICA.
+    /// PCA dimension before ICA (below the embedding's width: 64 for a width-128 model).
     #[arg(long, default_value_t = 128)]
     dim: usize,
+    /// Rows of the fit: corpus positions (the paper's: a word weighs by its frequency; this
+    /// many drawn) or 0 for the vocabulary, each word once.
+    #[arg(long, default_value_t = 100_000)]
+    positions: usize,
     /// Words shown in Fig. 5.
     #[arg(long, default_value_t = 500)]
     fig_words: usize,
@@ -60,6 +65,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         top_n: args.top_n,
         dim: args.dim,
         fig_words: args.fig_words,
+        rows: match args.positions {
+            0 => FitRows::Vocabulary,
+            positions => FitRows::CorpusTokens { positions, seed: 0 },
+        },
         ..WordGroupSettings::default()
     };
     let (g, tokens, files) = word_groups(&run, &data, &settings, &args.out)?;

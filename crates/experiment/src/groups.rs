@@ -29,10 +29,31 @@ pub struct WordGroupSettings {
     pub ica: ica::AmariConfig,
     /// Intervals of the per-component means.
     pub bootstrap: Bootstrap,
+    /// The rows PCA and ICA are fitted on.
+    pub rows: FitRows,
+}
+
+/// The rows the PCA and the ICA of the word groups are fitted on (the sources of every word are
+/// then computed with the fitted transform).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FitRows {
+    /// The paper's ("n represents the number of tokens"): the embedding at `positions` corpus
+    /// positions of the analysed words, drawn with the seed, so that a word weighs by its
+    /// frequency (a draw from the words' training frequencies is a draw of corpus positions
+    /// restricted to them).
+    CorpusTokens {
+        /// Positions drawn.
+        positions: usize,
+        /// Seed of the draw.
+        seed: u64,
+    },
+    /// Each analysed word once, equally weighted.
+    Vocabulary,
 }
 
 impl Default for WordGroupSettings {
-    /// The paper's 5000 words, d = 128, 500 words in Fig. 5, the converging ICA default.
+    /// The paper's 5000 words, d = 128, 500 words in Fig. 5, the converging ICA default, fitted
+    /// on 100,000 corpus positions (the paper's weighting).
     fn default() -> Self {
         Self {
             top_n: 5000,
@@ -40,6 +61,10 @@ impl Default for WordGroupSettings {
             fig_words: 500,
             ica: ica::AmariConfig::default(),
             bootstrap: Bootstrap::default(),
+            rows: FitRows::CorpusTokens {
+                positions: 100_000,
+                seed: 0,
+            },
         }
     }
 }
@@ -172,16 +197,14 @@ pub fn word_groups(
         .into_iter()
         .filter(|&t| data.freq[t as usize] > 0)
         .collect();
-    let g = ica_groups(
-        &emb,
-        &tokens,
-        &data.freq,
-        &scores.scores.values,
-        &data.tok,
-        settings.dim,
-        settings.ica.clone(),
-        &settings.bootstrap,
-    )?;
+    let input = GroupInput {
+        embedding: &emb,
+        tokens: &tokens,
+        freq: &data.freq,
+        scores: &scores.scores.values,
+        tok: &data.tok,
+    };
+    let g = ica_groups(&input, settings)?;
     let table3 = g.table.write_all(out, "table3_ica_groups")?;
     let fig5 = out.join("fig5_ica_loadings.png");
     loadings_figure(&fig5, &g, &tokens, data, settings.fig_words)?;
@@ -264,35 +287,70 @@ pub struct IcaGroups {
     pub table: report::Table,
 }
 
-/// PCA to `dim` (capped by the embedding width and the number of words) and Amari ICA
-/// (`cfg`) of the embedding rows of `tokens`; clusters at the paper's threshold 2.5; each
-/// component's words summarised by `prefscore::group_summary` against `scores` over `tokens`.
-#[allow(clippy::too_many_arguments)]
-pub fn ica_groups(
-    embedding: &[Vec<f32>],
-    tokens: &[u32],
-    freq: &[u64],
-    scores: &[Option<f64>],
-    tok: &Tokenizer,
-    dim: usize,
-    cfg: ica::AmariConfig,
-    boot: &prefscore::Bootstrap,
-) -> Result<IcaGroups> {
-    use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
+/// What the word groups are computed from.
+pub struct GroupInput<'a> {
+    /// The shared embedding, one row per token id.
+    pub embedding: &'a [Vec<f32>],
+    /// The analysed words (token ids), most frequent first.
+    pub tokens: &'a [u32],
+    /// Training frequencies over the vocabulary.
+    pub freq: &'a [u64],
+    /// Preference scores over the vocabulary.
+    pub scores: &'a [Option<f64>],
+    /// The tokenizer (typical words' names).
+    pub tok: &'a Tokenizer,
+}
+
+/// The rows of `ids` in `embedding`, as a matrix.
+fn embedding_rows(embedding: &[Vec<f32>], ids: &[u32]) -> Result<ica::Matrix> {
     let width = embedding
         .first()
         .ok_or_else(|| ExperimentError::Invalid("empty embedding".into()))?
         .len();
-    let rows: Vec<f32> = tokens
+    let rows: Vec<f32> = ids
         .iter()
         .flat_map(|&id| embedding[id as usize].iter().copied())
         .collect();
-    let x = ica::Matrix::new(tokens.len(), width, rows)?;
-    let dim = dim.min(width).min(tokens.len().saturating_sub(1)).max(1);
-    let pca = ica::Pca::fit(&x, &ica::PcaConfig::new(dim))?;
-    let white = pca.transform(&x)?;
-    let fit = ica::AmariIca::new(cfg).fit(&white)?;
-    let mut sources = fit.sources(&white)?;
+    Ok(ica::Matrix::new(ids.len(), width, rows)?)
+}
+
+/// The token ids of the fit's rows: `positions` draws from the words' frequencies, or every
+/// word once.
+pub fn fit_row_ids(tokens: &[u32], freq: &[u64], rows: FitRows) -> Result<Vec<u32>> {
+    match rows {
+        FitRows::Vocabulary => Ok(tokens.to_vec()),
+        FitRows::CorpusTokens { positions, seed } => {
+            use rand::distr::{weighted::WeightedIndex, Distribution};
+            use rand::SeedableRng;
+            let weights: Vec<u64> = tokens.iter().map(|&t| freq[t as usize]).collect();
+            let dist = WeightedIndex::new(&weights).map_err(|e| {
+                ExperimentError::Invalid(format!("the analysed words have no frequencies: {e}"))
+            })?;
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            Ok((0..positions)
+                .map(|_| tokens[dist.sample(&mut rng)])
+                .collect())
+        }
+    }
+}
+
+/// PCA to `settings.dim` (capped by the embedding width and the number of rows) and Amari ICA
+/// (`settings.ica`), both fitted on `settings.rows` (corpus positions or the words), then every
+/// word's sources; clusters at the paper's threshold 2.5; each component's words summarised by
+/// `prefscore::group_summary` against the scores over the words.
+pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Result<IcaGroups> {
+    use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
+    let (tokens, freq, tok) = (input.tokens, input.freq, input.tok);
+    let x = embedding_rows(input.embedding, tokens)?;
+    let fit_rows = embedding_rows(input.embedding, &fit_row_ids(tokens, freq, settings.rows)?)?;
+    let dim = settings
+        .dim
+        .min(x.cols())
+        .min(fit_rows.rows().saturating_sub(1))
+        .max(1);
+    let pca = ica::Pca::fit(&fit_rows, &ica::PcaConfig::new(dim))?;
+    let fit = ica::AmariIca::new(settings.ica.clone()).fit(&pca.transform(&fit_rows)?)?;
+    let mut sources = fit.sources(&pca.transform(&x)?)?;
     sign_to_positive_skew(&mut sources);
     let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
     let counts = cluster_counts(&per_word);
@@ -306,7 +364,7 @@ pub fn ica_groups(
             (format!("IC{}", c.component), ids)
         })
         .collect();
-    let stats = prefscore::group_summary(scores, &groups, tokens, boot)?;
+    let stats = prefscore::group_summary(input.scores, &groups, tokens, &settings.bootstrap)?;
     let mut table = report::Table::new(
         [
             "component",
@@ -355,4 +413,54 @@ pub fn ica_groups(
         within_unit,
         table,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corpus_positions_weigh_words_by_frequency_as_the_weighted_vocabulary_does() {
+        // Three words with 2-d embeddings and frequencies 1 : 3 : 6: the second moment over
+        // drawn positions must approach Σ f_w x_w x_wᵀ / Σ f_w, not the unweighted mean.
+        let embedding: [[f64; 2]; 4] = [[0.0, 0.0], [1.0, 0.0], [0.0, 2.0], [3.0, 1.0]];
+        let (tokens, freq) = ([1u32, 2, 3], [0u64, 100, 300, 600]);
+        let rows = FitRows::CorpusTokens {
+            positions: 200_000,
+            seed: 7,
+        };
+        let ids = fit_row_ids(&tokens, &freq, rows).unwrap();
+        assert_eq!(ids.len(), 200_000);
+        let m = |ids: &[u32], w: &dyn Fn(u32) -> f64| {
+            let mut s = [0f64; 4];
+            let mut tot = 0.0;
+            for &id in ids {
+                let (x, wt) = (&embedding[id as usize], w(id));
+                for (k, (a, b)) in [(0, 0), (0, 1), (1, 0), (1, 1)].into_iter().enumerate() {
+                    s[k] += wt * x[a] * x[b];
+                }
+                tot += wt;
+            }
+            s.map(|v| v / tot)
+        };
+        let sampled = m(&ids, &|_| 1.0);
+        let weighted = m(&tokens, &|id| freq[id as usize] as f64);
+        let unweighted = m(&tokens, &|_| 1.0);
+        for k in 0..4 {
+            assert!(
+                (sampled[k] - weighted[k]).abs() < 0.03,
+                "{sampled:?} vs {weighted:?}"
+            );
+        }
+        assert!(
+            (sampled[0] - unweighted[0]).abs() > 1.0,
+            "{sampled:?} {unweighted:?}"
+        );
+        // Same seed, same rows; the vocabulary rows are the words themselves.
+        assert_eq!(fit_row_ids(&tokens, &freq, rows).unwrap(), ids);
+        let vocab = fit_row_ids(&tokens, &freq, FitRows::Vocabulary).unwrap();
+        assert_eq!(vocab, tokens);
+        // Words that never occur cannot be drawn: refused by name.
+        assert!(fit_row_ids(&[0], &freq, rows).is_err());
+    }
 }

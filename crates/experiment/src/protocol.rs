@@ -203,8 +203,16 @@ impl StudySpec {
                     kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
                     resamples: 1000,
                     tags: tags(shared),
-                    // The paper's 5000 words at d = 128 on the width-128 embedding.
-                    word_groups: Some(("gpt-s0".into(), WordGroupSettings::default())),
+                    // The paper's 5000 words on corpus positions. The paper reduced a 768-wide
+                    // embedding to d = 128; `peer_small`'s is 128 wide, where d = 128 would
+                    // reduce nothing and whiten its noise directions to unit variance: d = 64.
+                    word_groups: Some((
+                        "gpt-s0".into(),
+                        WordGroupSettings {
+                            dim: if gpu { 128 } else { 64 },
+                            ..WordGroupSettings::default()
+                        },
+                    )),
                     emergence: Some(EmergenceSpec {
                         selection: TokenSelection::TopFrequent(5000),
                         models: ["gpt", "elmo_released", "elmo", "bert"]
