@@ -104,6 +104,19 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     assert!(
         ica_dir.join("ica_fit.md").is_file() && ica_dir.join("fig_ica_trajectory.png").is_file()
     );
+    // One set of groups scored on every run, with each run's group ranks and their agreement.
+    let by_run = std::fs::read_to_string(ica_dir.join("table3_by_run.md")).unwrap();
+    assert!(
+        ["gpt-s0 rank", "gpt-s1 rank", "bert-s0 rank"]
+            .iter()
+            .all(|c| by_run.contains(c)),
+        "{by_run}"
+    );
+    let agree = std::fs::read_to_string(ica_dir.join("table3_rank_agreement.md")).unwrap();
+    assert!(
+        agree.contains("gpt-s0 | gpt-s1") || agree.contains("gpt-s0 |"),
+        "{agree}"
+    );
     let fit = std::fs::read_to_string(ica_dir.join("ica_fit.md")).unwrap();
     assert!(fit.contains("0.8") && fit.contains("1.45"), "{fit}");
     assert_eq!(out.controls.len(), 3);

@@ -223,7 +223,8 @@ pub fn word_groups(
     Ok((g, tokens, outputs))
 }
 
-/// Fig. 5: the ICA loadings of the `n` most frequent words (rows by frequency).
+/// Fig. 5: the ICA loadings of the `n` most frequent words, rows ordered by their dominant
+/// component (then by its loading), so that the groups show as blocks.
 fn loadings_figure(
     path: &Path,
     g: &IcaGroups,
@@ -233,17 +234,30 @@ fn loadings_figure(
 ) -> Result<()> {
     let n = n.min(tokens.len());
     let d = g.sources.cols();
-    let values: Vec<f64> = (0..n)
-        .flat_map(|i| g.sources.row(i).iter().map(|&v| v as f64))
-        .collect();
-    let labels: Vec<String> = tokens[..n]
+    let dominant = |i: usize| {
+        let row = g.sources.row(i);
+        let k = (0..d)
+            .max_by(|&a, &b| row[a].abs().total_cmp(&row[b].abs()))
+            .unwrap_or(0);
+        (k, -row[k].abs())
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| {
+        let ((ka, va), (kb, vb)) = (dominant(a), dominant(b));
+        ka.cmp(&kb).then(va.total_cmp(&vb))
+    });
+    let values: Vec<f64> = order
         .iter()
-        .map(|&t| data.tok.id_to_token(t).unwrap_or_default())
+        .flat_map(|&i| g.sources.row(i).iter().map(|&v| v as f64))
+        .collect();
+    let labels: Vec<String> = order
+        .iter()
+        .map(|&i| data.tok.id_to_token(tokens[i]).unwrap_or_default())
         .collect();
     let opts = MatrixOptions {
         title: format!("ICA loadings of the {n} most frequent words"),
         x_label: "independent component".into(),
-        y_label: "word (by frequency)".into(),
+        y_label: "word (by dominant component)".into(),
         diverging: true,
         ..MatrixOptions::default()
     };
@@ -283,8 +297,158 @@ pub struct IcaGroups {
     pub counts: ica::analysis::ClusterCounts,
     /// Share of the source values in [−1, 1] (the paper: 80%).
     pub within_unit: f64,
-    /// Table 3: per component its typical words, size, mean score and rank.
+    /// The groups: each component's members (|y_k| > 2.5) and typical words.
+    pub groups: Vec<WordGroup>,
+    /// Table 3: per component its typical words, size, share of `##` pieces, mean score and
+    /// rank among the groups.
     pub table: report::Table,
+}
+
+/// One ICA word group.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WordGroup {
+    /// Its independent component.
+    pub component: usize,
+    /// Its 5 most frequent members.
+    pub typical: Vec<String>,
+    /// Its members (token ids).
+    pub members: Vec<u32>,
+    /// Share of its members that are `##` continuation pieces (the paper's Table 3 has a
+    /// `##s ##ed ##ly ##ing ##ism` group).
+    pub continuation_share: f64,
+}
+
+/// One set of word groups scored on several runs: each group's mean score and rank 1..G on
+/// every run, and the rank correlation of the groups' means between runs (the paper lists the
+/// groups' ELMo and GPT preferences side by side).
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupsByRun {
+    /// The runs, in column order.
+    pub runs: Vec<String>,
+    /// `means[g][r]`: group g's mean score on run r (over its scored members).
+    pub means: Vec<Vec<Option<f64>>>,
+    /// `ranks[g][r]`: its rank among the groups on run r, 1 the most primary.
+    pub ranks: Vec<Vec<Option<usize>>>,
+    /// Spearman correlation of the group means for every pair of runs (a, b, ρ, groups).
+    pub agreement: Vec<(String, String, f64, usize)>,
+}
+
+/// Scores the groups on every run of `runs` (over the analysed `tokens`).
+pub fn groups_by_run(
+    groups: &[WordGroup],
+    runs: &[&crate::analysis::RunScores],
+    tokens: &[u32],
+) -> Result<GroupsByRun> {
+    let named: Vec<(String, Vec<u32>)> = groups
+        .iter()
+        .map(|g| (format!("IC{}", g.component), g.members.clone()))
+        .collect();
+    let no_intervals = Bootstrap {
+        resamples: 0,
+        ..Bootstrap::default()
+    };
+    let mut per_run = Vec::new();
+    for r in runs {
+        let stats = prefscore::group_summary(&r.scores.values, &named, tokens, &no_intervals)?;
+        per_run.push(stats.iter().map(|g| g.mean).collect::<Vec<_>>());
+    }
+    let ranks_per_run: Vec<Vec<Option<usize>>> =
+        per_run.iter().map(|m| ranks_descending(m)).collect();
+    let g = groups.len();
+    let means = (0..g)
+        .map(|k| per_run.iter().map(|m| m[k]).collect())
+        .collect();
+    let ranks = (0..g)
+        .map(|k| ranks_per_run.iter().map(|r| r[k]).collect())
+        .collect();
+    let mut agreement = Vec::new();
+    for a in 0..runs.len() {
+        for b in a + 1..runs.len() {
+            let (x, y): (Vec<f64>, Vec<f64>) = per_run[a]
+                .iter()
+                .zip(&per_run[b])
+                .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
+                .unzip();
+            if x.len() >= 3 {
+                let rho = prefscore::spearman(&x, &y)?;
+                agreement.push((runs[a].label.clone(), runs[b].label.clone(), rho, x.len()));
+            }
+        }
+    }
+    Ok(GroupsByRun {
+        runs: runs.iter().map(|r| r.label.clone()).collect(),
+        means,
+        ranks,
+        agreement,
+    })
+}
+
+/// Table 3 across runs (each group's mean and rank per run) and the runs' rank agreement.
+pub fn groups_by_run_tables(
+    groups: &[WordGroup],
+    by: &GroupsByRun,
+) -> (report::Table, report::Table) {
+    let mut cols = vec![
+        "component".to_string(),
+        "typical words".into(),
+        "## share".into(),
+    ];
+    for r in &by.runs {
+        cols.push(format!("{r} mean"));
+        cols.push(format!("{r} rank"));
+    }
+    let mut t = report::Table::new(cols)
+        .with_title("Table 3 across runs: each word group's mean score and rank on every run")
+        .with_note("groups from one run's embedding; rank among the groups by mean score on that run, 1 the most primary; (##): mostly continuation pieces")
+        .with_precision(3);
+    for (k, g) in groups.iter().enumerate() {
+        let mark = if g.continuation_share > 0.5 {
+            " (##)"
+        } else {
+            ""
+        };
+        let mut row = vec![
+            report::Cell::from(g.component),
+            report::Cell::from(format!("{}{mark}", g.typical.join(" "))),
+            report::Cell::from(g.continuation_share),
+        ];
+        for r in 0..by.runs.len() {
+            row.push(report::Cell::from(by.means[k][r]));
+            row.push(report::Cell::from(by.ranks[k][r]));
+        }
+        t.push_row(row);
+    }
+    let mut a = report::Table::new(
+        ["run a", "run b", "Spearman of group means", "groups"]
+            .map(String::from)
+            .to_vec(),
+    )
+    .with_title("Agreement of the word groups' preference between runs")
+    .with_precision(3);
+    for (x, y, rho, n) in &by.agreement {
+        a.push_row(vec![
+            x.as_str().into(),
+            y.as_str().into(),
+            (*rho).into(),
+            (*n).into(),
+        ]);
+    }
+    (t, a)
+}
+
+/// The rank 1..G of each value, 1 the largest (`None` values last, unranked).
+pub fn ranks_descending(values: &[Option<f64>]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..values.len()).filter(|&i| values[i].is_some()).collect();
+    order.sort_by(|&a, &b| {
+        values[b]
+            .unwrap_or(0.0)
+            .total_cmp(&values[a].unwrap_or(0.0))
+    });
+    let mut out = vec![None; values.len()];
+    for (r, i) in order.into_iter().enumerate() {
+        out[i] = Some(r + 1);
+    }
+    out
 }
 
 /// What the word groups are computed from.
@@ -357,14 +521,32 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
     let within_unit = ica::analysis::fraction_within(sources.as_slice(), 1.0);
     let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
     let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
-    let groups: Vec<(String, Vec<u32>)> = comps
+    let groups: Vec<WordGroup> = comps
         .iter()
         .map(|c| {
-            let ids = c.members.iter().map(|&(i, _)| tokens[i]).collect();
-            (format!("IC{}", c.component), ids)
+            let members: Vec<u32> = c.members.iter().map(|&(i, _)| tokens[i]).collect();
+            let pieces = members
+                .iter()
+                .filter(|&&t| tok.id_to_token(t).is_some_and(|s| s.starts_with("##")))
+                .count();
+            WordGroup {
+                component: c.component,
+                typical: c
+                    .typical
+                    .iter()
+                    .filter_map(|&i| tok.id_to_token(tokens[i]))
+                    .collect(),
+                continuation_share: pieces as f64 / members.len().max(1) as f64,
+                members,
+            }
         })
         .collect();
-    let stats = prefscore::group_summary(input.scores, &groups, tokens, &settings.bootstrap)?;
+    let named: Vec<(String, Vec<u32>)> = groups
+        .iter()
+        .map(|g| (format!("IC{}", g.component), g.members.clone()))
+        .collect();
+    let stats = prefscore::group_summary(input.scores, &named, tokens, &settings.bootstrap)?;
+    let rank = ranks_descending(&stats.iter().map(|g| g.mean).collect::<Vec<_>>());
     let mut table = report::Table::new(
         [
             "component",
@@ -373,8 +555,10 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
             "mean score",
             "95% low",
             "95% high",
-            "mean rank",
-            "rank (0 = most primary)",
+            "## share",
+            "rank among groups (1 = most primary)",
+            "mean token rank",
+            "mean token-rank fraction (0 = most primary)",
             "share primary",
         ]
         .map(String::from)
@@ -383,23 +567,27 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
     .with_title("Table 3: ICA word groups of the shared embedding and their preference")
     .with_note(
         "a word is in component k when |y_k| > 2.5; typical words: the 5 most frequent members; \
-         rank among the reference tokens by score, descending",
+         ## share: members that are continuation pieces (a group of them is marked ##); rank \
+         among groups by mean score, 1 the most primary; token ranks among the reference tokens \
+         by score, descending",
     )
     .with_precision(3);
-    for (c, g) in comps.iter().zip(&stats) {
-        let typical: Vec<String> = c
-            .typical
-            .iter()
-            .filter_map(|&i| tok.id_to_token(tokens[i]))
-            .collect();
+    for ((c, g), r) in groups.iter().zip(&stats).zip(&rank) {
         let (lo, hi) = g.interval.map(|i| (i.lo, i.hi)).unzip();
+        let mark = if c.continuation_share > 0.5 {
+            " (##)"
+        } else {
+            ""
+        };
         table.push_row(vec![
             report::Cell::from(c.component),
-            report::Cell::from(typical.join(" ")),
+            report::Cell::from(format!("{}{mark}", c.typical.join(" "))),
             report::Cell::from(c.members.len()),
             report::Cell::from(g.mean),
             report::Cell::from(lo),
             report::Cell::from(hi),
+            report::Cell::from(c.continuation_share),
+            report::Cell::from(*r),
             report::Cell::from(g.mean_rank),
             report::Cell::from(g.mean_rank_fraction),
             report::Cell::from(g.share_primary),
@@ -411,6 +599,7 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
         sources,
         counts,
         within_unit,
+        groups,
         table,
     })
 }
@@ -418,6 +607,12 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_put_the_largest_first_and_leave_missing_values_out() {
+        let r = ranks_descending(&[Some(0.1), None, Some(0.5), Some(-0.2)]);
+        assert_eq!(r, [Some(2), None, Some(1), Some(3)]);
+    }
 
     #[test]
     fn corpus_positions_weigh_words_by_frequency_as_the_weighted_vocabulary_does() {

@@ -11,7 +11,7 @@ use crate::analysis::{compare_runs, PairComparison, RunScores};
 use crate::controls::{controls_table, run_controls, score_figures, RunControl};
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
-use crate::groups::word_groups;
+use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
 use crate::progress::Progress;
@@ -287,7 +287,16 @@ fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         return Ok(());
     };
     let dir = ctx.out.join(format!("ica_{label}"));
-    let (g, _, files) = word_groups(run, ctx.data, settings, &dir)?;
+    let (g, tokens, files) = word_groups(run, ctx.data, settings, &dir)?;
+    // One set of groups, scored on every run of the study.
+    if let Some((_, rs)) = ctx.main() {
+        let runs: Vec<&RunScores> = rs.iter().collect();
+        let by = groups_by_run(&g.groups, &runs, &tokens)?;
+        let (t, a) = groups_by_run_tables(&g.groups, &by);
+        o.outputs.extend(t.write_all(&dir, "table3_by_run")?);
+        o.outputs
+            .extend(a.write_all(&dir, "table3_rank_agreement")?);
+    }
     o.outputs.extend(
         files
             .table3
