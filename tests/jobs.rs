@@ -8,6 +8,9 @@
 //!   where permission bits are ignored) names the file and leaves the previous checkpoint;
 //! - N processes on one study: `reproduce --only` on disjoint runs of one folder create one
 //!   `data/` and give the results of a sequential study.
+//!
+//! The examples must be built from the current sources: a plain `cargo test` builds them,
+//! `cargo test --test jobs` alone does not (run `cargo build --examples` first).
 #![cfg(unix)]
 
 mod common;
@@ -61,7 +64,9 @@ fn args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
 fn whole() -> &'static Path {
     static WHOLE: OnceLock<PathBuf> = OnceLock::new();
     WHOLE.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap().keep().join("whole");
+        // Under the target folder (not a temporary folder: it outlives every test's own).
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("jobs-whole");
+        let _ = std::fs::remove_dir_all(&dir);
         let ok = Command::new(example_bin("two_tower"))
             .args(args(&dir, None))
             .stdout(Stdio::null())
