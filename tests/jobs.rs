@@ -2,6 +2,7 @@
 //! lines (issue 27):
 //!
 //! - two writers on one run: the second `two_tower` on a folder is refused, naming the first;
+//!   the lock of a killed run is named and taken over by the next;
 //! - SIGTERM mid-phase-1 and mid-heads: exit code 75 after a checkpoint, and the rerun ends
 //!   with the scores of an uninterrupted run, bit for bit;
 //! - a failed checkpoint write (a full disk, injected with RLIMIT_FSIZE: the tests run as root,
@@ -158,6 +159,31 @@ fn two_writers_on_one_run_the_second_is_refused_naming_the_holder() {
         !out.join("writer.lock").exists(),
         "the lock outlived its run"
     );
+    same_scores(whole(), &out);
+}
+
+#[test]
+fn a_killed_runs_stale_lock_is_named_and_taken_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let lock = out.join("writer.lock");
+    let mut run = spawn(&out);
+    wait_for(&mut run, "writer lock", || lock.is_file());
+    let pid = run.id();
+    run.kill().unwrap(); // SIGKILL: no handler runs, the lock stays
+    run.wait().unwrap();
+    assert!(lock.is_file(), "a killed process cannot remove its lock");
+    let o = Command::new(example_bin("two_tower"))
+        .args(args(&out, Some(&tokenizer())))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains(&format!("took over the lock of process {pid} on host")),
+        "the stale holder is not named: {said}"
+    );
+    assert!(!lock.exists(), "the lock outlived its run");
     same_scores(whole(), &out);
 }
 
