@@ -370,3 +370,27 @@ fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() 
         same_scores(&par.join(l), &seq.join(l));
     }
 }
+
+#[test]
+fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(example_bin("reproduce"))
+        .args(["--protocol", "smoke", "--quiet", "--tables-only", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    for run in [
+        "gpt-s0 (never started)",
+        "gpt-s1 (never started)",
+        "bert-s0 (never started)",
+    ] {
+        assert!(err.contains(run), "{run} is not named: {err}");
+    }
+    assert!(err.contains("3 of 3 runs"), "{err}");
+    assert!(
+        !dir.path().join("data").exists(),
+        "--tables-only trained or prepared something"
+    );
+}
