@@ -102,7 +102,9 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     assert!(g.within_unit > 0.0 && g.within_unit < 1.0, "{g:?}");
     let ica_dir = dir.path().join("ica_gpt-s0");
     assert!(
-        ica_dir.join("ica_fit.md").is_file() && ica_dir.join("fig_ica_trajectory.png").is_file()
+        ica_dir.join("ica_fit.md").is_file()
+            && ica_dir.join("fig_ica_trajectory.png").is_file()
+            && ica_dir.join("fig7_group_words.png").is_file()
     );
     // One set of groups scored on every run, with each run's group ranks and their agreement.
     let by_run = std::fs::read_to_string(ica_dir.join("table3_by_run.md")).unwrap();

@@ -82,6 +82,41 @@ pub struct WordGroupOutputs {
     pub fit: Vec<PathBuf>,
     /// The fit's residual and change of `W` against its steps (`fig_ica_trajectory.png`).
     pub trajectory: PathBuf,
+    /// Fig. 7: each group's strongest words, sized by loading (`fig7_group_words.png`).
+    pub fig7: PathBuf,
+}
+
+/// Fig. 7: a panel per group, most primary first, its 10 strongest words sized by loading.
+fn group_words_figure(path: &Path, g: &IcaGroups, tok: &corpus::Tokenizer) -> Result<()> {
+    let mut order: Vec<&WordGroup> = g.groups.iter().collect();
+    order.sort_by_key(|w| w.rank.unwrap_or(usize::MAX));
+    let panels: Vec<report::WordPanel> = order
+        .iter()
+        .filter(|w| !w.members.is_empty())
+        .map(|w| report::WordPanel {
+            title: match w.mean {
+                Some(m) => format!("IC{} ({m:+.2})", w.component),
+                None => format!("IC{}", w.component),
+            },
+            words: w
+                .members
+                .iter()
+                .zip(&w.loadings)
+                .take(10)
+                .map(|(&t, &y)| (tok.id_to_token(t).unwrap_or_default(), (y as f64).abs()))
+                .collect(),
+        })
+        .collect();
+    if panels.is_empty() {
+        return Ok(());
+    }
+    report::word_grid(
+        path,
+        &panels,
+        6,
+        "Fig. 7: word groups, most primary first (mean score), words sized by loading",
+    )?;
+    Ok(())
 }
 
 /// The paper's statistics of its fit (section 5.3): 80% of source values in [−1, 1], 45% of
@@ -213,12 +248,15 @@ pub fn word_groups(
     let fit = fit_table(&g).write_all(out, "ica_fit")?;
     let trajectory = out.join("fig_ica_trajectory.png");
     trajectory_figure(&trajectory, &g)?;
+    let fig7 = out.join("fig7_group_words.png");
+    group_words_figure(&fig7, &g, &data.tok)?;
     let outputs = WordGroupOutputs {
         table3,
         fig5,
         fig6,
         fit,
         trajectory,
+        fig7,
     };
     Ok((g, tokens, outputs))
 }
@@ -311,8 +349,14 @@ pub struct WordGroup {
     pub component: usize,
     /// Its 5 most frequent members.
     pub typical: Vec<String>,
-    /// Its members (token ids).
+    /// Its members (token ids), by loading descending.
     pub members: Vec<u32>,
+    /// Their loadings on the component (> 2.5).
+    pub loadings: Vec<f32>,
+    /// Its mean preference score on the run the groups were found on.
+    pub mean: Option<f64>,
+    /// Its rank among the groups by that mean, 1 the most primary.
+    pub rank: Option<usize>,
     /// Share of its members that are `##` continuation pieces (the paper's Table 3 has a
     /// `##s ##ed ##ly ##ing ##ism` group).
     pub continuation_share: f64,
@@ -521,7 +565,7 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
     let within_unit = ica::analysis::fraction_within(sources.as_slice(), 1.0);
     let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
     let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
-    let groups: Vec<WordGroup> = comps
+    let mut groups: Vec<WordGroup> = comps
         .iter()
         .map(|c| {
             let members: Vec<u32> = c.members.iter().map(|&(i, _)| tokens[i]).collect();
@@ -537,7 +581,10 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
                     .filter_map(|&i| tok.id_to_token(tokens[i]))
                     .collect(),
                 continuation_share: pieces as f64 / members.len().max(1) as f64,
+                loadings: c.members.iter().map(|&(_, y)| y).collect(),
                 members,
+                mean: None,
+                rank: None,
             }
         })
         .collect();
@@ -547,6 +594,9 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
         .collect();
     let stats = prefscore::group_summary(input.scores, &named, tokens, &settings.bootstrap)?;
     let rank = ranks_descending(&stats.iter().map(|g| g.mean).collect::<Vec<_>>());
+    for ((g, st), r) in groups.iter_mut().zip(&stats).zip(&rank) {
+        (g.mean, g.rank) = (st.mean, *r);
+    }
     let mut table = report::Table::new(
         [
             "component",

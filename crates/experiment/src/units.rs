@@ -305,7 +305,7 @@ fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             .chain(files.fit.iter().cloned()),
     );
     o.outputs.extend(
-        [files.fig5, files.fig6, files.trajectory]
+        [files.fig5, files.fig6, files.trajectory, files.fig7]
             .into_iter()
             .filter(|f| f.is_file()),
     );

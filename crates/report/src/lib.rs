@@ -16,7 +16,7 @@ mod table;
 pub use error::{Error, Result};
 pub use plot::{
     bar_chart, heatmap, histogram_grid, interval_plot, line_plot, matrix_image, register_fonts,
-    scatter, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint, MatrixOptions,
-    PlotOptions, Series,
+    scatter, word_grid, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint,
+    MatrixOptions, PlotOptions, Series, WordPanel,
 };
 pub use table::{Cell, Table, DEFAULT_PRECISION};

@@ -8,6 +8,7 @@ mod histogram;
 mod intervals;
 mod line;
 mod matrix;
+mod words;
 
 pub use bar::bar_chart;
 pub use heatmap::{heatmap, HeatmapOptions};
@@ -15,6 +16,7 @@ pub use histogram::{histogram_grid, HistogramOptions};
 pub use intervals::{interval_plot, IntervalGroup, IntervalPoint};
 pub use line::{line_plot, scatter, PlotOptions, Series};
 pub use matrix::{matrix_image, MatrixOptions};
+pub use words::{word_grid, WordPanel};
 
 use std::path::Path;
 use std::sync::Once;
