@@ -74,6 +74,10 @@ fn invalid_settings_and_protocols_are_refused() {
     assert!(matches!(spec.validate(), Err(ExperimentError::Invalid(_))));
     let err = "fast".parse::<Protocol>().unwrap_err();
     assert!(err.to_string().contains("smoke, cpu, gpu"), "{err}");
+    assert!(
+        matches!(&err, ExperimentError::UnknownChoice { what: "protocol", given, .. } if given == "fast"),
+        "{err:?}"
+    );
     // The cpu protocol reads the shared data; its spec names the paths it will need.
     let cpu = StudySpec::protocol(Protocol::Cpu, std::path::Path::new("/nope")).unwrap();
     assert!(cpu.corpus.corpus.starts_with("/nope/"));

@@ -6,7 +6,9 @@ mod common;
 
 use common::{quiet, shared};
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::{run_study, CorpusData, Protocol, RunRecord, ScoringSet, StudySpec};
+use lmsplit::experiment::{
+    run_study, CorpusData, ExperimentError, Protocol, RunRecord, ScoringSet, StudySpec,
+};
 use lmsplit::towers::{ElmoMode, Style};
 
 #[test]
@@ -156,6 +158,18 @@ fn some_runs_write_their_tables_to_a_subset_folder() {
     assert!(!dir.path().join("gpt-s0").exists());
     let err = run_study(&spec, dir.path(), &["elmo-s9".into()], &quiet()).unwrap_err();
     assert!(err.to_string().contains("elmo-s9 is not a run"), "{err}");
+    assert!(
+        matches!(&err, ExperimentError::UnknownRun { label, runs } if label == "elmo-s9" && runs.len() == 3),
+        "{err:?}"
+    );
+    // Two runs under one label would share a folder: refused before anything runs.
+    let mut twice = spec.clone();
+    twice.runs.push(twice.runs[0].clone());
+    let err = run_study(&twice, dir.path(), &[], &quiet()).unwrap_err();
+    assert!(
+        matches!(err, ExperimentError::DuplicateRun(ref l) if l == "gpt-s0"),
+        "{err:?}"
+    );
 }
 
 #[test]

@@ -105,6 +105,27 @@ pub enum ExperimentError {
     /// doing something other than training (training stops with [`towers::TowersError::Stopped`]).
     #[error("stopped on request while {0}; run the same command again to continue")]
     Interrupted(String),
+    /// A name that is not one of the choices (a protocol, sampler, dtype, ...).
+    #[error("unknown {what} {given:?} ({})", choices.join(", "))]
+    UnknownChoice {
+        /// What was named ("protocol", "dtype", ...).
+        what: &'static str,
+        /// What was given.
+        given: String,
+        /// The names that are accepted.
+        choices: Vec<&'static str>,
+    },
+    /// A run label that is not a run of the study (e.g. in `--only`).
+    #[error("{label} is not a run of this study ({})", runs.join(", "))]
+    UnknownRun {
+        /// The label given.
+        label: String,
+        /// The study's runs.
+        runs: Vec<String>,
+    },
+    /// Two runs of one study would share a folder and a label.
+    #[error("two runs of the study are labelled {0} (give one a model name)")]
+    DuplicateRun(String),
     /// An argument or a combination of settings is invalid.
     #[error("{0}")]
     Invalid(String),

@@ -120,9 +120,11 @@ impl std::str::FromStr for LmdSampler {
         match s {
             "sampled" => Ok(Self::Sampled),
             "reference" => Ok(Self::Reference),
-            _ => Err(ExperimentError::Invalid(format!(
-                "sampler {s:?}: expected sampled or reference"
-            ))),
+            _ => Err(ExperimentError::UnknownChoice {
+                what: "sampler",
+                given: s.into(),
+                choices: vec!["sampled", "reference"],
+            }),
         }
     }
 }
@@ -154,9 +156,11 @@ impl std::str::FromStr for ComputeDType {
         match s {
             "f32" => Ok(ComputeDType::F32),
             "bf16" => Ok(ComputeDType::Bf16),
-            d => Err(ExperimentError::Invalid(format!(
-                "dtype {d:?}: expected f32 or bf16"
-            ))),
+            d => Err(ExperimentError::UnknownChoice {
+                what: "dtype",
+                given: d.into(),
+                choices: vec!["f32", "bf16"],
+            }),
         }
     }
 }

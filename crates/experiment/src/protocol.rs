@@ -40,9 +40,11 @@ impl std::str::FromStr for Protocol {
             "smoke" => Ok(Protocol::Smoke),
             "cpu" => Ok(Protocol::Cpu),
             "gpu" => Ok(Protocol::Gpu),
-            _ => Err(ExperimentError::Invalid(format!(
-                "unknown protocol {s:?} (smoke, cpu, gpu)"
-            ))),
+            _ => Err(ExperimentError::UnknownChoice {
+                what: "protocol",
+                given: s.into(),
+                choices: vec!["smoke", "cpu", "gpu"],
+            }),
         }
     }
 }

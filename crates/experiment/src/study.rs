@@ -58,16 +58,13 @@ fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
         .enumerate()
         .find(|(i, l)| labels[..*i].contains(l))
     {
-        return Err(ExperimentError::Invalid(format!(
-            "two runs of the study are labelled {} (give one a model name)",
-            dup.1
-        )));
+        return Err(ExperimentError::DuplicateRun(dup.1.clone()));
     }
     if let Some(bad) = only.iter().find(|l| !labels.contains(l)) {
-        return Err(ExperimentError::Invalid(format!(
-            "{bad} is not a run of this study ({})",
-            labels.join(", ")
-        )));
+        return Err(ExperimentError::UnknownRun {
+            label: bad.clone(),
+            runs: labels,
+        });
     }
     Ok(())
 }
