@@ -3,12 +3,20 @@
 //! The building-block crates (`corpus`, `towers`, `heads`, `prefscore`, `ica`, `lmd`, `report`)
 //! know nothing of the experiments; this crate composes them into what a user runs:
 //!
-//! - the two-tower experiment (He & Toyoizumi): a [`spec::RunSpec`] (saved as `run.json`) names
-//!   the corpus, the model and the three phases; [`run::ensure_run`] trains phase 1 (joint
-//!   head), retrains one head per frozen tower (phases 2/3) and scores every head on one fixed
-//!   [`scoring::ScoringSet`], resuming from checkpoints and reusing finished runs;
-//!   [`analysis`] turns scored runs into the paper's tables and figures with their controls;
-//! - the LMD study (Zhang): extraction, moments, analysis and tables.
+//! - the two-tower experiment (He & Toyoizumi), in stages that only point down:
+//!   - **run stage**: a [`spec::RunSpec`] (saved as `run.json`, [`record`]) names the corpus, the
+//!     model and the three phases; [`run::ensure_run`] trains phase 1 (joint head, weight
+//!     snapshots), retrains one head per frozen tower (phases 2/3, [`training`]), scores every
+//!     head on one fixed [`scoring::ScoringSet`] and trains the snapshots' heads
+//!     ([`snapshots`]), resuming from checkpoints and reusing finished runs, one writer per
+//!     folder ([`lock`]);
+//!   - **analysis stage**: pure functions of scored runs ([`analysis`], [`controls`],
+//!     [`pieces`], [`emergence`], [`groups`]);
+//!   - **report stage**: each result's tables and figures ([`tables`], `report`);
+//!   - **study**: [`protocol`] says what a study is; [`study::run_study`] runs the run stage,
+//!     then each analysis unit of [`units`] in turn; progress goes through the caller's
+//!     [`Progress`];
+//! - the LMD study (Zhang): extraction, moments, analysis and tables ([`lmd_study`]).
 //!
 //! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
 //! `heads::retrain` (phases 2/3) → `heads::evaluate` on the scoring set → `prefscore` scores →
