@@ -34,6 +34,11 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         assert!(!r.heads.above_unigram, "{}: {:?}", r.label, r.heads);
         assert!(r.positions > 1000);
     }
+    // Each run states its budget and throughput (the table's wall time follows from them).
+    for r in &out.runs {
+        assert_eq!(r.phase1_tokens, 120_320, "{}", r.label);
+        assert!(r.phase1_tokens_per_s > 0.0, "{}", r.label);
+    }
     // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
     assert_eq!(out.pairs.len(), 12);
     for (_, p) in &out.pairs {

@@ -28,6 +28,12 @@ pub struct StudyRun {
     pub share_primary: f64,
     /// Whether the run was reused.
     pub reused: bool,
+    /// Token positions of phase 1.
+    #[serde(default)]
+    pub phase1_tokens: u64,
+    /// Phase 1's throughput (tokens/s, as the run measured it where it trained).
+    #[serde(default)]
+    pub phase1_tokens_per_s: f64,
 }
 
 /// Fig. 4 for one run: the scores of the `top_n` most frequent training tokens summarised per
@@ -206,6 +212,9 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
     let mut t = report::Table::new(
         [
             "run",
+            "phase-1 tokens",
+            "tokens/s",
+            "phase-1 wall (min)",
             "scoring set",
             "positions",
             "head 1 NLL",
@@ -223,11 +232,22 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
         .to_vec(),
     )
     .with_title("Runs: heads against the joint head and the unigram model (validation, nats)")
+    .with_note(
+        "budget: tokens of phase 1 (the paper's rule was equal wall-clock, about a day each); \
+         tokens/s and wall time as measured where the run trained (the machine is named in the \
+         study's report, not in the run record)",
+    )
     .with_precision(3);
     for r in runs {
         let h = &r.heads;
         t.push_row(vec![
             report::Cell::from(r.label.as_str()),
+            report::Cell::from(r.phase1_tokens as usize),
+            report::Cell::from(r.phase1_tokens_per_s),
+            report::Cell::from(
+                (r.phase1_tokens_per_s > 0.0)
+                    .then(|| r.phase1_tokens as f64 / r.phase1_tokens_per_s / 60.0),
+            ),
             report::Cell::from(r.scoring_fingerprint.as_str()),
             report::Cell::from(r.positions as usize),
             report::Cell::from(h.nll.first().copied()),

@@ -221,6 +221,8 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             retest: res.retest.clone(),
             share_primary: s.share_primary,
             reused: r.reused,
+            phase1_tokens: res.phase1.tokens,
+            phase1_tokens_per_s: res.phase1.tokens_per_s,
         });
         let title = format!(
             "Preference score per UPOS tag, {} ({})",
