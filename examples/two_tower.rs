@@ -153,7 +153,7 @@ fn stop_on_signals() {
 fn exit(result: Result<(), ExperimentError>) -> ExitCode {
     match result {
         Err(e) if e.is_stopped() => {
-            eprintln!("stopped: {}", common::sentence(&e));
+            eprintln!("{}", common::sentence(&e));
             ExitCode::from(EXIT_STOPPED)
         }
         r => common::finish(r),
