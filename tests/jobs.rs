@@ -21,43 +21,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::example_bin;
+use common::{example_bin, small_gpt_run_args};
 
 /// Exit code of a run stopped by SIGTERM after its checkpoint (examples/two_tower.rs).
 const EXIT_STOPPED: i32 = 75;
-
-/// The `two_tower` arguments of a small GPT run (seconds on a CPU) into `out`.
-fn args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
-    let mut a: Vec<String> = [
-        "--style",
-        "gpt",
-        "--corpus",
-        "synthetic",
-        "--documents",
-        "150",
-        "--train-vocab",
-        "256",
-        "--budget-tokens",
-        "40000",
-        "--heads-max-tokens",
-        "4000",
-        "--seq-len",
-        "32",
-        "--batch-size",
-        "8",
-        "--seed",
-        "5",
-        "--out",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    a.push(out.display().to_string());
-    if let Some(t) = tokenizer {
-        a.extend(["--tokenizer".into(), t.display().to_string()]);
-    }
-    a
-}
 
 /// The uninterrupted reference run, trained once per test binary: its folder (its
 /// `data/tokenizer.json` is given to every other run, WordPiece training not being
@@ -69,7 +36,7 @@ fn whole() -> &'static Path {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("jobs-whole");
         let _ = std::fs::remove_dir_all(&dir);
         let ok = Command::new(example_bin("two_tower"))
-            .args(args(&dir, None))
+            .args(small_gpt_run_args(&dir, None))
             .stdout(Stdio::null())
             .status()
             .unwrap();
@@ -84,7 +51,7 @@ fn tokenizer() -> PathBuf {
 
 fn spawn(out: &Path) -> Child {
     Command::new(example_bin("two_tower"))
-        .args(args(out, Some(&tokenizer())))
+        .args(small_gpt_run_args(out, Some(&tokenizer())))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -143,7 +110,7 @@ fn two_writers_on_one_run_the_second_is_refused_naming_the_holder() {
         out.join("writer.lock").is_file()
     });
     let second = Command::new(example_bin("two_tower"))
-        .args(args(&out, Some(&tokenizer())))
+        .args(small_gpt_run_args(&out, Some(&tokenizer())))
         .output()
         .unwrap();
     let err = stderr_of(&second);
@@ -174,7 +141,7 @@ fn a_killed_runs_stale_lock_is_named_and_taken_over() {
     run.wait().unwrap();
     assert!(lock.is_file(), "a killed process cannot remove its lock");
     let o = Command::new(example_bin("two_tower"))
-        .args(args(&out, Some(&tokenizer())))
+        .args(small_gpt_run_args(&out, Some(&tokenizer())))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr_of(&o));
@@ -250,7 +217,7 @@ fn a_failed_checkpoint_write_names_the_file_and_keeps_the_previous_checkpoint() 
     // A full disk for files over 100 kB (the weights are ~190 kB, the JSON files smaller):
     // RLIMIT_FSIZE with SIGXFSZ ignored makes such a write fail with EFBIG, root or not.
     let mut cmd = Command::new(example_bin("two_tower"));
-    cmd.args(args(&out, Some(&tokenizer())));
+    cmd.args(small_gpt_run_args(&out, Some(&tokenizer())));
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         use std::os::unix::process::CommandExt;
@@ -319,7 +286,6 @@ fn reproduce(out: &Path, only: &str, tokenizer: Option<&Path>) -> Command {
 }
 
 #[test]
-#[ignore = "four smoke-protocol runs, minutes of CPU: cargo test --test jobs -- --ignored"]
 fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() {
     let dir = tempfile::tempdir().unwrap();
     let (par, seq) = (dir.path().join("parallel"), dir.path().join("sequential"));

@@ -7,40 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::example_bin;
-
-fn args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
-    [
-        "--style",
-        "gpt",
-        "--corpus",
-        "synthetic",
-        "--documents",
-        "150",
-        "--train-vocab",
-        "256",
-        "--budget-tokens",
-        "40000",
-        "--heads-max-tokens",
-        "4000",
-        "--seq-len",
-        "32",
-        "--batch-size",
-        "8",
-        "--seed",
-        "5",
-        "--out",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([out.display().to_string()])
-    .chain(
-        tokenizer
-            .into_iter()
-            .flat_map(|t| ["--tokenizer".into(), t.display().to_string()]),
-    )
-    .collect()
-}
+use common::{example_bin, small_gpt_run_args};
 
 /// A phase-1 checkpoint exists (the trainer checkpoints at every validation).
 fn has_checkpoint(out: &Path) -> bool {
@@ -55,7 +22,7 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
     let dir = tempfile::tempdir().unwrap();
     let (whole, killed) = (dir.path().join("whole"), dir.path().join("killed"));
     let ok = Command::new(&bin)
-        .args(args(&whole, None))
+        .args(small_gpt_run_args(&whole, None))
         .stdout(Stdio::null())
         .status()
         .unwrap();
@@ -64,7 +31,7 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
     // WordPiece training is not bit-reproducible: the second run takes the first one's vocabulary.
     let tok = whole.join("data/tokenizer.json");
     let mut child = Command::new(&bin)
-        .args(args(&killed, Some(&tok)))
+        .args(small_gpt_run_args(&killed, Some(&tok)))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -87,7 +54,7 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
         "killed too late to test a resume"
     );
     let ok = Command::new(&bin)
-        .args(args(&killed, Some(&tok)))
+        .args(small_gpt_run_args(&killed, Some(&tok)))
         .stdout(Stdio::null())
         .status()
         .unwrap();

@@ -1,8 +1,11 @@
 //! What the example command lines share: an error as a sentence (printed with exit code 1),
-//! comma-separated lists, and the `--device` flag. Everything else is library API (`lmsplit::experiment`).
+//! comma-separated lists, the `--device` flag, and stopping a run on SIGTERM/SIGINT with exit
+//! code 75. Everything else is library API (`lmsplit::experiment`).
 
 use std::fmt::Display;
 use std::process::ExitCode;
+
+use lmsplit::experiment::ExperimentError;
 
 /// Prints `error: <sentence>` (with the chain of causes) and returns exit code 1 on error.
 pub fn finish<E: Into<Box<dyn std::error::Error>>>(result: Result<(), E>) -> ExitCode {
@@ -63,5 +66,49 @@ pub fn device(flag: Option<&str>) -> Result<candle_core::Device, String> {
             Some(Ok(id)) => cuda(id),
             _ => Err(format!("unknown device {s:?} (cpu, cuda, cuda:<N>)")),
         },
+    }
+}
+
+/// Exit code of a run stopped on request (SIGTERM or SIGINT) after writing its checkpoint:
+/// EX_TEMPFAIL of sysexits.h. The same command started again resumes bit-exactly; a second
+/// signal ends the process at once.
+pub const EXIT_STOPPED: u8 = 75;
+
+/// SIGTERM (what Slurm and Kubernetes send before a kill) and SIGINT ask the training loop to
+/// stop at its next step boundary (`towers::request_stop`, one atomic store); the handler then
+/// restores the default action, so a second signal kills.
+#[allow(dead_code)]
+pub fn stop_on_signals() {
+    #[cfg(unix)]
+    {
+        extern "C" fn on_signal(sig: libc::c_int) {
+            lmsplit::towers::request_stop();
+            // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
+            unsafe {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+        for sig in [libc::SIGTERM, libc::SIGINT] {
+            // SAFETY: the handler only stores an atomic and calls signal(), both
+            // async-signal-safe.
+            unsafe {
+                libc::signal(
+                    sig,
+                    on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+                );
+            }
+        }
+    }
+}
+
+/// Exit code 75 with the stop's sentence for a requested stop, else `common::finish`.
+#[allow(dead_code)]
+pub fn exit_stopped_or_finish(result: Result<(), ExperimentError>) -> ExitCode {
+    match result {
+        Err(e) if e.is_stopped() => {
+            eprintln!("{}", sentence(&e));
+            ExitCode::from(EXIT_STOPPED)
+        }
+        r => finish(r),
     }
 }

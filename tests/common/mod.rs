@@ -70,3 +70,38 @@ pub fn shared(rel: &str) -> PathBuf {
     assert!(p.exists(), "shared test input {} is missing", p.display());
     p
 }
+
+/// The `two_tower` arguments of a small GPT run (seconds on a CPU) into `out`, with an optional
+/// tokenizer file (else a vocabulary trained in `out/data/`).
+pub fn small_gpt_run_args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
+    [
+        "--style",
+        "gpt",
+        "--corpus",
+        "synthetic",
+        "--documents",
+        "150",
+        "--train-vocab",
+        "256",
+        "--budget-tokens",
+        "40000",
+        "--heads-max-tokens",
+        "4000",
+        "--seq-len",
+        "32",
+        "--batch-size",
+        "8",
+        "--seed",
+        "5",
+        "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.display().to_string()])
+    .chain(
+        tokenizer
+            .into_iter()
+            .flat_map(|t| ["--tokenizer".into(), t.display().to_string()]),
+    )
+    .collect()
+}

@@ -89,15 +89,20 @@ pub struct RunOptions {
     pub progress: Progress,
     /// Load (or train) the model even when the run finished (for embedding analyses).
     pub need_model: bool,
+    /// Train (or read) the heads of every phase-1 snapshot (the agreement curve's points; each
+    /// costs one or two head trainings); `false` skips them, and the runs then carry none.
+    pub snapshot_heads: bool,
 }
 
 impl Default for RunOptions {
-    /// CPU, progress bars and messages on stdout, no model for a finished run.
+    /// CPU, progress bars and messages on stdout, no model for a finished run, snapshot heads
+    /// trained.
     fn default() -> Self {
         Self {
             device: Device::Cpu,
             progress: Progress::stdout(),
             need_model: false,
+            snapshot_heads: true,
         }
     }
 }

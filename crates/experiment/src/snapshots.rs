@@ -85,7 +85,7 @@ impl SnapshotHeads<'_> {
 }
 
 /// The scores of every phase-1 snapshot of the finished run `record` in `dir`: heads trained
-/// and scored once, then read from the cache.
+/// and scored once, then read from the cache (none with `RunOptions::snapshot_heads` off).
 pub fn snapshot_scores(
     record: &RunRecord,
     dir: &std::path::Path,
@@ -93,7 +93,7 @@ pub fn snapshot_scores(
     scoring: &ScoringSet,
     opts: &RunOptions,
 ) -> Result<Vec<SnapshotScores>> {
-    let Some(res) = &record.result else {
+    let Some(res) = record.result.as_ref().filter(|_| opts.snapshot_heads) else {
         return Ok(Vec::new());
     };
     let per_update = res.phase1.tokens / res.phase1.steps.max(1);
