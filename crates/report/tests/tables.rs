@@ -161,3 +161,23 @@ fn matrix_tables() {
         Err(Error::InvalidArgument(_))
     ));
 }
+
+#[test]
+fn a_failed_table_write_names_the_file_and_leaves_no_partial_file() {
+    // A folder where the Markdown file should go: the rename over it fails (also as root).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("t.md")).unwrap();
+    let err = sample().write_all(dir.path(), "t").unwrap_err();
+    assert!(err.to_string().contains("t.md"), "{err}");
+    let mut left: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    // The CSV was written whole before the failure; no temporary file stays behind.
+    assert_eq!(left, ["t.csv", "t.md"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("t.csv")).unwrap(),
+        sample().to_csv()
+    );
+}
