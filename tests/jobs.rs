@@ -154,18 +154,24 @@ fn a_killed_runs_stale_lock_is_named_and_taken_over() {
     same_scores(whole(), &out);
 }
 
+/// A run into `out` sent SIGTERM once its first phase-1 checkpoint exists, and its output.
+fn stopped_after_first_checkpoint(out: &Path) -> Output {
+    let ckpt = out.join("phase1/checkpoint");
+    let mut run = spawn(out);
+    wait_for(&mut run, "phase-1 checkpoint", || {
+        ckpt.join("state.json").is_file()
+    });
+    sigterm(&run);
+    run.wait_with_output().unwrap()
+}
+
 #[test]
 fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let ckpt = out.join("phase1/checkpoint");
 
-    let mut run = spawn(&out);
-    wait_for(&mut run, "phase-1 checkpoint", || {
-        ckpt.join("state.json").is_file()
-    });
-    sigterm(&run);
-    let o = run.wait_with_output().unwrap();
+    let o = stopped_after_first_checkpoint(&out);
     let err = stderr_of(&o);
     assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{err}");
     assert!(err.contains("stopped on request after update"), "{err}");
@@ -203,12 +209,8 @@ fn a_failed_checkpoint_write_names_the_file_and_keeps_the_previous_checkpoint() 
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let ckpt = out.join("phase1/checkpoint");
-    let mut run = spawn(&out);
-    wait_for(&mut run, "phase-1 checkpoint", || {
-        ckpt.join("state.json").is_file()
-    });
-    sigterm(&run);
-    assert_eq!(run.wait().unwrap().code(), Some(EXIT_STOPPED));
+    let o = stopped_after_first_checkpoint(&out);
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr_of(&o));
     let before: Vec<Vec<u8>> = ["state.json", "weights.safetensors", "optimizer.safetensors"]
         .iter()
         .map(|f| std::fs::read(ckpt.join(f)).unwrap())

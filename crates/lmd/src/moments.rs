@@ -418,25 +418,7 @@ impl Moments {
     /// so that f64 inputs are never rounded and no tensor is built. The same f64 arithmetic as
     /// [`Moments::update_stacked`].
     pub fn update_stacked_f64(&mut self, rows: &[f64]) -> Result<()> {
-        let d = self.dim();
-        if rows.len() % d != 0 {
-            return Err(LmdError::WidthMismatch {
-                what: format!("stacked f64 batch of length {}", rows.len()),
-                expected: d,
-                got: rows.len(),
-            });
-        }
-        let n = rows.len() / d;
-        if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
-            let (r, c) = (k / d, k % d);
-            let model = self.offsets.partition_point(|&o| o <= c) - 1;
-            return Err(LmdError::NonFinite {
-                model: self.names[model].clone(),
-                row: r,
-                col: c - self.offsets[model],
-                value: rows[k] as f32,
-            });
-        }
+        let (n, d) = self.check_stacked_f64(rows)?;
         self.accumulate(n, |row, out| {
             out.copy_from_slice(&rows[row * d..(row + 1) * d])
         });
@@ -447,27 +429,9 @@ impl Moments {
     /// place (it is left holding z − shift) and read directly as the D × n matrix of samples
     /// it already is in memory. For streaming readers that refill one buffer per chunk.
     pub fn update_stacked_f64_in_place(&mut self, rows: &mut [f64]) -> Result<()> {
-        let d = self.dim();
-        if rows.len() % d != 0 {
-            return Err(LmdError::WidthMismatch {
-                what: format!("stacked f64 batch of length {}", rows.len()),
-                expected: d,
-                got: rows.len(),
-            });
-        }
-        let n = rows.len() / d;
+        let (n, d) = self.check_stacked_f64(rows)?;
         if n == 0 {
             return Ok(());
-        }
-        if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
-            let (r, c) = (k / d, k % d);
-            let model = self.offsets.partition_point(|&o| o <= c) - 1;
-            return Err(LmdError::NonFinite {
-                model: self.names[model].clone(),
-                row: r,
-                col: c - self.offsets[model],
-                value: rows[k] as f32,
-            });
         }
         if self.shift.is_none() {
             let mut mean = vec![0.0; d];
@@ -547,6 +511,31 @@ impl Moments {
         }
         self.n += n as u64;
         Ok(())
+    }
+
+    /// The rows n and width D of a stacked f64 batch, checked: a length that is a multiple of D
+    /// and finite values (else the model, row and column of the first bad one).
+    fn check_stacked_f64(&self, rows: &[f64]) -> Result<(usize, usize)> {
+        let d = self.dim();
+        if rows.len() % d != 0 {
+            return Err(LmdError::WidthMismatch {
+                what: format!("stacked f64 batch of length {}", rows.len()),
+                expected: d,
+                got: rows.len(),
+            });
+        }
+        let n = rows.len() / d;
+        if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
+            let (r, c) = (k / d, k % d);
+            let model = self.offsets.partition_point(|&o| o <= c) - 1;
+            return Err(LmdError::NonFinite {
+                model: self.names[model].clone(),
+                row: r,
+                col: c - self.offsets[model],
+                value: rows[k] as f32,
+            });
+        }
+        Ok((n, d))
     }
 
     fn check_finite(&self, block: &[f32], model: usize, first_row: usize) -> Result<()> {

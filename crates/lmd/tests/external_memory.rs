@@ -187,7 +187,7 @@ fn gemm_rates(n: usize) -> (f64, f64) {
 }
 
 #[test]
-#[ignore = "writes up to a GB of files and runs minutes: the measurement of docs/lmd.md"]
+#[ignore = "writes up to a GB of files and runs minutes: the measurement of docs/lmd.md; run it with cargo test --release -p lmsplit-lmd --test external_memory -- --ignored measure_peak_rss"]
 fn measure_peak_rss() {
     let sizes = std::env::var("LMD_MEMORY_SIZES")
         .unwrap_or_else(|_| "12x256x10000x2500,12x256x40000x10000".to_string());

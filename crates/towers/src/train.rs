@@ -868,14 +868,7 @@ mod tests {
             dp.params().snapshot().unwrap(),
         );
         for (name, ta) in &a {
-            let d: f32 = (ta - &b[name])
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar()
-                .unwrap();
+            let d = crate::test_util::max_abs(&(ta - &b[name]).unwrap());
             assert!(
                 d < 1e-5,
                 "{name} differs by {d} between one process and {world} ranks"
@@ -934,14 +927,7 @@ mod tests {
             again.params().snapshot().unwrap(),
         );
         for (name, ta) in &a {
-            let d: f32 = (ta - &b[name])
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar()
-                .unwrap();
+            let d = crate::test_util::max_abs(&(ta - &b[name]).unwrap());
             assert_eq!(d, 0.0, "{name} differs after the stop and resume");
         }
     }
