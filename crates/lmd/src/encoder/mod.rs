@@ -357,130 +357,6 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
     }
     let probe: TypeProbe = read_config(dir)?;
     let model_type = probe.model_type.unwrap_or_default();
-    let cfg_path = dir.join("config.json");
-    let unknown = || LmdError::UnknownModelType {
-        path: cfg_path.clone(),
-        model_type: model_type.clone(),
-        known: MODEL_TYPES.join(", "),
-    };
-    const WORD_EMB: &str = "embeddings.word_embeddings.weight";
-    let built = match model_type.as_str() {
-        "bert" | "roberta" | "xlm-roberta" | "camembert" | "electra" | "longformer" => {
-            let prefixes = &[
-                "bert.",
-                "roberta.",
-                "electra.",
-                "camembert.",
-                "longformer.",
-                "model.",
-            ];
-            build(
-                dir,
-                opts,
-                Arch::new(WORD_EMB, prefixes, bert::Model::new, |c: &bert::Config| {
-                    (
-                        c.hidden_size,
-                        c.max_tokens(),
-                        c.vocab_size,
-                        c.position_offset() > 0,
-                    )
-                })
-                .check(|c, path| match c.position_embedding_type.as_deref() {
-                    Some(p) if p != "absolute" => Err(LmdError::ModelConfig {
-                        path: path.to_path_buf(),
-                        message: "only absolute position embeddings are supported".into(),
-                    }),
-                    _ => Ok(()),
-                }),
-            )?
-        }
-        "distilbert" => build(
-            dir,
-            opts,
-            Arch::new(
-                WORD_EMB,
-                &["distilbert."],
-                distilbert::Model::new,
-                |c: &distilbert::Config| (c.dim, c.max_position_embeddings, c.vocab_size, false),
-            ),
-        )?,
-        "deberta" => build(
-            dir,
-            opts,
-            Arch::new(
-                WORD_EMB,
-                &["deberta."],
-                deberta::Model::new,
-                |c: &deberta::Config| {
-                    let max = if c.position_biased_input {
-                        c.max_position_embeddings
-                    } else {
-                        usize::MAX
-                    };
-                    (c.hidden_size, max, c.vocab_size, false)
-                },
-            ),
-        )?,
-        // candle's DeBERTa-v2 builds its masks in f32: always run it at f32.
-        "deberta-v2" => build(
-            dir,
-            opts,
-            Arch::new(
-                WORD_EMB,
-                &["deberta."],
-                deberta_v2::Model::new,
-                |c: &deberta_v2::Config| {
-                    let max = if c.position_biased_input {
-                        c.max_position_embeddings
-                    } else {
-                        usize::MAX
-                    };
-                    (c.hidden_size, max, c.vocab_size, false)
-                },
-            )
-            .dtype(DType::F32),
-        )?,
-        "albert" => build(
-            dir,
-            opts,
-            Arch::new(
-                WORD_EMB,
-                &["albert."],
-                albert::Model::new,
-                |c: &albert::Config| {
-                    (
-                        c.hidden_size,
-                        c.max_position_embeddings,
-                        c.vocab_size,
-                        false,
-                    )
-                },
-            ),
-        )?,
-        "gpt2" => build(
-            dir,
-            opts,
-            Arch::new(
-                "wte.weight",
-                &["transformer."],
-                gpt2::Model::new,
-                |c: &gpt2::Config| (c.n_embd, c.n_positions, c.vocab_size, false),
-            )
-            .pooling(Pooling::LastToken),
-        )?,
-        // Relative sinusoidal positions: no table limits T.
-        "xlnet" => build(
-            dir,
-            opts,
-            Arch::new(
-                "word_embedding.weight",
-                &["transformer."],
-                xlnet::Model::new,
-                |c: &xlnet::Config| (c.d_model, usize::MAX, c.vocab_size, false),
-            ),
-        )?,
-        _ => return Err(unknown()),
-    };
     let Built {
         model,
         width,
@@ -489,7 +365,7 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         natural,
         roberta_tok,
         dtype,
-    } = built;
+    } = build_model_type(dir, opts, &model_type)?;
     let tokenizer = TextTokenizer::from_hf_dir(dir, roberta_tok)?;
     check_vocab(&tokenizer, vocab)?;
     Ok(LoadedEncoder {
@@ -505,6 +381,140 @@ pub fn load(dir: impl AsRef<Path>, opts: &LoadOptions) -> Result<LoadedEncoder> 
         dtype,
         fingerprint: Default::default(),
     })
+}
+
+/// Builds the backbone of `dir` as the architecture its `model_type` names (one of
+/// [`MODEL_TYPES`] other than llama2c).
+fn build_model_type(dir: &Path, opts: &LoadOptions, model_type: &str) -> Result<Built> {
+    match model_type {
+        "bert" | "roberta" | "xlm-roberta" | "camembert" | "electra" | "longformer" => {
+            build(dir, opts, bert_arch())
+        }
+        "distilbert" => build(dir, opts, distilbert_arch()),
+        "deberta" => build(dir, opts, deberta_arch()),
+        "deberta-v2" => build(dir, opts, deberta_v2_arch()),
+        "albert" => build(dir, opts, albert_arch()),
+        "gpt2" => build(dir, opts, gpt2_arch()),
+        "xlnet" => build(dir, opts, xlnet_arch()),
+        _ => Err(LmdError::UnknownModelType {
+            path: dir.join("config.json"),
+            model_type: model_type.to_string(),
+            known: MODEL_TYPES.join(", "),
+        }),
+    }
+}
+
+/// The token embedding of the BERT-like encoders.
+const WORD_EMB: &str = "embeddings.word_embeddings.weight";
+
+/// BERT and its relatives (RoBERTa, XLM-R, CamemBERT, ELECTRA, Longformer): the checkpoint's
+/// prefix tells them apart; only absolute position embeddings are supported.
+fn bert_arch() -> Arch<bert::Config, bert::Model> {
+    let prefixes = &[
+        "bert.",
+        "roberta.",
+        "electra.",
+        "camembert.",
+        "longformer.",
+        "model.",
+    ];
+    Arch::new(WORD_EMB, prefixes, bert::Model::new, |c: &bert::Config| {
+        (
+            c.hidden_size,
+            c.max_tokens(),
+            c.vocab_size,
+            c.position_offset() > 0,
+        )
+    })
+    .check(|c, path| match c.position_embedding_type.as_deref() {
+        Some(p) if p != "absolute" => Err(LmdError::ModelConfig {
+            path: path.to_path_buf(),
+            message: "only absolute position embeddings are supported".into(),
+        }),
+        _ => Ok(()),
+    })
+}
+
+fn distilbert_arch() -> Arch<distilbert::Config, distilbert::Model> {
+    Arch::new(
+        WORD_EMB,
+        &["distilbert."],
+        distilbert::Model::new,
+        |c: &distilbert::Config| (c.dim, c.max_position_embeddings, c.vocab_size, false),
+    )
+}
+
+/// The position table limits T only when positions are added to the input; relative
+/// positions alone do not.
+fn deberta_position_limit(position_biased_input: bool, max_position_embeddings: usize) -> usize {
+    if position_biased_input {
+        max_position_embeddings
+    } else {
+        usize::MAX
+    }
+}
+
+fn deberta_arch() -> Arch<deberta::Config, deberta::Model> {
+    Arch::new(
+        WORD_EMB,
+        &["deberta."],
+        deberta::Model::new,
+        |c: &deberta::Config| {
+            let max = deberta_position_limit(c.position_biased_input, c.max_position_embeddings);
+            (c.hidden_size, max, c.vocab_size, false)
+        },
+    )
+}
+
+/// candle's DeBERTa-v2 builds its masks in f32: always run it at f32.
+fn deberta_v2_arch() -> Arch<deberta_v2::Config, deberta_v2::Model> {
+    Arch::new(
+        WORD_EMB,
+        &["deberta."],
+        deberta_v2::Model::new,
+        |c: &deberta_v2::Config| {
+            let max = deberta_position_limit(c.position_biased_input, c.max_position_embeddings);
+            (c.hidden_size, max, c.vocab_size, false)
+        },
+    )
+    .dtype(DType::F32)
+}
+
+fn albert_arch() -> Arch<albert::Config, albert::Model> {
+    Arch::new(
+        WORD_EMB,
+        &["albert."],
+        albert::Model::new,
+        |c: &albert::Config| {
+            (
+                c.hidden_size,
+                c.max_position_embeddings,
+                c.vocab_size,
+                false,
+            )
+        },
+    )
+}
+
+/// A causal decoder: read at its last token.
+fn gpt2_arch() -> Arch<gpt2::Config, gpt2::Model> {
+    Arch::new(
+        "wte.weight",
+        &["transformer."],
+        gpt2::Model::new,
+        |c: &gpt2::Config| (c.n_embd, c.n_positions, c.vocab_size, false),
+    )
+    .pooling(Pooling::LastToken)
+}
+
+/// Relative sinusoidal positions: no table limits T.
+fn xlnet_arch() -> Arch<xlnet::Config, xlnet::Model> {
+    Arch::new(
+        "word_embedding.weight",
+        &["transformer."],
+        xlnet::Model::new,
+        |c: &xlnet::Config| (c.d_model, usize::MAX, c.vocab_size, false),
+    )
 }
 
 /// (width, position limit, vocabulary, RoBERTa-style tokenizer) read from a config.
