@@ -16,6 +16,56 @@ const MAX_WORK: usize = 1 << 24;
 /// Most values on the stack, and most open marks (a `torch.save` pickle needs a handful).
 const MAX_STACK: usize = 1 << 16;
 
+/// The opcodes read, named as in Python's `pickletools`.
+mod op {
+    pub const PROTO: u8 = 0x80;
+    pub const FRAME: u8 = 0x95;
+    pub const STOP: u8 = b'.';
+    pub const MARK: u8 = b'(';
+    pub const POP: u8 = b'0';
+    pub const POP_MARK: u8 = b'1';
+    pub const DUP: u8 = b'2';
+    pub const BUILD: u8 = b'b';
+    pub const EMPTY_TUPLE: u8 = b')';
+    pub const TUPLE: u8 = b't';
+    pub const TUPLE1: u8 = 0x85;
+    pub const TUPLE3: u8 = 0x87;
+    pub const EMPTY_LIST: u8 = b']';
+    pub const LIST: u8 = b'l';
+    pub const APPEND: u8 = b'a';
+    pub const APPENDS: u8 = b'e';
+    pub const EMPTY_DICT: u8 = b'}';
+    pub const DICT: u8 = b'd';
+    pub const SETITEM: u8 = b's';
+    pub const SETITEMS: u8 = b'u';
+    pub const NONE: u8 = b'N';
+    pub const NEWTRUE: u8 = 0x88;
+    pub const NEWFALSE: u8 = 0x89;
+    pub const BININT1: u8 = b'K';
+    pub const BININT2: u8 = b'M';
+    pub const BININT: u8 = b'J';
+    pub const LONG1: u8 = 0x8a;
+    pub const BINFLOAT: u8 = b'G';
+    pub const BINUNICODE: u8 = b'X';
+    pub const SHORT_BINUNICODE: u8 = 0x8c;
+    pub const BINUNICODE8: u8 = 0x8d;
+    pub const BINSTRING: u8 = b'T';
+    pub const SHORT_BINSTRING: u8 = b'U';
+    pub const BINBYTES: u8 = b'B';
+    pub const SHORT_BINBYTES: u8 = b'C';
+    pub const BINBYTES8: u8 = 0x8e;
+    pub const GLOBAL: u8 = b'c';
+    pub const STACK_GLOBAL: u8 = 0x93;
+    pub const BINPERSID: u8 = b'Q';
+    pub const REDUCE: u8 = b'R';
+    pub const NEWOBJ: u8 = 0x81;
+    pub const BINPUT: u8 = b'q';
+    pub const LONG_BINPUT: u8 = b'r';
+    pub const MEMOIZE: u8 = 0x94;
+    pub const BINGET: u8 = b'h';
+    pub const LONG_BINGET: u8 = b'j';
+}
+
 /// The globals a `torch.save` pickle may name.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Global {
@@ -349,182 +399,211 @@ impl Machine<'_> {
         }
     }
 
+    /// Runs opcodes up to `STOP`, whose value it returns.
     fn run(&mut self) -> Result<Value, PickleError> {
         loop {
-            let Some(&op) = self.data.get(self.pos) else {
+            let Some(&code) = self.data.get(self.pos) else {
                 return self.bad("no STOP");
             };
             self.pos += 1;
-            match op {
-                0x80 => {
-                    self.take(1)?;
-                }
-                0x95 => {
-                    self.take(8)?;
-                }
-                b'.' => return self.pop(),
-                b'(' => {
-                    if self.marks.len() >= MAX_STACK {
-                        return self.bad(format!("more than {MAX_STACK} marks"));
-                    }
-                    self.marks.push(self.stack.len())
-                }
-                b')' => self.tuple(Vec::new())?,
-                b't' => {
-                    let items = self.pop_mark()?;
-                    self.tuple(items)?
-                }
-                0x85..=0x87 => {
-                    let k = (op - 0x84) as usize;
-                    let mut items = Vec::with_capacity(k);
-                    for _ in 0..k {
-                        items.push(self.pop()?);
-                    }
-                    items.reverse();
-                    self.tuple(items)?
-                }
-                b']' => self.push(Value::List(Rc::new(Vec::new()), 1))?,
-                b'l' => {
-                    let items = self.pop_mark()?;
-                    let d = Self::container_depth(&items);
-                    self.push(Value::List(Rc::new(items), d))?
-                }
-                b'a' => {
-                    let v = self.pop()?;
-                    self.extend_list(vec![v])?
-                }
-                b'e' => {
-                    let items = self.pop_mark()?;
-                    self.extend_list(items)?
-                }
-                b'}' => self.push(Value::Dict(Rc::new(Vec::new()), 1))?,
-                b'd' => {
-                    let items = self.pop_mark()?;
-                    self.push(Value::Dict(Rc::new(Vec::new()), 1))?;
-                    self.set_items(items)?
-                }
-                b's' => {
-                    let v = self.pop()?;
-                    let k = self.pop()?;
-                    self.set_items(vec![k, v])?
-                }
-                b'u' => {
-                    let items = self.pop_mark()?;
-                    self.set_items(items)?
-                }
-                b'N' => self.push(Value::None)?,
-                0x88 => self.push(Value::Bool)?,
-                0x89 => self.push(Value::Bool)?,
-                b'K' => {
-                    let v = self.uint(1)? as i64;
-                    self.push(Value::Int(v))?
-                }
-                b'M' => {
-                    let v = self.uint(2)? as i64;
-                    self.push(Value::Int(v))?
-                }
-                b'J' => {
-                    let v = self.uint(4)? as u32 as i32 as i64;
-                    self.push(Value::Int(v))?
-                }
-                0x8a => {
-                    let n = self.uint(1)? as usize;
-                    if n > 8 {
-                        return self.bad(format!("LONG1 of {n} bytes"));
-                    }
-                    let b = self.take(n as u64)?;
-                    let mut v = b.iter().rev().fold(0i64, |acc, &x| (acc << 8) | x as i64);
-                    if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
-                        v -= 1i64 << (8 * n);
-                    }
-                    self.push(Value::Int(v))?
-                }
-                b'G' => {
-                    self.take(8)?;
-                    self.push(Value::Float)?
-                }
-                b'X' | 0x8c | 0x8d | b'T' | b'U' => {
-                    let n = match op {
-                        b'X' | b'T' => self.uint(4)?,
-                        0x8c | b'U' => self.uint(1)?,
-                        _ => self.uint(8)?,
-                    };
-                    let s: Rc<str> = String::from_utf8_lossy(self.take(n)?).into();
-                    self.push(Value::Str(s))?
-                }
-                b'B' | b'C' | 0x8e => {
-                    let n = match op {
-                        b'B' => self.uint(4)?,
-                        b'C' => self.uint(1)?,
-                        _ => self.uint(8)?,
-                    };
-                    self.take(n)?;
-                    self.push(Value::Bytes)?
-                }
-                b'c' => {
-                    let module = self.line()?;
-                    let name = self.line()?;
-                    let g = global(&module, &name)?;
-                    self.push(Value::Global(g))?
-                }
-                0x93 => {
-                    let name = self.pop()?;
-                    let module = self.pop()?;
-                    let (Some(module), Some(name)) = (module.as_str(), name.as_str()) else {
-                        return self.bad("STACK_GLOBAL of non-strings");
-                    };
-                    let g = global(module, name)?;
-                    self.push(Value::Global(g))?
-                }
-                b'q' | b'r' | 0x94 => {
-                    let k = match op {
-                        b'q' => self.uint(1)?,
-                        b'r' => self.uint(4)?,
-                        _ => self.memo.len() as u64,
-                    };
-                    let v = self.top()?.clone();
-                    self.memo.insert(k, v);
-                }
-                b'h' | b'j' => {
-                    let k = if op == b'h' {
-                        self.uint(1)?
-                    } else {
-                        self.uint(4)?
-                    };
-                    let Some(v) = self.memo.get(&k).cloned() else {
-                        return self.bad(format!("memo {k} was never set"));
-                    };
-                    self.push(v)?
-                }
-                b'Q' => {
-                    let pid = self.pop()?;
-                    let v = self.persistent(pid)?;
-                    self.push(v)?
-                }
-                b'R' | 0x81 => {
-                    let args = self.pop()?;
-                    let f = self.pop()?;
-                    let v = self.call(f, args)?;
-                    self.push(v)?
-                }
-                b'b' => {
-                    // BUILD: state for the object below; the objects read here keep none.
-                    self.pop()?;
-                    self.top()?;
-                }
-                b'0' => {
-                    self.pop()?;
-                }
-                b'1' => {
-                    self.pop_mark()?;
-                }
-                b'2' => {
-                    let v = self.top()?.clone();
-                    self.push(v)?
-                }
-                other => return self.bad(format!("unsupported opcode 0x{other:02x}")),
+            if code == op::STOP {
+                return self.pop();
             }
+            self.step(code)?;
         }
+    }
+
+    /// Runs one opcode other than `STOP`; any opcode not listed here is refused.
+    fn step(&mut self, code: u8) -> Result<(), PickleError> {
+        match code {
+            // Framing and the stack: the protocol number and frame sizes change nothing here.
+            op::PROTO => self.take(1).map(drop),
+            op::FRAME => self.take(8).map(drop),
+            op::MARK => self.mark(),
+            op::POP => self.pop().map(drop),
+            op::POP_MARK => self.pop_mark().map(drop),
+            op::DUP => self.dup(),
+            op::BUILD => self.build(),
+            // Containers.
+            op::EMPTY_TUPLE => self.tuple(Vec::new()),
+            op::TUPLE => self.pop_mark().and_then(|items| self.tuple(items)),
+            op::TUPLE1..=op::TUPLE3 => self.tuple_from_top((code - op::TUPLE1 + 1) as usize),
+            op::EMPTY_LIST => self.push(Value::List(Rc::new(Vec::new()), 1)),
+            op::LIST => self.pop_mark().and_then(|items| self.list(items)),
+            op::APPEND => self.pop().and_then(|v| self.extend_list(vec![v])),
+            op::APPENDS => self.pop_mark().and_then(|items| self.extend_list(items)),
+            op::EMPTY_DICT => self.push(Value::Dict(Rc::new(Vec::new()), 1)),
+            op::DICT => self.pop_mark().and_then(|items| self.dict(items)),
+            op::SETITEM => self.set_item(),
+            op::SETITEMS => self.pop_mark().and_then(|items| self.set_items(items)),
+            // Scalars.
+            op::NONE => self.push(Value::None),
+            op::NEWTRUE | op::NEWFALSE => self.push(Value::Bool),
+            op::BININT1 => self.unsigned_int(1),
+            op::BININT2 => self.unsigned_int(2),
+            op::BININT => self.signed_int4(),
+            op::LONG1 => self.long1(),
+            op::BINFLOAT => self.float(),
+            op::BINUNICODE | op::BINSTRING => self.string(4),
+            op::SHORT_BINUNICODE | op::SHORT_BINSTRING => self.string(1),
+            op::BINUNICODE8 => self.string(8),
+            op::BINBYTES => self.bytes(4),
+            op::SHORT_BINBYTES => self.bytes(1),
+            op::BINBYTES8 => self.bytes(8),
+            // Globals (allow-listed by `global` before anything else happens) and calls.
+            op::GLOBAL => self.global_from_lines(),
+            op::STACK_GLOBAL => self.global_from_stack(),
+            op::BINPERSID => self.persistent_load(),
+            op::REDUCE | op::NEWOBJ => self.reduce(),
+            // The memo.
+            op::BINPUT => self.uint(1).and_then(|k| self.memo_put(k)),
+            op::LONG_BINPUT => self.uint(4).and_then(|k| self.memo_put(k)),
+            op::MEMOIZE => self.memo_put(self.memo.len() as u64),
+            op::BINGET => self.uint(1).and_then(|k| self.memo_get(k)),
+            op::LONG_BINGET => self.uint(4).and_then(|k| self.memo_get(k)),
+            other => self.bad(format!("unsupported opcode 0x{other:02x}")),
+        }
+    }
+
+    fn mark(&mut self) -> Result<(), PickleError> {
+        if self.marks.len() >= MAX_STACK {
+            return self.bad(format!("more than {MAX_STACK} marks"));
+        }
+        self.marks.push(self.stack.len());
+        Ok(())
+    }
+
+    fn dup(&mut self) -> Result<(), PickleError> {
+        let v = self.top()?.clone();
+        self.push(v)
+    }
+
+    /// BUILD: state for the object below; the objects read here keep none.
+    fn build(&mut self) -> Result<(), PickleError> {
+        self.pop()?;
+        self.top()?;
+        Ok(())
+    }
+
+    /// TUPLE1..TUPLE3: a tuple of the top `k` values.
+    fn tuple_from_top(&mut self, k: usize) -> Result<(), PickleError> {
+        let mut items = Vec::with_capacity(k);
+        for _ in 0..k {
+            items.push(self.pop()?);
+        }
+        items.reverse();
+        self.tuple(items)
+    }
+
+    fn list(&mut self, items: Vec<Value>) -> Result<(), PickleError> {
+        let d = Self::container_depth(&items);
+        self.push(Value::List(Rc::new(items), d))
+    }
+
+    /// DICT: a new dict of the key/value pairs above the mark.
+    fn dict(&mut self, items: Vec<Value>) -> Result<(), PickleError> {
+        self.push(Value::Dict(Rc::new(Vec::new()), 1))?;
+        self.set_items(items)
+    }
+
+    fn set_item(&mut self) -> Result<(), PickleError> {
+        let v = self.pop()?;
+        let k = self.pop()?;
+        self.set_items(vec![k, v])
+    }
+
+    /// BININT1, BININT2: an unsigned little-endian integer of `n` bytes.
+    fn unsigned_int(&mut self, n: usize) -> Result<(), PickleError> {
+        let v = self.uint(n)? as i64;
+        self.push(Value::Int(v))
+    }
+
+    /// BININT: a signed little-endian integer of 4 bytes.
+    fn signed_int4(&mut self) -> Result<(), PickleError> {
+        let v = self.uint(4)? as u32 as i32 as i64;
+        self.push(Value::Int(v))
+    }
+
+    /// LONG1: a two's complement integer of up to 8 bytes (longer ones are refused).
+    fn long1(&mut self) -> Result<(), PickleError> {
+        let n = self.uint(1)? as usize;
+        if n > 8 {
+            return self.bad(format!("LONG1 of {n} bytes"));
+        }
+        let b = self.take(n as u64)?;
+        let mut v = b.iter().rev().fold(0i64, |acc, &x| (acc << 8) | x as i64);
+        if n > 0 && n < 8 && b[n - 1] & 0x80 != 0 {
+            v -= 1i64 << (8 * n);
+        }
+        self.push(Value::Int(v))
+    }
+
+    /// BINFLOAT: 8 bytes (skipped: nothing read here keeps floats).
+    fn float(&mut self) -> Result<(), PickleError> {
+        self.take(8)?;
+        self.push(Value::Float)
+    }
+
+    /// A string whose length is an `n`-byte integer.
+    fn string(&mut self, n: usize) -> Result<(), PickleError> {
+        let len = self.uint(n)?;
+        let s: Rc<str> = String::from_utf8_lossy(self.take(len)?).into();
+        self.push(Value::Str(s))
+    }
+
+    /// Bytes whose length is an `n`-byte integer (skipped: nothing read here keeps them).
+    fn bytes(&mut self, n: usize) -> Result<(), PickleError> {
+        let len = self.uint(n)?;
+        self.take(len)?;
+        self.push(Value::Bytes)
+    }
+
+    /// GLOBAL: module and name on two lines.
+    fn global_from_lines(&mut self) -> Result<(), PickleError> {
+        let module = self.line()?;
+        let name = self.line()?;
+        let g = global(&module, &name)?;
+        self.push(Value::Global(g))
+    }
+
+    /// STACK_GLOBAL: module and name are the top two strings.
+    fn global_from_stack(&mut self) -> Result<(), PickleError> {
+        let name = self.pop()?;
+        let module = self.pop()?;
+        let (Some(module), Some(name)) = (module.as_str(), name.as_str()) else {
+            return self.bad("STACK_GLOBAL of non-strings");
+        };
+        let g = global(module, name)?;
+        self.push(Value::Global(g))
+    }
+
+    /// BINPERSID: a storage named by the persistent id on top.
+    fn persistent_load(&mut self) -> Result<(), PickleError> {
+        let pid = self.pop()?;
+        let v = self.persistent(pid)?;
+        self.push(v)
+    }
+
+    /// REDUCE, NEWOBJ: calls the callable below the argument tuple.
+    fn reduce(&mut self) -> Result<(), PickleError> {
+        let args = self.pop()?;
+        let f = self.pop()?;
+        let v = self.call(f, args)?;
+        self.push(v)
+    }
+
+    /// BINPUT, LONG_BINPUT, MEMOIZE: the top value under memo key `k`.
+    fn memo_put(&mut self, k: u64) -> Result<(), PickleError> {
+        let v = self.top()?.clone();
+        self.memo.insert(k, v);
+        Ok(())
+    }
+
+    fn memo_get(&mut self, k: u64) -> Result<(), PickleError> {
+        let Some(v) = self.memo.get(&k).cloned() else {
+            return self.bad(format!("memo {k} was never set"));
+        };
+        self.push(v)
     }
 }
 
