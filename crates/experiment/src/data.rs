@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use corpus::{
-    read_documents, Batcher, BatcherConfig, Document, Format, MaskingConfig, Objective,
-    SentenceSplitter, SyntheticConfig, SyntheticCorpus, TokenCounts, Tokenizer, TrainingData,
+    read_documents, Batcher, BatcherConfig, Document, Format, Objective, SyntheticConfig,
+    SyntheticCorpus, TokenCounts, Tokenizer, TrainingData,
 };
 use towers::Style;
 
@@ -171,30 +171,21 @@ pub fn synthetic_corpus(spec: &CorpusSpec) -> Result<SyntheticCorpus> {
     })?)
 }
 
-/// The sequences of a style: causal blocks for GPT, BERT windows (`[CLS] s1 [SEP] s2 [SEP]`)
-/// for BERT and ELMo, in document order.
+/// The sequences of a style ([`towers::TowerStyle::sequences`]): causal blocks for GPT, BERT
+/// windows (`[CLS] s1 [SEP] s2 [SEP]`) for BERT and ELMo, in document order.
 pub fn sequences(
     style: Style,
     tok: &Tokenizer,
     docs: &[Document],
     seq_len: usize,
 ) -> Result<TrainingData> {
-    let it = docs.iter().cloned().map(Ok);
-    Ok(match style {
-        Style::Gpt => {
-            corpus::windows::causal_blocks(tok, it, seq_len, Some(tok.special_tokens()?.sep))?
-        }
-        _ => corpus::windows::bert_windows(tok, it, &SentenceSplitter::default(), seq_len)?,
-    })
+    Ok(style.tower_style().sequences(tok, docs, seq_len)?)
 }
 
-/// The training objective of a style (BERT: MLM 15% with 80/10/10).
+/// The training objective of a style ([`towers::TowerStyle::objective`]; BERT: MLM 15% with
+/// 80/10/10).
 pub fn objective(style: Style) -> Objective {
-    match style {
-        Style::Gpt => Objective::CausalLm,
-        Style::Bert => Objective::MaskedLm(MaskingConfig::default()),
-        Style::Elmo => Objective::BidirectionalLm,
-    }
+    style.tower_style().objective()
 }
 
 /// Shuffled training batches of a style's objective, seeded by `seed`.

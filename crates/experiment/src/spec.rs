@@ -258,10 +258,13 @@ impl RunSpec {
     /// The model's name: [`RunSpec::name`], else the style's (`elmo_released` for as-released
     /// ELMo). Runs of one model differ only in their seeds.
     pub fn model_name(&self) -> String {
-        match (&self.name, self.style, self.elmo_mode) {
-            (Some(n), _, _) => n.clone(),
-            (None, Style::Elmo, ElmoMode::AsReleased) => "elmo_released".into(),
-            (None, s, _) => s.as_str().into(),
+        let style = self.style.tower_style();
+        match &self.name {
+            Some(n) => n.clone(),
+            None => style
+                .model_name(self.elmo_mode)
+                .unwrap_or(style.name())
+                .into(),
         }
     }
 
@@ -306,7 +309,12 @@ impl RunSpec {
         if self.heads.eval_every == 0 || self.heads.patience == 0 {
             return bad("heads need eval_every >= 1 and patience >= 1 (early stopping)");
         }
-        if self.elmo_mode != ElmoMode::BiLstm && self.style != Style::Elmo {
+        if self
+            .style
+            .tower_style()
+            .model_name(self.elmo_mode)
+            .is_none()
+        {
             return bad("elmo_mode as-released applies to ELMo runs only");
         }
         match &self.name {

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::style::{self, TowerStyle};
 use crate::{Result, TowersError};
 
 /// Which encoder every tower is.
@@ -18,13 +19,21 @@ pub enum Style {
 }
 
 impl Style {
+    /// Every registered style, in the order help texts list them.
+    pub const ALL: [Style; 3] = [Style::Elmo, Style::Gpt, Style::Bert];
+
+    /// The implementation of this style: its presets, embedding, towers and objective.
+    pub fn tower_style(self) -> &'static dyn TowerStyle {
+        match self {
+            Style::Elmo => &style::Elmo,
+            Style::Gpt => &style::Gpt,
+            Style::Bert => &style::Bert,
+        }
+    }
+
     /// The name the command lines, labels and file names use: `elmo`, `gpt`, `bert`.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Style::Elmo => "elmo",
-            Style::Gpt => "gpt",
-            Style::Bert => "bert",
-        }
+        self.tower_style().name()
     }
 }
 
@@ -37,14 +46,14 @@ impl std::fmt::Display for Style {
 impl std::str::FromStr for Style {
     type Err = TowersError;
     fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "elmo" => Ok(Style::Elmo),
-            "gpt" => Ok(Style::Gpt),
-            "bert" => Ok(Style::Bert),
-            _ => Err(TowersError::Config(format!(
-                "unknown style {s:?} (elmo, gpt, bert)"
-            ))),
-        }
+        let s_lower = s.to_ascii_lowercase();
+        Style::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s_lower)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Style::ALL.iter().map(|st| st.as_str()).collect();
+                TowersError::Config(format!("unknown style {s:?} ({})", names.join(", ")))
+            })
     }
 }
 
@@ -120,20 +129,13 @@ pub struct ModelConfig {
 impl ModelConfig {
     /// Width of one tower's output `h_k`: H for transformers, 2H (forward ++ backward) for ELMo.
     pub fn tower_width(&self) -> usize {
-        match self.style {
-            Style::Elmo => 2 * self.hidden_size,
-            Style::Gpt | Style::Bert => self.hidden_size,
-        }
+        self.style.tower_style().tower_width(self)
     }
 
     /// Width E of the shared embedding: GPT shares width-H token and position tables; BERT shares
     /// a K·H table projected into each tower; ELMo a 2H table (the released code).
     pub fn embed_size(&self) -> usize {
-        match self.style {
-            Style::Gpt => self.hidden_size,
-            Style::Bert => self.n_towers * self.hidden_size,
-            Style::Elmo => 2 * self.hidden_size,
-        }
+        self.style.tower_style().embed_size(self)
     }
 
     /// Checks that the sizes are usable.
@@ -148,21 +150,7 @@ impl ModelConfig {
         if self.max_positions == 0 {
             return bad("max_positions must be positive");
         }
-        match self.style {
-            Style::Gpt | Style::Bert => {
-                if self.n_heads == 0 || self.hidden_size % self.n_heads != 0 {
-                    return bad("hidden_size must be a positive multiple of n_heads");
-                }
-                if self.ffn_size == 0 {
-                    return bad("ffn_size must be positive");
-                }
-            }
-            Style::Elmo => {
-                if self.lstm_size == 0 {
-                    return bad("lstm_size must be positive for ELMo");
-                }
-            }
-        }
+        self.style.tower_style().validate(self).or_else(bad)?;
         if !(self.layer_norm_eps > 0.0 && self.init_std > 0.0) {
             return bad("layer_norm_eps and init_std must be positive");
         }
@@ -175,85 +163,32 @@ impl ModelConfig {
     /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
     /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
     pub fn preset(style: Style, name: &str) -> Result<Self> {
+        let imp = style.tower_style();
+        let sizes = imp.sizes(name).ok_or_else(|| {
+            TowersError::Config(format!(
+                "unknown preset {name:?} for {style:?} ({})",
+                imp.preset_names().join(", ")
+            ))
+        })?;
         let mut c = ModelConfig {
             style,
             n_towers: 2,
             vocab_size: 30528,
-            hidden_size: 384,
-            n_layers: 12,
-            n_heads: 12,
-            ffn_size: 1536,
-            lstm_size: 0,
+            hidden_size: sizes.hidden_size,
+            n_layers: sizes.n_layers,
+            n_heads: sizes.n_heads,
+            ffn_size: sizes.ffn_size,
+            lstm_size: sizes.lstm_size,
             max_positions: 128,
             elmo_mode: ElmoMode::BiLstm,
             layer_norm_eps: 1e-12,
             init_std: 0.02,
         };
-        let tf = |c: &mut ModelConfig, l, h, f, nh| {
-            c.n_layers = l;
-            c.hidden_size = h;
-            c.ffn_size = f;
-            c.n_heads = nh;
-        };
-        match (style, name) {
-            (_, "tiny") => {
-                c.vocab_size = 64;
-                c.max_positions = 64;
-                c.layer_norm_eps = 1e-5;
-                match style {
-                    Style::Elmo => {
-                        c.hidden_size = 16;
-                        c.n_layers = 2;
-                        c.lstm_size = 32;
-                        c.n_heads = 0;
-                        c.ffn_size = 0;
-                    }
-                    _ => tf(&mut c, 2, 32, 64, 4),
-                }
-            }
-            // The CPU reproduction's shape (and the PyTorch peer's): 2 layers of width 128.
-            (Style::Elmo, "peer_small") => {
-                c.hidden_size = 128;
-                c.n_layers = 2;
-                c.lstm_size = 512;
-                c.n_heads = 0;
-                c.ffn_size = 0;
-            }
-            (_, "peer_small") => tf(&mut c, 2, 128, 512, 4),
-            // The size pair of the CPU protocol (the paper's base vs large row): twice as wide,
-            // twice as deep.
-            (Style::Elmo, "peer_large") => {
-                c.hidden_size = 256;
-                c.n_layers = 2;
-                c.lstm_size = 1024;
-                c.n_heads = 0;
-                c.ffn_size = 0;
-            }
-            (_, "peer_large") => tf(&mut c, 4, 256, 1024, 4),
-            (Style::Elmo, "base_2tower")
-            | (Style::Elmo, "large_2tower")
-            | (Style::Elmo, "paper") => {
-                c.hidden_size = 256;
-                c.n_layers = 2;
-                c.lstm_size = if name == "base_2tower" { 2048 } else { 4096 };
-                c.n_heads = 0;
-                c.ffn_size = 0;
-            }
-            (_, "base_2tower") => tf(&mut c, 12, 384, 1536, 12),
-            (_, "large_2tower") => tf(&mut c, 24, 512, 2048, 16),
-            (Style::Gpt, "paper") => tf(&mut c, 12, 768, 3072, 12),
-            (Style::Bert, "paper") => tf(&mut c, 12, 384, 1024, 12),
-            (Style::Bert, "paper_large") => tf(&mut c, 24, 512, 2048, 16),
-            _ => {
-                return Err(TowersError::Config(format!(
-                "unknown preset {name:?} for {style:?} (tiny, peer_small, peer_large, base_2tower, large_2tower, paper{})",
-                if style == Style::Bert {
-                    ", paper_large"
-                } else {
-                    ""
-                }
-            )))
-            }
+        if name == "tiny" {
+            // Small enough for unit tests on any style.
+            c.vocab_size = 64;
+            c.max_positions = 64;
+            c.layer_norm_eps = 1e-5;
         }
         Ok(c)
     }

@@ -10,6 +10,7 @@ use candle_core::{Tensor, D};
 use crate::config::{ElmoMode, ModelConfig};
 use crate::lstm::Lstm;
 use crate::params::Init;
+use crate::style::Tower;
 use crate::Result;
 
 /// One ELMo tower.
@@ -89,11 +90,17 @@ impl ElmoTower {
         };
         Ok((f, b))
     }
+}
 
+impl Tower for ElmoTower {
     /// Tower output [B, T, 2H] = forward ++ backward.
-    pub fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let (f, b) = self.directions(x, mask)?;
+    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let (f, b) = ElmoTower::directions(self, x, mask)?;
         Ok(Tensor::cat(&[&f, &b], D::Minus1)?)
+    }
+
+    fn directions(&self, x: &Tensor, mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
+        Some(ElmoTower::directions(self, x, mask))
     }
 }
 

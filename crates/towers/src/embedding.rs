@@ -5,7 +5,7 @@
 
 use candle_core::{DType, Tensor};
 
-use crate::config::{ModelConfig, Style};
+use crate::config::ModelConfig;
 use crate::layers::Linear;
 use crate::norm::LayerNorm;
 use crate::params::Init;
@@ -25,13 +25,14 @@ impl SharedEmbedding {
     pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
         let e = cfg.embed_size();
         let tokens = init.normal("tokens", &[cfg.vocab_size, e], cfg.init_std)?;
-        let positions = match cfg.style {
-            Style::Elmo => None,
-            _ => Some(init.normal("positions", &[cfg.max_positions, e], cfg.init_std)?),
+        let layout = cfg.style.tower_style().embedding();
+        let positions = match layout.positions {
+            true => Some(init.normal("positions", &[cfg.max_positions, e], cfg.init_std)?),
+            false => None,
         };
-        let (norm, projections) = match cfg.style {
-            Style::Gpt => (None, Vec::new()),
-            Style::Bert | Style::Elmo => {
+        let (norm, projections) = match layout.projected {
+            false => (None, Vec::new()),
+            true => {
                 let norm = LayerNorm::new(e, cfg.layer_norm_eps, init.pp("norm"))?;
                 let proj = (0..cfg.n_towers)
                     .map(|k| {

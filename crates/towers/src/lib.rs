@@ -37,6 +37,7 @@ mod norm;
 mod optim;
 mod params;
 mod schedule;
+pub mod style;
 #[cfg(test)]
 mod test_util;
 mod train;
@@ -53,6 +54,7 @@ pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{clip_grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
+pub use style::{Tower, TowerStyle};
 pub use train::{
     clear_stop, evaluate_loss, rank_shard, request_stop, stop_requested, Budget, EarlyStop,
     StepStats, TrainConfig, TrainState, TrainSummary, Trainable, Trainer,

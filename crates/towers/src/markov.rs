@@ -1,7 +1,7 @@
 //! A seeded synthetic source for tests, benchmarks and smoke runs (feature `test-support`):
 //! sequences from a random sparse Markov chain, labelled for each style's objective.
 
-use corpus::{mask_sequence, MaskingConfig, SpecialTokens, TokenBatch, IGNORE_LABEL};
+use corpus::{mask_sequence, MaskingConfig, Objective, SpecialTokens, TokenBatch, IGNORE_LABEL};
 use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -120,6 +120,7 @@ impl BatchSource for MarkovSource {
         let mut ids = vec![SYN_PAD; b * t];
         let mut mask = vec![0u8; b * t];
         let mut labels = vec![IGNORE_LABEL; b * t];
+        let objective = self.style.tower_style().objective();
         for row in 0..b {
             let len = if self.rng.random_bool(0.25) {
                 self.rng.random_range(t / 2..t).max(2)
@@ -134,13 +135,13 @@ impl BatchSource for MarkovSource {
             }
             for p in 0..len {
                 let i = row * t + p;
-                match self.style {
-                    Style::Gpt if p + 1 < len => labels[i] = ids[i + 1],
-                    Style::Gpt | Style::Bert => {}
-                    Style::Elmo => labels[i] = ids[i],
+                match objective {
+                    Objective::CausalLm if p + 1 < len => labels[i] = ids[i + 1],
+                    Objective::CausalLm | Objective::MaskedLm(_) => {}
+                    Objective::BidirectionalLm => labels[i] = ids[i],
                 }
             }
-            if self.style == Style::Bert {
+            if matches!(objective, Objective::MaskedLm(_)) {
                 // The corpus crate's 80/10/10 rule, with the source's PAD and MASK as specials.
                 let r = row * t..(row + 1) * t;
                 let cfg = MaskingConfig {

@@ -3,21 +3,13 @@
 use candle_core::{DType, Device, Tensor, D};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
-use crate::attention::attention_bias;
-use crate::config::{ModelConfig, Style};
-use crate::elmo::ElmoTower;
+use crate::config::ModelConfig;
 use crate::embedding::SharedEmbedding;
 use crate::joint_head::JointHead;
 use crate::loss::{labelled_positions, linear_cross_entropy, NllPass};
 use crate::params::ParamStore;
-use crate::transformer::TransformerTower;
+use crate::style::Tower;
 use crate::{Result, TowersError};
-
-#[derive(Debug, Clone)]
-enum Tower {
-    Transformer(TransformerTower),
-    Elmo(ElmoTower),
-}
 
 /// A batch moved to the device: ids [B, T] (u32) and the real-token mask.
 #[derive(Debug, Clone)]
@@ -34,7 +26,7 @@ pub struct TwoTowerLm {
     cfg: ModelConfig,
     params: ParamStore,
     embed: SharedEmbedding,
-    towers: Vec<Tower>,
+    towers: Vec<Box<dyn Tower>>,
     head: JointHead,
     dtype: DType,
 }
@@ -47,16 +39,9 @@ impl TwoTowerLm {
         let params = ParamStore::new(device, seed);
         let root = params.root();
         let embed = SharedEmbedding::new(cfg, root.pp("embed"))?;
+        let style = cfg.style.tower_style();
         let towers = (0..cfg.n_towers)
-            .map(|k| {
-                let init = root.pp(format!("tower{k}"));
-                Ok(match cfg.style {
-                    Style::Elmo => Tower::Elmo(ElmoTower::new(cfg, init)?),
-                    Style::Gpt | Style::Bert => {
-                        Tower::Transformer(TransformerTower::new(cfg, init)?)
-                    }
-                })
-            })
+            .map(|k| style.tower(cfg, root.pp(format!("tower{k}"))))
             .collect::<Result<Vec<_>>>()?;
         let head = JointHead::new(cfg, root.pp("head"))?;
         Ok(Self {
@@ -120,7 +105,8 @@ impl TwoTowerLm {
         if let Some(&bad) = batch.labels.iter().find(|&&l| l >= v && l != IGNORE_LABEL) {
             return Err(TowersError::Batch(format!("label {bad} >= vocab_size {v}")));
         }
-        if self.cfg.style != Style::Elmo && t > self.cfg.max_positions {
+        let style = self.cfg.style.tower_style();
+        if style.embedding().positions && t > self.cfg.max_positions {
             return Err(TowersError::Batch(format!(
                 "seq_len {t} > max_positions {}",
                 self.cfg.max_positions
@@ -128,17 +114,7 @@ impl TwoTowerLm {
         }
         let dev = self.device();
         let ids = Tensor::from_vec(batch.input_ids.clone(), (b, t), dev)?;
-        let mask = match self.cfg.style {
-            Style::Elmo => {
-                let m: Vec<f32> = batch
-                    .attention_mask
-                    .iter()
-                    .map(|&x| f32::from(x.min(1)))
-                    .collect();
-                Tensor::from_vec(m, (b, t, 1), dev)?.to_dtype(self.dtype)?
-            }
-            s => attention_bias(&batch.attention_mask, b, t, s == Style::Gpt, dev)?,
-        };
+        let mask = style.device_mask(batch, self.dtype, dev)?;
         Ok(DeviceBatch { ids, mask })
     }
 
@@ -150,10 +126,7 @@ impl TwoTowerLm {
             .enumerate()
             .map(|(k, tower)| {
                 let x = self.embed.tower_input(k, &shared)?;
-                match tower {
-                    Tower::Transformer(t) => t.forward(&x, &db.mask),
-                    Tower::Elmo(e) => e.forward(&x, &db.mask),
-                }
+                tower.forward(&x, &db.mask)
             })
             .collect()
     }
@@ -161,9 +134,11 @@ impl TwoTowerLm {
     /// ELMo only: tower `k`'s (forward, backward) outputs [B, T, H] (for leakage checks).
     pub fn elmo_directions(&self, db: &DeviceBatch, k: usize) -> Result<(Tensor, Tensor)> {
         let shared = self.embed.forward(&db.ids, self.dtype)?;
-        match self.towers.get(k) {
-            Some(Tower::Elmo(e)) => e.directions(&self.embed.tower_input(k, &shared)?, &db.mask),
-            _ => Err(TowersError::Config(format!(
+        let tower = self.towers.get(k);
+        let x = self.embed.tower_input(k, &shared)?;
+        match tower.and_then(|t| t.directions(&x, &db.mask)) {
+            Some(dirs) => dirs,
+            None => Err(TowersError::Config(format!(
                 "tower {k} is not an ELMo tower"
             ))),
         }

@@ -5,10 +5,11 @@
 use candle_core::Tensor;
 
 use crate::attention::SelfAttention;
-use crate::config::{ModelConfig, Style};
+use crate::config::ModelConfig;
 use crate::layers::{gelu, Linear};
 use crate::norm::LayerNorm;
 use crate::params::Init;
+use crate::style::Tower;
 use crate::Result;
 
 /// One pre-LN block: x + Attn(LN(x)), then x + FFN(LN(x)).
@@ -55,12 +56,12 @@ pub struct TransformerTower {
 }
 
 impl TransformerTower {
-    /// `layer{i}.*` blocks, plus `ln_f` for GPT.
-    pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+    /// `layer{i}.*` blocks, plus `ln_f` when `final_ln` (GPT).
+    pub fn new(cfg: &ModelConfig, init: Init<'_>, final_ln: bool) -> Result<Self> {
         let blocks = (0..cfg.n_layers)
             .map(|i| Block::new(cfg, init.pp(format!("layer{i}"))))
             .collect::<Result<Vec<_>>>()?;
-        let final_ln = if cfg.style == Style::Gpt {
+        let final_ln = if final_ln {
             Some(LayerNorm::new(
                 cfg.hidden_size,
                 cfg.layer_norm_eps,
@@ -73,7 +74,7 @@ impl TransformerTower {
     }
 
     /// Encodes `x` [B, T, H] under the additive attention `bias` [B, 1, T, T].
-    pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+    pub fn encode(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
         let mut x = x.clone();
         for b in &self.blocks {
             x = b.forward(&x, bias)?;
@@ -82,5 +83,11 @@ impl TransformerTower {
             Some(ln) => ln.forward(&x),
             None => Ok(x),
         }
+    }
+}
+
+impl Tower for TransformerTower {
+    fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        self.encode(x, bias)
     }
 }

@@ -1,0 +1,107 @@
+//! ELMo: two-layer LSTM towers, forward (sees x_<t) and backward (sees x_>t), reading a
+//! 2H-wide shared token table projected into each tower; labels are the tokens themselves.
+//! The as-released variant (forward only) is [`ElmoMode::AsReleased`].
+
+use candle_core::{DType, Device, Tensor};
+use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
+
+use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle};
+use crate::config::{ElmoMode, ModelConfig, Style};
+use crate::elmo::ElmoTower;
+use crate::params::Init;
+use crate::Result;
+
+/// The ELMo style.
+#[derive(Debug, Clone, Copy)]
+pub struct Elmo;
+
+impl TowerStyle for Elmo {
+    fn style(&self) -> Style {
+        Style::Elmo
+    }
+
+    fn name(&self) -> &'static str {
+        "elmo"
+    }
+
+    fn model_name(&self, mode: ElmoMode) -> Option<&'static str> {
+        Some(match mode {
+            ElmoMode::BiLstm => "elmo",
+            ElmoMode::AsReleased => "elmo_released",
+        })
+    }
+
+    fn preset_names(&self) -> &'static [&'static str] {
+        &[
+            "tiny",
+            "peer_small",
+            "peer_large",
+            "base_2tower",
+            "large_2tower",
+            "paper",
+        ]
+    }
+
+    fn sizes(&self, name: &str) -> Option<Sizes> {
+        Some(match name {
+            "tiny" => Sizes::lstm(2, 16, 32),
+            "peer_small" => Sizes::lstm(2, 128, 512),
+            "peer_large" => Sizes::lstm(2, 256, 1024),
+            // The released code: a 256-wide projection of cells 2048 (base) or 4096.
+            "base_2tower" => Sizes::lstm(2, 256, 2048),
+            "large_2tower" | "paper" => Sizes::lstm(2, 256, 4096),
+            _ => return None,
+        })
+    }
+
+    fn validate(&self, cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
+        if cfg.lstm_size == 0 {
+            return Err("lstm_size must be positive for ELMo");
+        }
+        Ok(())
+    }
+
+    fn tower_width(&self, cfg: &ModelConfig) -> usize {
+        2 * cfg.hidden_size // forward ++ backward
+    }
+
+    fn embed_size(&self, cfg: &ModelConfig) -> usize {
+        2 * cfg.hidden_size
+    }
+
+    fn embedding(&self) -> EmbeddingLayout {
+        // No position table: the recurrence orders the tokens and bounds no length.
+        EmbeddingLayout {
+            positions: false,
+            projected: true,
+        }
+    }
+
+    fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>> {
+        Ok(Box::new(ElmoTower::new(cfg, init)?))
+    }
+
+    fn device_mask(&self, batch: &TokenBatch, dtype: DType, dev: &Device) -> Result<Tensor> {
+        // The LSTMs hold their state over PAD: a [B, T, 1] 0/1 mask in the compute dtype.
+        let m: Vec<f32> = batch
+            .attention_mask
+            .iter()
+            .map(|&x| f32::from(x.min(1)))
+            .collect();
+        let shape = (batch.batch_size, batch.seq_len, 1);
+        Ok(Tensor::from_vec(m, shape, dev)?.to_dtype(dtype)?)
+    }
+
+    fn objective(&self) -> Objective {
+        Objective::BidirectionalLm
+    }
+
+    fn sequences(
+        &self,
+        tok: &Tokenizer,
+        docs: &[Document],
+        seq_len: usize,
+    ) -> corpus::Result<TrainingData> {
+        bert_windows(tok, docs, seq_len)
+    }
+}
