@@ -183,3 +183,30 @@ pub(crate) fn bert_windows(
     let it = docs.iter().cloned().map(Ok);
     corpus::windows::bert_windows(tok, it, &corpus::SentenceSplitter::default(), seq_len)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_style_registers_itself_under_its_serde_name() {
+        for st in Style::ALL {
+            let imp = st.tower_style();
+            assert_eq!(imp.style(), st);
+            let json = serde_json::to_string(&st).unwrap();
+            assert_eq!(json, format!("\"{}\"", imp.name()));
+            assert_eq!(imp.model_name(ElmoMode::BiLstm), Some(imp.name()));
+            for name in imp.preset_names() {
+                assert!(imp.sizes(name).is_some(), "{st} lists {name} without sizes");
+            }
+        }
+        assert_eq!(
+            Style::Elmo.tower_style().model_name(ElmoMode::AsReleased),
+            Some("elmo_released")
+        );
+        assert_eq!(
+            Style::Gpt.tower_style().model_name(ElmoMode::AsReleased),
+            None
+        );
+    }
+}
