@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -64,6 +65,7 @@ impl<'a> Zip<'a> {
         Ok(buf)
     }
 
+    /// Opens a `torch.save` zip and reads its central directory.
     fn open(path: &'a Path) -> Result<Self> {
         let file = File::open(path).map_err(io_err(path))?;
         let len = file.metadata().map_err(io_err(path))?.len();
@@ -73,108 +75,118 @@ impl<'a> Zip<'a> {
             len,
             members: HashMap::new(),
         };
+        zip.check_magic()?;
+        let (count, cd_size, cd_at) = zip.directory_extent()?;
+        if cd_size > MAX_DIRECTORY {
+            return zip.bad(format!("central directory of {cd_size} bytes"));
+        }
+        let cd = zip.read(cd_at, cd_size)?;
+        zip.read_directory(&cd, count)?;
+        Ok(zip)
+    }
+
+    /// Refuses a legacy (pickle, not zip) `torch.save` file and anything else but a zip.
+    fn check_magic(&self) -> Result<()> {
         let mut magic = [0u8; 4];
-        if len >= 4 {
-            zip.file
+        if self.len >= 4 {
+            self.file
                 .read_exact_at(&mut magic, 0)
-                .map_err(io_err(path))?;
+                .map_err(io_err(self.path))?;
         }
         if magic[..2] == [0x80, 0x02] || magic[0] == 0x80 {
-            return zip.bad(
+            return self.bad(
                 "a legacy (pre-1.6, not zip) torch.save file: save it again with a current torch",
             );
         }
         if magic != *b"PK\x03\x04" {
-            return zip.bad("not a zip file (a torch.save file is a zip)");
+            return self.bad("not a zip file (a torch.save file is a zip)");
         }
+        Ok(())
+    }
+
+    /// (entries, size, offset) of the central directory, from the end record (or from the
+    /// zip64 end record where the end record's fields overflow).
+    fn directory_extent(&self) -> Result<(u64, u64, u64)> {
         // End of central directory: 22 bytes + a comment of up to 65535, at the end.
+        let len = self.len;
         let tail_len = len.min(22 + 65535);
-        let tail = zip.read(len - tail_len, tail_len)?;
+        let tail = self.read(len - tail_len, tail_len)?;
         let Some(e) = (0..tail.len().saturating_sub(21))
             .rev()
             .find(|&i| tail[i..i + 4] == *b"PK\x05\x06")
         else {
-            return zip.bad("no end of central directory (truncated zip)");
+            return self.bad("no end of central directory (truncated zip)");
         };
         let eocd_at = len - tail_len + e as u64;
-        let (mut count, mut cd_size, mut cd_at) = (
+        let (count, cd_size, cd_at) = (
             le(&tail, e + 10, 2),
             le(&tail, e + 12, 4),
             le(&tail, e + 16, 4),
         );
         if count == 0xFFFF || cd_size == 0xFFFF_FFFF || cd_at == 0xFFFF_FFFF {
-            // zip64: the locator just before the end record points at the zip64 end record.
-            if eocd_at < 20 {
-                return zip.bad("zip64 locator missing");
-            }
-            let loc = zip.read(eocd_at - 20, 20)?;
-            if loc[..4] != *b"PK\x06\x07" {
-                return zip.bad("zip64 locator missing");
-            }
-            let rec = zip.read(le(&loc, 8, 8), 56)?;
-            if rec[..4] != *b"PK\x06\x06" {
-                return zip.bad("zip64 end record missing");
-            }
-            (count, cd_size, cd_at) = (le(&rec, 32, 8), le(&rec, 40, 8), le(&rec, 48, 8));
+            return self.zip64_directory_extent(eocd_at);
         }
-        if cd_size > MAX_DIRECTORY {
-            return zip.bad(format!("central directory of {cd_size} bytes"));
+        Ok((count, cd_size, cd_at))
+    }
+
+    /// zip64: the locator just before the end record at `eocd_at` points at the zip64 end
+    /// record, which holds the directory's (entries, size, offset) in 8 bytes each.
+    fn zip64_directory_extent(&self, eocd_at: u64) -> Result<(u64, u64, u64)> {
+        if eocd_at < 20 {
+            return self.bad("zip64 locator missing");
         }
-        let cd = zip.read(cd_at, cd_size)?;
+        let loc = self.read(eocd_at - 20, 20)?;
+        if loc[..4] != *b"PK\x06\x07" {
+            return self.bad("zip64 locator missing");
+        }
+        let rec = self.read(le(&loc, 8, 8), 56)?;
+        if rec[..4] != *b"PK\x06\x06" {
+            return self.bad("zip64 end record missing");
+        }
+        Ok((le(&rec, 32, 8), le(&rec, 40, 8), le(&rec, 48, 8)))
+    }
+
+    /// Reads the entries of the central directory `cd` into `members`, at most `count`.
+    fn read_directory(&mut self, cd: &[u8], count: u64) -> Result<()> {
         let mut at = 0usize;
-        while at + 46 <= cd.len() && (zip.members.len() as u64) < count {
-            if cd[at..at + 4] != *b"PK\x01\x02" {
-                return zip.bad(format!("central directory entry {}", zip.members.len()));
-            }
-            let method = le(&cd, at + 10, 2) as u16;
-            let (mut csize, mut usize_, mut header) = (
-                le(&cd, at + 20, 4),
-                le(&cd, at + 24, 4),
-                le(&cd, at + 42, 4),
-            );
-            let (nlen, xlen, clen) = (
-                le(&cd, at + 28, 2) as usize,
-                le(&cd, at + 30, 2) as usize,
-                le(&cd, at + 32, 2) as usize,
-            );
-            let end = at + 46 + nlen + xlen + clen;
-            if end > cd.len() {
-                return zip.bad("central directory entry past its end");
-            }
-            let name = String::from_utf8_lossy(&cd[at + 46..at + 46 + nlen]).into_owned();
-            // zip64 extra field (tag 1): the 0xFFFFFFFF fields, in order.
-            let mut x = at + 46 + nlen;
-            while x + 4 <= at + 46 + nlen + xlen {
-                let (tag, size) = (le(&cd, x, 2), le(&cd, x + 2, 2) as usize);
-                let body = x + 4;
-                if body + size > at + 46 + nlen + xlen {
-                    break;
-                }
-                if tag == 1 {
-                    let mut k = body;
-                    for field in [&mut usize_, &mut csize, &mut header] {
-                        if *field == 0xFFFF_FFFF && k + 8 <= body + size {
-                            *field = le(&cd, k, 8);
-                            k += 8;
-                        }
-                    }
-                }
-                x = body + size;
-            }
-            if method == 0 && csize != usize_ {
-                return zip.bad(format!("member {name}: stored sizes differ"));
-            }
-            zip.members.insert(
-                name,
-                Member {
-                    header,
-                    size: csize,
-                    method,
-                },
-            );
+        while at + 46 <= cd.len() && (self.members.len() as u64) < count {
+            let (name, member, end) = self.directory_entry(cd, at)?;
+            self.members.insert(name, member);
             at = end;
         }
-        Ok(zip)
+        Ok(())
+    }
+
+    /// The central directory entry at `at`: its name, its member and where the next entry
+    /// starts.
+    fn directory_entry(&self, cd: &[u8], at: usize) -> Result<(String, Member, usize)> {
+        if cd[at..at + 4] != *b"PK\x01\x02" {
+            return self.bad(format!("central directory entry {}", self.members.len()));
+        }
+        let method = le(cd, at + 10, 2) as u16;
+        let (mut csize, mut usize_, mut header) =
+            (le(cd, at + 20, 4), le(cd, at + 24, 4), le(cd, at + 42, 4));
+        let (nlen, xlen, clen) = (
+            le(cd, at + 28, 2) as usize,
+            le(cd, at + 30, 2) as usize,
+            le(cd, at + 32, 2) as usize,
+        );
+        let end = at + 46 + nlen + xlen + clen;
+        if end > cd.len() {
+            return self.bad("central directory entry past its end");
+        }
+        let name = String::from_utf8_lossy(&cd[at + 46..at + 46 + nlen]).into_owned();
+        let extra = at + 46 + nlen..at + 46 + nlen + xlen;
+        zip64_extra(cd, extra, [&mut usize_, &mut csize, &mut header]);
+        if method == 0 && csize != usize_ {
+            return self.bad(format!("member {name}: stored sizes differ"));
+        }
+        let member = Member {
+            header,
+            size: csize,
+            method,
+        };
+        Ok((name, member, end))
     }
 
     /// Byte offset and size of a stored member's data.
@@ -203,6 +215,30 @@ impl<'a> Zip<'a> {
             ));
         }
         Ok((start, m.size))
+    }
+}
+
+/// Reads the zip64 extra field (tag 1) among the extra fields `cd[extra]`: each of `fields`
+/// (uncompressed size, compressed size, header offset) that holds 0xFFFFFFFF is given there
+/// in 8 bytes, in that order.
+fn zip64_extra(cd: &[u8], extra: Range<usize>, mut fields: [&mut u64; 3]) {
+    let mut x = extra.start;
+    while x + 4 <= extra.end {
+        let (tag, size) = (le(cd, x, 2), le(cd, x + 2, 2) as usize);
+        let body = x + 4;
+        if body + size > extra.end {
+            break;
+        }
+        if tag == 1 {
+            let mut k = body;
+            for field in fields.iter_mut() {
+                if **field == 0xFFFF_FFFF && k + 8 <= body + size {
+                    **field = le(cd, k, 8);
+                    k += 8;
+                }
+            }
+        }
+        x = body + size;
     }
 }
 
