@@ -631,6 +631,14 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ExternalErro
     }
 }
 
+/// [`ExternalError::Malformed`] of `path`, for the reason given.
+pub(crate) fn malformed(path: &Path) -> impl Fn(String) -> ExternalError + '_ {
+    move |reason| ExternalError::Malformed {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
 /// Reads a `.npy` file whole: one 2-D array, little-endian f32 (`<f4`) or f64 (`<f8`), C
 /// order (format versions 1, 2 and 3).
 pub fn read_npy(path: impl AsRef<Path>) -> Result<Matrix> {

@@ -4,20 +4,64 @@
 
 use std::fs::File;
 use std::io::Read;
+use std::ops::Range;
 use std::path::Path;
 
 use super::source::{Elem, Order, TensorSource};
-use super::{io_err, ExternalError, Result};
+use super::{io_err, malformed, ExternalError, Result};
 
 /// Longest header read (numpy writes a few hundred bytes; its own limit is 10 KB by default).
 const MAX_HEADER: u64 = 1 << 20;
 
 /// Parses the header of a `.npy` file into a checked source.
 pub(crate) fn open(path: &Path) -> Result<TensorSource> {
-    let bad = |reason: String| ExternalError::Malformed {
-        path: path.to_path_buf(),
-        reason,
+    let bad = malformed(path);
+    let (header, data) = read_header(path)?;
+    let (descr, fortran, shape) = header_fields(path, &header)?;
+    let elem = match descr.as_str() {
+        "<f4" | "=f4" | "f4" => Elem::F32,
+        "<f8" | "=f8" | "f8" => Elem::F64,
+        other => {
+            return Err(ExternalError::UnsupportedDtype {
+                path: path.to_path_buf(),
+                name: String::new(),
+                dtype: other.to_string(),
+            })
+        }
     };
+    match fortran {
+        "False" => {}
+        "True" => {
+            return Err(bad(
+                "Fortran (column-major) order; save a C-order array".into()
+            ))
+        }
+        other => return Err(bad(format!("fortran_order {other:?}"))),
+    }
+    let (data_start, data_len) = (data.start, data.end - data.start);
+    let cols = shape.get(1).copied().unwrap_or(0);
+    let src = TensorSource::new(
+        path,
+        "",
+        &shape,
+        elem,
+        data_start,
+        Order::Rows { stride: cols },
+        data_len,
+    )?;
+    let want = src.rows as u64 * src.cols as u64 * elem.size();
+    if data_len != want {
+        return Err(bad(format!(
+            "{data_len} data bytes for shape {shape:?} of {descr} ({want} expected)"
+        )));
+    }
+    Ok(src)
+}
+
+/// The header text (format versions 1–3; its announced length checked against the file
+/// before it is read) and the byte range of the data that follows it.
+fn read_header(path: &Path) -> Result<(String, Range<u64>)> {
+    let bad = malformed(path);
     let mut file = File::open(path).map_err(io_err(path))?;
     let file_len = file.metadata().map_err(io_err(path))?.len();
     let mut pre = [0u8; 12];
@@ -45,7 +89,14 @@ pub(crate) fn open(path: &Path) -> Result<TensorSource> {
     }
     let mut header = vec![0u8; header_len as usize];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut header, start).map_err(io_err(path))?;
-    let header = std::str::from_utf8(&header).map_err(|e| bad(format!("header: {e}")))?;
+    let header =
+        String::from_utf8(header).map_err(|e| bad(format!("header: {}", e.utf8_error())))?;
+    Ok((header, start + header_len..file_len))
+}
+
+/// The header's `descr` (unquoted), `fortran_order` (raw text) and `shape`.
+fn header_fields<'h>(path: &Path, header: &'h str) -> Result<(String, &'h str, Vec<u64>)> {
+    let bad = malformed(path);
     let descr = npy_value(header, "descr")
         .map(|v| v.trim_matches(|c| c == '\'' || c == '"').to_string())
         .ok_or_else(|| bad(format!("no 'descr' in header {header:?}")))?;
@@ -63,45 +114,7 @@ pub(crate) fn open(path: &Path) -> Result<TensorSource> {
                 .map_err(|e| bad(format!("shape {s:?}: {e}")))
         })
         .collect::<Result<_>>()?;
-    let elem = match descr.as_str() {
-        "<f4" | "=f4" | "f4" => Elem::F32,
-        "<f8" | "=f8" | "f8" => Elem::F64,
-        other => {
-            return Err(ExternalError::UnsupportedDtype {
-                path: path.to_path_buf(),
-                name: String::new(),
-                dtype: other.to_string(),
-            })
-        }
-    };
-    match fortran {
-        "False" => {}
-        "True" => {
-            return Err(bad(
-                "Fortran (column-major) order; save a C-order array".into()
-            ))
-        }
-        other => return Err(bad(format!("fortran_order {other:?}"))),
-    }
-    let data_start = start + header_len;
-    let data_len = file_len - data_start;
-    let cols = shape.get(1).copied().unwrap_or(0);
-    let src = TensorSource::new(
-        path,
-        "",
-        &shape,
-        elem,
-        data_start,
-        Order::Rows { stride: cols },
-        data_len,
-    )?;
-    let want = src.rows as u64 * src.cols as u64 * elem.size();
-    if data_len != want {
-        return Err(bad(format!(
-            "{data_len} data bytes for shape {shape:?} of {descr} ({want} expected)"
-        )));
-    }
-    Ok(src)
+    Ok((descr, fortran, shape))
 }
 
 /// Reads as many bytes as the file has, up to `buf.len()`.
