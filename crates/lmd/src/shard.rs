@@ -274,28 +274,11 @@ pub fn shard_moments(
     let key = ExtractKey::new(&models, texts, opts, shard, chunk);
     let names: Vec<String> = encoders.iter().map(|e| e.name().to_string()).collect();
     let widths: Vec<usize> = encoders.iter().map(|e| e.width()).collect();
-    let (mut m, mut replaced) = (Moments::new(names, widths)?, Vec::new());
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| LmdError::Io {
-            path: dir.to_path_buf(),
-            source,
-        })?;
-    }
+    let fresh = Moments::new(names, widths)?;
+    create_parent(path)?;
     // One writer per shard file: held until this function returns.
     let _lock = ShardLock::acquire(path, shard)?;
-    if path.is_file() {
-        let (stored, meta) = Moments::load_with(path).map_err(|e| LmdError::Shard {
-            path: path.to_path_buf(),
-            reason: format!(
-                "shard {shard}: its file cannot be read ({e}); remove it to start the shard again"
-            ),
-        })?;
-        match ExtractKey::from_meta(&meta) {
-            Some(k) if k == key => m = stored,
-            Some(k) => replaced = k.differences(&key),
-            None => replaced = vec!["key (none recorded)"],
-        }
-    }
+    let (mut m, replaced) = stored_or_fresh(fresh, path, shard, &key)?;
     let from = m.n();
     if from as usize > texts.len() {
         return Err(LmdError::Malformed {
@@ -306,17 +289,7 @@ pub fn shard_moments(
     if from as usize == texts.len() {
         return Ok((m, ShardStatus::Reused));
     }
-    // A row limit ends on the chunk grid (at least one chunk), so a resumed shard repeats the
-    // uninterrupted run's updates exactly.
-    let end = match settings.max_rows {
-        Some(r) if from as usize + r < texts.len() => {
-            let next = (from as usize / chunk + 1) * chunk;
-            ((from as usize + r) / chunk * chunk)
-                .max(next)
-                .min(texts.len())
-        }
-        _ => texts.len(),
-    };
+    let end = stop_row(from as usize, settings.max_rows, chunk, texts.len());
     let inner = ExtractOptions {
         progress: false,
         ..opts.clone()
@@ -347,6 +320,54 @@ pub fn shard_moments(
         ShardStatus::Computed { replaced }
     };
     Ok((m, status))
+}
+
+/// Creates the folder `path` is to be written in.
+fn create_parent(path: &Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| LmdError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// The moments to go on from: the shard file at `path` when it carries `key` (finished or a
+/// checkpoint), else `fresh`, with the fields of a stale file's key that differed.
+fn stored_or_fresh(
+    fresh: Moments,
+    path: &Path,
+    shard: Shard,
+    key: &ExtractKey,
+) -> Result<(Moments, Vec<&'static str>)> {
+    if !path.is_file() {
+        return Ok((fresh, Vec::new()));
+    }
+    let (stored, meta) = Moments::load_with(path).map_err(|e| LmdError::Shard {
+        path: path.to_path_buf(),
+        reason: format!(
+            "shard {shard}: its file cannot be read ({e}); remove it to start the shard again"
+        ),
+    })?;
+    Ok(match ExtractKey::from_meta(&meta) {
+        Some(k) if k == *key => (stored, Vec::new()),
+        Some(k) => (fresh, k.differences(key)),
+        None => (fresh, vec!["key (none recorded)"]),
+    })
+}
+
+/// The row (of `len`) at which a call that starts at `from` stops. A row limit ends on the
+/// chunk grid (at least one chunk), so a resumed shard repeats the uninterrupted run's updates
+/// exactly.
+fn stop_row(from: usize, max_rows: Option<usize>, chunk: usize, len: usize) -> usize {
+    match max_rows {
+        Some(r) if from + r < len => {
+            let next = (from / chunk + 1) * chunk;
+            ((from + r) / chunk * chunk).max(next).min(len)
+        }
+        _ => len,
+    }
 }
 
 /// Merges finished shard files into the moments of the whole split. Every file must carry the
