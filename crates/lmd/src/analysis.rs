@@ -14,10 +14,12 @@
 //! Pairwise fits under a fixed ridge whiten each basis once and serve all targets from two
 //! triangular solves on d_b × d_t panels copied whole from the moments (`pairwise_whitened`).
 
+use std::ops::Range;
+
 use faer::linalg::matmul::triangular::{self, BlockStructure};
 use faer::linalg::{matmul, triangular_inverse};
 use faer::prelude::{Reborrow, ReborrowMut};
-use faer::{Accum, Mat, MatRef, Par, Side};
+use faer::{Accum, Mat, MatMut, MatRef, Par, Side};
 
 use crate::cka;
 use crate::dense;
@@ -232,53 +234,12 @@ fn pairwise_whitened(
     let l = c_bb.llt(Side::Lower).ok()?;
     let mut g = p.g.as_mut().submatrix_mut(0, 0, db, dt);
     let mut h = p.h.as_mut().submatrix_mut(0, 0, db, dt);
-    let mut start = 0;
-    for &i in &targets {
-        let (ri, w) = (train.range(i), train.widths()[i]);
-        train.cov_range_into(bj.clone(), ri.clone(), g.rb_mut().subcols_mut(start, w));
-        let mut hb = h.rb_mut().subcols_mut(start, w);
-        test.cov_range_into(bj.clone(), ri.clone(), hb.rb_mut());
-        // S' = S + δδᵀ: the second moment about the train mean (panel columns are contiguous).
-        let db_delta = &p.delta[bj.clone()];
-        for (k, t) in ri.enumerate() {
-            let dt_ = p.delta[t];
-            for (v, &b) in hb.rb_mut().col_mut(k).iter_mut().zip(db_delta) {
-                *v += b * dt_;
-            }
-        }
-        start += w;
-    }
+    fill_panels(train, test, j, &targets, &p.delta, g.rb_mut(), h.rb_mut());
     l.L().solve_lower_triangular_in_place(g.rb_mut());
     l.L().solve_lower_triangular_in_place(h.rb_mut());
-    let mut s2 = Mat::<f64>::zeros(db, db);
-    test.cov_range_into(bj.clone(), bj.clone(), s2.as_mut());
-    for (c, bc) in bj.clone().enumerate() {
-        for (r, br) in bj.clone().enumerate() {
-            s2[(r, c)] += p.delta[br] * p.delta[bc] + c_bb[(r, c)];
-        }
-    }
-    let ls = s2.llt(Side::Lower).ok()?;
-    let mut zb = ls.L().to_owned();
-    dense::zero_upper(zb.as_mut());
-    l.L().solve_lower_triangular_in_place(zb.as_mut());
-    // Q = Z_bᵀ G, Z_bᵀ upper triangular with zeros stored below: one GEMM per row block of
-    // Z_bᵀ over the rows of G it touches (faer's triangular product ran at half its GEMM rate
-    // on these 768 × 8448 panels).
+    let zb = whitened_test_factor(test, bj, &p.delta, c_bb.as_ref(), l.L())?;
     let mut q = p.q.as_mut().submatrix_mut(0, 0, db, dt);
-    let zt = zb.transpose();
-    let mut r0 = 0;
-    while r0 < db {
-        let r1 = (r0 + dense::BLOCK).min(db);
-        matmul::matmul(
-            q.rb_mut().subrows_mut(r0, r1 - r0),
-            Accum::Replace,
-            zt.submatrix(r0, r0, r1 - r0, db - r0),
-            g.rb().subrows(r0, db - r0),
-            1.0,
-            par,
-        );
-        r0 = r1;
-    }
+    upper_times(q.rb_mut(), zb.transpose(), g.rb(), par);
     let dot = |a: MatRef<'_, f64>, b: MatRef<'_, f64>, c: usize| -> f64 {
         a.col(c)
             .iter()
@@ -300,6 +261,82 @@ fn pairwise_whitened(
             })
             .collect(),
     )
+}
+
+/// The panels [C_bt | S'_bt] of basis `j` against `targets` (in order), each block copied
+/// whole from the moments: `g` ← C_bt (train), `h` ← S'_bt = S_bt + δ_b δ_tᵀ (the test second
+/// moment about the train mean).
+fn fill_panels(
+    train: &Moments,
+    test: &Moments,
+    j: usize,
+    targets: &[usize],
+    delta: &[f64],
+    mut g: MatMut<'_, f64>,
+    mut h: MatMut<'_, f64>,
+) {
+    let bj = train.range(j);
+    let mut start = 0;
+    for &i in targets {
+        let (ri, w) = (train.range(i), train.widths()[i]);
+        train.cov_range_into(bj.clone(), ri.clone(), g.rb_mut().subcols_mut(start, w));
+        let mut hb = h.rb_mut().subcols_mut(start, w);
+        test.cov_range_into(bj.clone(), ri.clone(), hb.rb_mut());
+        // S' = S + δδᵀ: the second moment about the train mean (panel columns are contiguous).
+        let db_delta = &delta[bj.clone()];
+        for (k, t) in ri.enumerate() {
+            let dt_ = delta[t];
+            for (v, &b) in hb.rb_mut().col_mut(k).iter_mut().zip(db_delta) {
+                *v += b * dt_;
+            }
+        }
+        start += w;
+    }
+}
+
+/// Z_b = L⁻¹ L'' of the basis columns `bj` (lower triangular), with L'' L''ᵀ = S'_bb + C_bb + λI, positive
+/// definite even when S'_bb is singular; `c_bb` holds C_bb + λI and `l` its factor. `None` when
+/// the factorisation fails.
+fn whitened_test_factor(
+    test: &Moments,
+    bj: Range<usize>,
+    delta: &[f64],
+    c_bb: MatRef<'_, f64>,
+    l: MatRef<'_, f64>,
+) -> Option<Mat<f64>> {
+    let db = bj.len();
+    let mut s2 = Mat::<f64>::zeros(db, db);
+    test.cov_range_into(bj.clone(), bj.clone(), s2.as_mut());
+    for (c, bc) in bj.clone().enumerate() {
+        for (r, br) in bj.clone().enumerate() {
+            s2[(r, c)] += delta[br] * delta[bc] + c_bb[(r, c)];
+        }
+    }
+    let ls = s2.llt(Side::Lower).ok()?;
+    let mut zb = ls.L().to_owned();
+    dense::zero_upper(zb.as_mut());
+    l.solve_lower_triangular_in_place(zb.as_mut());
+    Some(zb)
+}
+
+/// Q = Z_bᵀ G, Z_bᵀ upper triangular with zeros stored below: one GEMM per row block of Z_bᵀ
+/// over the rows of G it touches (faer's triangular product ran at half its GEMM rate on these
+/// 768 × 8448 panels).
+fn upper_times(mut q: MatMut<'_, f64>, zt: MatRef<'_, f64>, g: MatRef<'_, f64>, par: Par) {
+    let db = zt.nrows();
+    let mut r0 = 0;
+    while r0 < db {
+        let r1 = (r0 + dense::BLOCK).min(db);
+        matmul::matmul(
+            q.rb_mut().subrows_mut(r0, r1 - r0),
+            Accum::Replace,
+            zt.submatrix(r0, r0, r1 - r0, db - r0),
+            g.subrows(r0, db - r0),
+            1.0,
+            par,
+        );
+        r0 = r1;
+    }
 }
 
 /// Group R²(u_i, {u_-i}) for every model: through the precision identity when the ridge allows
