@@ -450,52 +450,19 @@ fn group_precision(
     // fresh D² allocation costs ~0.5 s of page faults at D = 9216, and faer's own Cholesky
     // copies its input.
     let mut a = Mat::<f64>::zeros(d, d);
-    train.add_cov_lower(&mut a, 1.0);
-    for k in 0..d {
-        a[(k, k)] += lambda;
-    }
-    // The rank check needs C itself (symmetric); only Ridge::None asks for it.
-    let c_full = check_rank.then(|| symmetric_from_lower(a.as_ref()));
-    if !dense::cholesky_in_place(a.as_mut(), par) {
+    let Some(x) = whiten_train(train, lambda, check_rank, &mut a, par) else {
         return Ok(None);
-    }
-    let mut x = Mat::<f64>::zeros(d, d);
-    triangular_inverse::invert_lower_triangular(x.as_mut(), a.as_ref(), par);
-    if let Some(c) = &c_full {
-        if !full_rank(c, &x) {
-            return Ok(None);
-        }
-    }
-    drop(c_full);
-    // S'' = S' + (C + λI), S' = the test second moment about the train mean (lower triangle).
+    };
     let delta = mean_shift(train, test)?;
     let sst = test.variances();
-    a.fill(0.0);
-    test.add_cov_lower(&mut a, 1.0);
-    train.add_cov_lower(&mut a, 1.0);
-    for c in 0..d {
-        let col = &mut a.col_as_slice_mut(c)[c..];
-        for (v, &dr) in col.iter_mut().zip(&delta[c..]) {
-            *v += dr * delta[c];
-        }
-        col[0] += lambda;
-    }
+    // L'' L''ᵀ = S'' in the same buffer, then Z = X L''.
+    fill_s2(train, test, &delta, lambda, &mut a);
     if !dense::cholesky_in_place(a.as_mut(), par) {
         return Ok(None);
     }
-    let mut z = Mat::<f64>::zeros(d, d);
-    triangular::matmul(
-        z.as_mut(),
-        BlockStructure::TriangularLower,
-        Accum::Replace,
-        x.as_ref(),
-        BlockStructure::TriangularLower,
-        a.as_ref(),
-        BlockStructure::TriangularLower,
-        1.0,
-        par,
-    );
+    let mut z = lower_times_lower(x.as_ref(), a.as_ref(), par);
     drop(a);
+    // MixedF32 keeps only Z's f32 copy.
     let z32 = match arithmetic {
         Arithmetic::F64 => None,
         Arithmetic::MixedF32 => {
@@ -506,48 +473,130 @@ fn group_precision(
     };
     let mut r2 = Vec::with_capacity(m);
     for i in 0..m {
-        let r = train.range(i);
-        let (o, di) = (r.start, r.len());
-        let xi = x.as_ref().submatrix(o, o, d - o, di);
-        // P_ii = X_:,iᵀ X_:,i (lower triangle is all the Cholesky reads).
-        let mut pii = Mat::<f64>::zeros(di, di);
-        triangular::matmul(
-            pii.as_mut(),
-            BlockStructure::TriangularLower,
-            Accum::Replace,
-            xi.transpose(),
-            BlockStructure::Rectangular,
-            xi,
-            BlockStructure::Rectangular,
-            1.0,
-            par,
-        );
-        let Ok(rf) = pii.llt(Side::Lower) else {
+        let Some(parts) = group_parts(train, i, x.as_ref(), z.as_ref(), z32.as_ref(), &sst, par)
+        else {
             return Ok(None);
         };
-        // Ũ = P_ii⁻¹ X_:,iᵀ = R⁻ᵀ Uᵀ: its rows map w to the residual dimensions, and row k has
-        // squared norm (P_ii⁻¹)_kk, the train residual variance of dimension k, the same scale
-        // as the test residual, which keeps the f32 product's error relative.
-        let mut ut = xi.transpose().to_owned();
-        rf.L().solve_lower_triangular_in_place(ut.as_mut());
-        rf.L()
-            .transpose()
-            .solve_upper_triangular_in_place(ut.as_mut());
-        let g = match &z32 {
-            None => row_norms2(block_rows(ut.as_ref(), z.as_ref(), o, 1.0, par).as_ref()),
-            Some(z32) => {
-                let g32 = block_rows(to_f32(ut.as_ref()).as_ref(), z32.as_ref(), o, 1.0f32, par);
-                row_norms2(g32.as_ref())
-            }
-        };
-        // SSR per dimension = ‖row of Ũ Z‖² (test + the added I) − ‖row of Ũ‖² (the I part).
-        let (both, train_part) = (g, row_norms2(ut.as_ref()));
-        let parts: Vec<(f64, f64)> = (0..di)
-            .map(|k| ((both[k] - train_part[k]).max(0.0), sst[o + k]))
-            .collect();
         r2.push(pool(&parts, &format!("group R² of {}", train.names()[i]))?.r2);
     }
     Ok(Some(r2))
+}
+
+/// X = L⁻¹ with C + λI = L Lᵀ: fills `a` with C + λI (lower triangle) and factors it in place.
+/// `None` when the factorisation fails or, with `check_rank`, when C is numerically singular
+/// ([`full_rank`]).
+fn whiten_train(
+    train: &Moments,
+    lambda: f64,
+    check_rank: bool,
+    a: &mut Mat<f64>,
+    par: Par,
+) -> Option<Mat<f64>> {
+    let d = a.nrows();
+    train.add_cov_lower(a, 1.0);
+    for k in 0..d {
+        a[(k, k)] += lambda;
+    }
+    // The rank check needs C itself (symmetric); only Ridge::None asks for it.
+    let c_full = check_rank.then(|| symmetric_from_lower(a.as_ref()));
+    if !dense::cholesky_in_place(a.as_mut(), par) {
+        return None;
+    }
+    let mut x = Mat::<f64>::zeros(d, d);
+    triangular_inverse::invert_lower_triangular(x.as_mut(), a.as_ref(), par);
+    if let Some(c) = &c_full {
+        if !full_rank(c, &x) {
+            return None;
+        }
+    }
+    Some(x)
+}
+
+/// Fills `a` with the lower triangle of S'' = S' + (C + λI), S' = the test second moment about
+/// the train mean (S + δδᵀ).
+fn fill_s2(train: &Moments, test: &Moments, delta: &[f64], lambda: f64, a: &mut Mat<f64>) {
+    a.fill(0.0);
+    test.add_cov_lower(a, 1.0);
+    train.add_cov_lower(a, 1.0);
+    for c in 0..a.ncols() {
+        let col = &mut a.col_as_slice_mut(c)[c..];
+        for (v, &dr) in col.iter_mut().zip(&delta[c..]) {
+            *v += dr * delta[c];
+        }
+        col[0] += lambda;
+    }
+}
+
+/// The product of two lower triangular matrices (Z = X L'').
+fn lower_times_lower(x: MatRef<'_, f64>, l: MatRef<'_, f64>, par: Par) -> Mat<f64> {
+    let d = x.nrows();
+    let mut z = Mat::<f64>::zeros(d, d);
+    triangular::matmul(
+        z.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        x,
+        BlockStructure::TriangularLower,
+        l,
+        BlockStructure::TriangularLower,
+        1.0,
+        par,
+    );
+    z
+}
+
+/// Per dimension of model `i`, (SSR/n', SST/n') of its group fit: `x` = L⁻¹, `z` = X L'' (or
+/// its f32 copy `z32` under [`Arithmetic::MixedF32`]), `sst` the test variances. `None` when
+/// P_ii has no Cholesky factor.
+fn group_parts(
+    train: &Moments,
+    i: usize,
+    x: MatRef<'_, f64>,
+    z: MatRef<'_, f64>,
+    z32: Option<&Mat<f32>>,
+    sst: &[f64],
+    par: Par,
+) -> Option<Vec<(f64, f64)>> {
+    let d = x.nrows();
+    let r = train.range(i);
+    let (o, di) = (r.start, r.len());
+    let xi = x.submatrix(o, o, d - o, di);
+    // P_ii = X_:,iᵀ X_:,i (lower triangle is all the Cholesky reads).
+    let mut pii = Mat::<f64>::zeros(di, di);
+    triangular::matmul(
+        pii.as_mut(),
+        BlockStructure::TriangularLower,
+        Accum::Replace,
+        xi.transpose(),
+        BlockStructure::Rectangular,
+        xi,
+        BlockStructure::Rectangular,
+        1.0,
+        par,
+    );
+    let rf = pii.llt(Side::Lower).ok()?;
+    // Ũ = P_ii⁻¹ X_:,iᵀ = R⁻ᵀ Uᵀ: its rows map w to the residual dimensions, and row k has
+    // squared norm (P_ii⁻¹)_kk, the train residual variance of dimension k, the same scale
+    // as the test residual, which keeps the f32 product's error relative.
+    let mut ut = xi.transpose().to_owned();
+    rf.L().solve_lower_triangular_in_place(ut.as_mut());
+    rf.L()
+        .transpose()
+        .solve_upper_triangular_in_place(ut.as_mut());
+    let g = match z32 {
+        None => row_norms2(block_rows(ut.as_ref(), z, o, 1.0, par).as_ref()),
+        Some(z32) => {
+            let g32 = block_rows(to_f32(ut.as_ref()).as_ref(), z32.as_ref(), o, 1.0f32, par);
+            row_norms2(g32.as_ref())
+        }
+    };
+    // SSR per dimension = ‖row of Ũ Z‖² (test + the added I) − ‖row of Ũ‖² (the I part).
+    let (both, train_part) = (g, row_norms2(ut.as_ref()));
+    Some(
+        (0..di)
+            .map(|k| ((both[k] - train_part[k]).max(0.0), sst[o + k]))
+            .collect(),
+    )
 }
 
 /// Squared Euclidean norm of every row, accumulated in f64 (column-major walk on slices).
