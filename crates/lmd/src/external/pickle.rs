@@ -465,6 +465,7 @@ impl Machine<'_> {
         }
     }
 
+    /// MARK: where the values of the next container begin (at most `MAX_STACK` open marks).
     fn mark(&mut self) -> Result<(), PickleError> {
         if self.marks.len() >= MAX_STACK {
             return self.bad(format!("more than {MAX_STACK} marks"));
@@ -473,6 +474,7 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// DUP: the top value again.
     fn dup(&mut self) -> Result<(), PickleError> {
         let v = self.top()?.clone();
         self.push(v)
@@ -495,6 +497,7 @@ impl Machine<'_> {
         self.tuple(items)
     }
 
+    /// LIST: a list of the values above the mark.
     fn list(&mut self, items: Vec<Value>) -> Result<(), PickleError> {
         let d = Self::container_depth(&items);
         self.push(Value::List(Rc::new(items), d))
@@ -506,6 +509,7 @@ impl Machine<'_> {
         self.set_items(items)
     }
 
+    /// SETITEM: the key and value on top, set in the dict below them.
     fn set_item(&mut self) -> Result<(), PickleError> {
         let v = self.pop()?;
         let k = self.pop()?;
@@ -599,6 +603,7 @@ impl Machine<'_> {
         Ok(())
     }
 
+    /// BINGET, LONG_BINGET: the value under memo key `k`.
     fn memo_get(&mut self, k: u64) -> Result<(), PickleError> {
         let Some(v) = self.memo.get(&k).cloned() else {
             return self.bad(format!("memo {k} was never set"));
