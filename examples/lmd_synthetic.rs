@@ -146,7 +146,7 @@ fn stream_split(
 ) -> Res<Moments> {
     let mut m = Moments::new(planted.names(), planted.widths())?;
     let style = ProgressStyle::with_template("{msg:>6} [{bar:40}] {pos}/{len} rows ({elapsed})")
-        .map_err(|e| ExperimentError::Invalid(format!("progress template: {e}")))?;
+        .map_err(|e| ExperimentError::bad_setting("progress template", "rows", e.to_string()))?;
     let bar = ProgressBar::new(n as u64).with_style(style);
     bar.set_message(label.to_string());
     let mut done = 0;

@@ -163,8 +163,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         outcome.table2_heatmap.display(),
         outcome.seconds
     );
-    let json = serde_json::to_string(&outcome)
-        .map_err(|e| ExperimentError::Invalid(format!("summary not serialisable: {e}")))?;
+    let json = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {
+        path: "the summary line".into(),
+        source,
+    })?;
     println!("{json}");
     Ok(())
 }

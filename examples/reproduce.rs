@@ -116,13 +116,10 @@ fn check_finished(spec: &StudySpec, out: &std::path::Path) -> Result<(), Experim
     if missing.is_empty() {
         return Ok(());
     }
-    Err(ExperimentError::Invalid(format!(
-        "--tables-only: {} of {} runs in {} have not finished: {}",
-        missing.len(),
-        spec.runs.len(),
-        out.display(),
-        missing.join(", ")
-    )))
+    Err(ExperimentError::Unfinished {
+        runs: missing,
+        total: spec.runs.len(),
+    })
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
@@ -136,9 +133,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let out = args.out.unwrap_or_else(|| {
         PathBuf::from(format!("out/reproduce/{:?}", args.protocol).to_lowercase())
     });
-    let only = common::parse_list(&args.only).map_err(ExperimentError::Invalid)?;
+    let only = common::parse_list(&args.only)
+        .map_err(|why| ExperimentError::bad_setting("--only", &args.only, why))?;
     let opts = RunOptions {
-        device: common::device(args.device.as_deref()).map_err(ExperimentError::Invalid)?,
+        device: common::device(args.device.as_deref())?,
         progress: match args.quiet {
             true => Progress::silent(),
             false => Progress::stdout(),
@@ -151,8 +149,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         check_finished(&spec, &out)?;
     }
     let outcome = run_study(&spec, &out, &only, &opts)?;
-    let line = serde_json::to_string(&outcome)
-        .map_err(|e| ExperimentError::Invalid(format!("the summary could not be written: {e}")))?;
+    let line = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {
+        path: "the summary line".into(),
+        source,
+    })?;
     println!("{line}");
     Ok(())
 }

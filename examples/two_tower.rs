@@ -124,9 +124,11 @@ fn schedule(args: &Args) -> Result<Schedule, ExperimentError> {
         "constant" => Ok(Schedule::Constant {
             warmup_steps: args.warmup_steps,
         }),
-        s => Err(ExperimentError::Invalid(format!(
-            "unknown schedule {s:?} (linear-decay, constant)"
-        ))),
+        s => Err(ExperimentError::UnknownChoice {
+            what: "schedule",
+            given: s.into(),
+            choices: vec!["linear-decay", "constant"],
+        }),
     }
 }
 
@@ -135,9 +137,11 @@ fn head_input(s: &str) -> Result<HeadInput, ExperimentError> {
         "tower-layer-norm" => Ok(HeadInput::TowerLayerNorm),
         "tower-output" => Ok(HeadInput::TowerOutput),
         "joint-layer-norm-slice" => Ok(HeadInput::JointLayerNormSlice),
-        s => Err(ExperimentError::Invalid(format!(
-            "unknown head input {s:?} (tower-layer-norm, tower-output, joint-layer-norm-slice)"
-        ))),
+        s => Err(ExperimentError::UnknownChoice {
+            what: "head input",
+            given: s.into(),
+            choices: vec!["tower-layer-norm", "tower-output", "joint-layer-norm-slice"],
+        }),
     }
 }
 
@@ -184,7 +188,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         &ScoringSpec::new(args.seq_len),
     )?;
     let opts = RunOptions {
-        device: common::device(args.device.as_deref()).map_err(ExperimentError::Invalid)?,
+        device: common::device(args.device.as_deref())?,
         ..RunOptions::default()
     };
     let run = ensure_run(&spec, &args.out, &data, &data_dir, &scoring, &opts)?;

@@ -32,7 +32,11 @@ fn a_corpus_too_small_to_hold_out_is_refused() {
     std::fs::write(&text, "a single document\n").unwrap();
     let spec = CorpusSpec::text(text.display().to_string(), "plain", None);
     let err = CorpusData::load(&spec, &dir.path().join("data")).unwrap_err();
-    assert!(err.to_string().contains("at least two"), "{err}");
+    assert!(
+        matches!(err, ExperimentError::TooLittleData { have: 1, need: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("at least 2 needed"), "{err}");
 }
 
 #[test]
@@ -71,7 +75,9 @@ fn a_missing_scoring_corpus_is_named() {
 fn invalid_settings_and_protocols_are_refused() {
     let mut spec = tiny_spec(0);
     spec.phase1.lr = 0.0;
-    assert!(matches!(spec.validate(), Err(ExperimentError::Invalid(_))));
+    assert!(
+        matches!(spec.validate(), Err(ExperimentError::BadSetting { ref field, .. }) if field == "phase1.lr")
+    );
     let err = "fast".parse::<Protocol>().unwrap_err();
     assert!(err.to_string().contains("smoke, cpu, gpu"), "{err}");
     assert!(

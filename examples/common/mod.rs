@@ -51,7 +51,12 @@ where
 /// The device of a `--device` flag: `cpu`, `cuda` (GPU 0) or `cuda:<N>`; none: the first CUDA
 /// GPU when this build has CUDA and one is present, else the CPU.
 #[allow(dead_code)]
-pub fn device(flag: Option<&str>) -> Result<candle_core::Device, String> {
+pub fn device(flag: Option<&str>) -> Result<candle_core::Device, ExperimentError> {
+    device_of(flag).map_err(|why| ExperimentError::bad_setting("--device", flag.unwrap_or(""), why))
+}
+
+/// [`device`], its error a bare sentence.
+fn device_of(flag: Option<&str>) -> Result<candle_core::Device, String> {
     use candle_core::Device;
     let cuda = |id: usize| {
         Device::new_cuda(id).map_err(|e| {

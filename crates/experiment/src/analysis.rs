@@ -105,9 +105,11 @@ impl RunScores {
         let retest = match retest {
             Some(r) => {
                 if r.targets != logprobs.targets {
-                    return Err(ExperimentError::Invalid(format!(
-                        "{label}: the retest heads were scored on other positions"
-                    )));
+                    return Err(ExperimentError::Mismatch {
+                        run: label.to_string(),
+                        data: "its retest heads".into(),
+                        why: "the retest heads were scored on other positions".into(),
+                    });
                 }
                 Some(stats_of(r)?.raw_scores(kind, scores.towers[0], scores.towers[1])?)
             }
@@ -234,12 +236,14 @@ pub fn compare_runs(
     a.scoring.check_comparable(&b.scoring, &a.label, &b.label)?;
     let tokens = select_tokens(&[a, b], freq, sel);
     if tokens.len() < 3 {
-        return Err(ExperimentError::Invalid(format!(
-            "{} and {}: only {} tokens in the {sel} selection",
-            a.label,
-            b.label,
-            tokens.len()
-        )));
+        return Err(ExperimentError::too_little(
+            format!(
+                "the {sel} selection of {} and {} (tokens)",
+                a.label, b.label
+            ),
+            tokens.len(),
+            3,
+        ));
     }
     let (va, vb) = (&a.scores.values, &b.scores.values);
     let pick = |s: &[Option<f64>]| -> Vec<f64> {

@@ -60,11 +60,11 @@ impl CorpusData {
             read_documents(p, Format::parse(&spec.format)?)?
         };
         if docs.len() < 2 {
-            return Err(ExperimentError::Invalid(format!(
-                "the corpus {} has {} document(s); a run needs at least two (train + held-out)",
-                spec.corpus,
-                docs.len()
-            )));
+            return Err(ExperimentError::too_little(
+                format!("the corpus {} (documents: train + held-out)", spec.corpus),
+                docs.len(),
+                2,
+            ));
         }
         let n_train = docs.len() - (docs.len() / 10).max(1);
         let (tok, tokenizer_path) = match &spec.tokenizer {

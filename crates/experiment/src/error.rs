@@ -126,9 +126,58 @@ pub enum ExperimentError {
     /// Two runs of one study would share a folder and a label.
     #[error("two runs of the study are labelled {0} (give one a model name)")]
     DuplicateRun(String),
-    /// An argument or a combination of settings is invalid.
-    #[error("{0}")]
-    Invalid(String),
+    /// A setting (a spec field or a command-line flag) has a value that cannot be used.
+    #[error("{field} = {value}: {why}")]
+    BadSetting {
+        /// The setting, as the user writes it (`phase1.lr`, `ridge`, `--device`).
+        field: String,
+        /// The value given.
+        value: String,
+        /// What a usable value is.
+        why: String,
+    },
+    /// A run and the data it was given do not belong together (a scoring set cut for another
+    /// style, retest heads scored on other positions).
+    #[error("{run} does not fit {data}: {why}")]
+    Mismatch {
+        /// The run (its label or style).
+        run: String,
+        /// The data it was given.
+        data: String,
+        /// What differs.
+        why: String,
+    },
+    /// Too little data for the step: `what` has `have` where `need` are needed.
+    #[error("too little data: {what} has {have}, at least {need} needed")]
+    TooLittleData {
+        /// What was counted ("the corpus x (documents)", "the top-5000 selection (tokens)").
+        what: String,
+        /// How many there are.
+        have: usize,
+        /// How many the step needs.
+        need: usize,
+    },
+    /// Runs whose results are needed have not finished.
+    #[error("{} of {total} runs have not finished: {}; run them to the end first", runs.len(), runs.join(", "))]
+    Unfinished {
+        /// The unfinished runs (labels, each with why where known).
+        runs: Vec<String>,
+        /// How many runs were asked for.
+        total: usize,
+    },
+    /// Two models of an LMD study share a name (a model's name is its folder's name).
+    #[error("models {} and {} share the name {name:?} (a model's name is its folder's name)", first.display(), second.display())]
+    DuplicateModel {
+        /// The shared name.
+        name: String,
+        /// The first model's folder.
+        first: PathBuf,
+        /// The second model's folder.
+        second: PathBuf,
+    },
+    /// A trained model lacks a parameter an analysis reads (a checkpoint of another model).
+    #[error("the model has no {0} parameter")]
+    MissingParameter(String),
     /// From `corpus`.
     #[error(transparent)]
     Corpus(#[from] corpus::CorpusError),
@@ -159,6 +208,28 @@ pub enum ExperimentError {
 }
 
 impl ExperimentError {
+    /// [`ExperimentError::BadSetting`]: `field` = `value` is unusable, `why` says what is.
+    pub fn bad_setting(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        why: impl Into<String>,
+    ) -> Self {
+        ExperimentError::BadSetting {
+            field: field.into(),
+            value: value.to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// [`ExperimentError::TooLittleData`]: `what` has `have`, `need` are needed.
+    pub fn too_little(what: impl Into<String>, have: usize, need: usize) -> Self {
+        ExperimentError::TooLittleData {
+            what: what.into(),
+            have,
+            need,
+        }
+    }
+
     /// Whether this error is a requested stop (training stopped at a step boundary after its
     /// checkpoint, or a wait interrupted): the same command started again continues. Command
     /// lines exit with their own code for it.

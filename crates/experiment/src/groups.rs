@@ -513,7 +513,7 @@ pub struct GroupInput<'a> {
 fn embedding_rows(embedding: &[Vec<f32>], ids: &[u32]) -> Result<ica::Matrix> {
     let width = embedding
         .first()
-        .ok_or_else(|| ExperimentError::Invalid("empty embedding".into()))?
+        .ok_or_else(|| ExperimentError::too_little("the embedding (rows)", 0, 1))?
         .len();
     let rows: Vec<f32> = ids
         .iter()
@@ -531,8 +531,9 @@ pub fn fit_row_ids(tokens: &[u32], freq: &[u64], rows: FitRows) -> Result<Vec<u3
             use rand::distr::{weighted::WeightedIndex, Distribution};
             use rand::SeedableRng;
             let weights: Vec<u64> = tokens.iter().map(|&t| freq[t as usize]).collect();
-            let dist = WeightedIndex::new(&weights).map_err(|e| {
-                ExperimentError::Invalid(format!("the analysed words have no frequencies: {e}"))
+            let dist = WeightedIndex::new(&weights).map_err(|_| {
+                let seen = weights.iter().filter(|&&w| w > 0).count();
+                ExperimentError::too_little("the analysed words (seen in the corpus)", seen, 1)
             })?;
             let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
             Ok((0..positions)

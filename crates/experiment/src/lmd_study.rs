@@ -252,34 +252,40 @@ impl LmdStudySpec {
         require(&self.corpus, "the LMD corpus")?;
         if self.sampler == LmdSampler::Reference {
             let test = self.test_corpus.as_ref().ok_or_else(|| {
-                ExperimentError::Invalid(
-                    "the reference sampler needs a test corpus (the dataset's test split)".into(),
-                )
+                let why = "the reference sampler needs a test corpus (the dataset's test split)";
+                ExperimentError::bad_setting("test_corpus", "none", why)
             })?;
             require(test, "the LMD test corpus")?;
         }
         require(&self.tokenizer, "the tokenizer that counts word pieces")?;
-        let invalid = |m: String| Err(ExperimentError::Invalid(m));
         if self.models.len() < 2 {
-            return invalid(format!(
-                "LMD needs at least two models, got {}",
-                self.models.len()
-            ));
+            let what = "the LMD study's models";
+            return Err(ExperimentError::too_little(what, self.models.len(), 2));
         }
         if self.ts.is_empty() || self.ts.contains(&0) {
-            return invalid(format!(
-                "sequence lengths T must be positive: {:?}",
-                self.ts
+            let why = "sequence lengths T must be positive (at least one)";
+            return Err(ExperimentError::bad_setting(
+                "ts",
+                format!("{:?}", self.ts),
+                why,
             ));
         }
-        if self.n_train == 0 || self.n_test == 0 || self.token_budget == 0 || self.chunk == 0 {
-            return invalid("n_train, n_test, token_budget and chunk must be positive".into());
+        for (field, value) in [
+            ("n_train", self.n_train),
+            ("n_test", self.n_test),
+            ("token_budget", self.token_budget),
+            ("chunk", self.chunk),
+        ] {
+            if value == 0 {
+                return Err(ExperimentError::bad_setting(field, 0, "must be positive"));
+            }
         }
         if self.shards == 0 || self.shards > self.n_test.min(self.n_train) {
-            return invalid(format!(
-                "{} shards of {} train and {} test sequences: every shard needs a sequence",
-                self.shards, self.n_train, self.n_test
-            ));
+            let why = format!(
+                "every shard needs a sequence ({} train and {} test sequences)",
+                self.n_train, self.n_test
+            );
+            return Err(ExperimentError::bad_setting("shards", self.shards, why));
         }
         check_ridge(self.ridge, &ridge_text(&self.ridge))?;
         Ok(())
@@ -298,14 +304,16 @@ fn require(path: &Path, what: &str) -> Result<()> {
     }
 }
 
+/// [`ExperimentError::BadSetting`] for the ridge written `s`.
+fn ridge_error(s: &str, why: &str) -> ExperimentError {
+    let why = format!("{why} (pinv, ridge:<λ ≥ 0>, min-eig:<value > 0>)");
+    ExperimentError::bad_setting("ridge", format!("{s:?}"), why)
+}
+
 /// Parses a ridge setting: `pinv` (or `none`), `ridge:<λ>` (λ ≥ 0; the reference code uses
 /// `ridge:1e-6`) or `min-eig:<value>` (value > 0).
 pub fn parse_ridge(s: &str) -> Result<Ridge> {
-    let bad = |why: &str| {
-        ExperimentError::Invalid(format!(
-            "ridge {s:?}: {why} (pinv, ridge:<λ ≥ 0>, min-eig:<value > 0>)"
-        ))
-    };
+    let bad = |why: &str| ridge_error(s, why);
     let num = |v: &str| v.trim().parse::<f64>().map_err(|_| bad("not a number"));
     let ridge = match s.trim().split_once(':') {
         None if s.trim() == "pinv" || s.trim() == "none" => Ridge::None,
@@ -319,11 +327,7 @@ pub fn parse_ridge(s: &str) -> Result<Ridge> {
 /// A ridge whose value is usable: λ finite and ≥ 0, a min-eigen target finite and > 0 (`s`:
 /// how the caller wrote it, for the error).
 fn check_ridge(ridge: Ridge, s: &str) -> Result<Ridge> {
-    let bad = |why: &str| {
-        ExperimentError::Invalid(format!(
-            "ridge {s:?}: {why} (pinv, ridge:<λ ≥ 0>, min-eig:<value > 0>)"
-        ))
-    };
+    let bad = |why: &str| ridge_error(s, why);
     match ridge {
         Ridge::Fixed(l) if !(l.is_finite() && l >= 0.0) => Err(bad("λ must be finite and ≥ 0")),
         Ridge::MinEigen(m) if !(m.is_finite() && m > 0.0) => Err(bad("value must be > 0")),
@@ -456,15 +460,12 @@ pub fn extract_lmd_shard(
     progress: &Progress,
 ) -> Result<Vec<PathBuf>> {
     if shard.count != spec.shards {
-        return Err(ExperimentError::Invalid(format!(
-            "shard {shard} of a study cut into {} shards",
-            spec.shards
-        )));
+        let why = format!("the study is cut into {} shards", spec.shards);
+        return Err(ExperimentError::bad_setting("shard", shard, why));
     }
     if spec.merge_only {
-        return Err(ExperimentError::Invalid(
-            "a merge-only study extracts nothing".into(),
-        ));
+        let why = "a merge-only study extracts nothing";
+        return Err(ExperimentError::bad_setting("merge_only", true, why));
     }
     let encoders = prepare(spec, out, progress)?;
     let t_max = spec.ts.iter().copied().max().unwrap_or(0);
@@ -543,12 +544,11 @@ fn load_encoders(spec: &LmdStudySpec, progress: &Progress) -> Result<Vec<LoadedE
             )
         });
         if let Some(other) = encoders.iter().find(|e| e.name() == enc.name()) {
-            return Err(ExperimentError::Invalid(format!(
-                "models {} and {} share the name {:?} (a model's name is its folder's name)",
-                other.source().display(),
-                dir.display(),
-                enc.name()
-            )));
+            return Err(ExperimentError::DuplicateModel {
+                name: enc.name().to_string(),
+                first: other.source().to_path_buf(),
+                second: dir.to_path_buf(),
+            });
         }
         encoders.push(enc);
     }
@@ -580,10 +580,11 @@ fn select_active<'a>(
         });
     }
     if active.len() < 2 {
-        return Err(ExperimentError::Invalid(format!(
-            "fewer than two models accept T = {t_max} ({} left out)",
+        let what = format!(
+            "the models that accept T = {t_max} ({} left out)",
             left_out.len()
-        )));
+        );
+        return Err(ExperimentError::too_little(what, active.len(), 2));
     }
     Ok((active, left_out))
 }
@@ -738,7 +739,7 @@ fn split_moments(
             Some(t) => t.merge(&m)?,
         }
     }
-    total.ok_or_else(|| ExperimentError::Invalid("no shards".into()))
+    total.ok_or_else(|| ExperimentError::too_little("the study's shards", 0, 1))
 }
 
 /// Table 2 (rows = models, columns = T, cells = group R² on all others, last row group ρ),
@@ -812,7 +813,10 @@ mod tests {
         assert_eq!(parse_ridge("min-eig:0.5").unwrap(), Ridge::MinEigen(0.5));
         for bad in ["ridge", "ridge:x", "ridge:-1", "min-eig:0", "lasso:1"] {
             let e = parse_ridge(bad).unwrap_err();
-            assert!(matches!(e, ExperimentError::Invalid(_)), "{bad}: {e:?}");
+            assert!(
+                matches!(&e, ExperimentError::BadSetting { field, .. } if field == "ridge"),
+                "{bad}: {e:?}"
+            );
             assert!(e.to_string().contains(bad), "{e}");
         }
     }

@@ -50,9 +50,13 @@ pub struct ScoredRun {
 impl ScoredRun {
     /// The results (a scored run always has them).
     pub fn result(&self) -> Result<&RunResult> {
-        self.record.result.as_ref().ok_or_else(|| {
-            ExperimentError::Invalid(format!("run {} has no results yet", self.label))
-        })
+        self.record
+            .result
+            .as_ref()
+            .ok_or_else(|| ExperimentError::Unfinished {
+                runs: vec![self.label.clone()],
+                total: 1,
+            })
     }
 }
 
@@ -77,10 +81,11 @@ pub fn ensure_run(
 ) -> Result<ScoredRun> {
     spec.validate()?;
     if scoring.id.style != spec.style {
-        return Err(ExperimentError::Invalid(format!(
-            "the scoring set was cut for {:?}, the run is {:?}",
-            scoring.id.style, spec.style
-        )));
+        return Err(ExperimentError::Mismatch {
+            run: format!("run {} ({})", spec.label(), spec.style),
+            data: format!("the scoring set cut for {}", scoring.id.style),
+            why: "a scoring set serves runs of its own style".into(),
+        });
     }
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
@@ -240,7 +245,7 @@ pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
         .params()
         .snapshot()?
         .remove("embed.tokens")
-        .ok_or_else(|| ExperimentError::Invalid("the model has no embed.tokens table".into()))?;
+        .ok_or_else(|| ExperimentError::MissingParameter("embed.tokens".into()))?;
     Ok(table.to_vec2()?)
 }
 

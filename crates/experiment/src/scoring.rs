@@ -169,17 +169,23 @@ impl ScoringSet {
         docs: &[Document],
         spec: &ScoringSpec,
     ) -> Result<Self> {
-        if spec.batch_size == 0 || !(spec.mask_rate > 0.0 && spec.mask_rate <= 1.0) {
-            return Err(ExperimentError::Invalid(
-                "a scoring set needs batch_size >= 1 and 0 < mask_rate <= 1".into(),
+        if spec.batch_size == 0 {
+            let why = "a scoring set needs batch_size >= 1";
+            return Err(ExperimentError::bad_setting("scoring.batch_size", 0, why));
+        }
+        if !(spec.mask_rate > 0.0 && spec.mask_rate <= 1.0) {
+            let why = "a scoring set needs 0 < mask_rate <= 1";
+            return Err(ExperimentError::bad_setting(
+                "scoring.mask_rate",
+                spec.mask_rate,
+                why,
             ));
         }
         let data = sequences(style, tok, docs, spec.seq_len)?;
         let n = spec.max_sequences.unwrap_or(usize::MAX).min(data.len());
         if n == 0 {
-            return Err(ExperimentError::Invalid(
-                "the scoring documents give no sequence".into(),
-            ));
+            let what = "the scoring documents (sequences)";
+            return Err(ExperimentError::too_little(what, 0, 1));
         }
         let specials = tok.special_tokens()?;
         let t = spec.seq_len;

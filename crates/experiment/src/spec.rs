@@ -101,9 +101,11 @@ impl Vocabulary {
                 .filter(|&n| n >= 2)
                 .map(Vocabulary::Trained)
                 .ok_or_else(|| {
-                    ExperimentError::Invalid(format!(
-                        "{s:?}: a trained vocabulary needs a size of at least 2 pieces"
-                    ))
+                    ExperimentError::bad_setting(
+                        "vocabulary",
+                        s,
+                        "a trained vocabulary needs a size of at least 2 pieces",
+                    )
                 })
         };
         match s {
@@ -292,38 +294,60 @@ impl RunSpec {
 
     /// Checks the settings before any work starts.
     pub fn validate(&self) -> Result<()> {
-        let p = &self.phase1;
-        let bad = |m: &str| Err(ExperimentError::Invalid(m.into()));
-        if p.budget_tokens == 0 || self.heads.max_budget_tokens == 0 {
-            return bad("budgets must be > 0 tokens");
+        let (p, h) = (&self.phase1, &self.heads);
+        let check = |ok: bool, field: &str, value: &dyn std::fmt::Display, why: &str| match ok {
+            true => Ok(()),
+            false => Err(ExperimentError::bad_setting(field, value, why)),
+        };
+        check(
+            p.budget_tokens > 0,
+            "phase1.budget_tokens",
+            &p.budget_tokens,
+            "must be > 0 tokens",
+        )?;
+        let heads_budget = h.max_budget_tokens;
+        check(
+            heads_budget > 0,
+            "heads.max_budget_tokens",
+            &heads_budget,
+            "must be > 0 tokens",
+        )?;
+        check(p.seq_len >= 4, "phase1.seq_len", &p.seq_len, "must be >= 4")?;
+        check(
+            p.batch_size > 0,
+            "phase1.batch_size",
+            &p.batch_size,
+            "must be >= 1",
+        )?;
+        check(
+            p.lr > 0.0,
+            "phase1.lr",
+            &p.lr,
+            "a learning rate must be > 0",
+        )?;
+        check(h.lr > 0.0, "heads.lr", &h.lr, "a learning rate must be > 0")?;
+        if let Some(f) = p.snapshots.iter().find(|f| !(**f > 0.0 && **f < 1.0)) {
+            let why = "snapshot fractions must lie strictly between 0 and 1";
+            return Err(ExperimentError::bad_setting("phase1.snapshots", f, why));
         }
-        if p.seq_len < 4 || p.batch_size == 0 {
-            return bad("seq_len >= 4 and batch_size >= 1 are required");
-        }
-        if !(p.lr > 0.0 && self.heads.lr > 0.0) {
-            return bad("learning rates must be > 0");
-        }
-        if p.snapshots.iter().any(|f| !(*f > 0.0 && *f < 1.0)) {
-            return bad("snapshot fractions must lie strictly between 0 and 1");
-        }
-        if self.heads.eval_every == 0 || self.heads.patience == 0 {
-            return bad("heads need eval_every >= 1 and patience >= 1 (early stopping)");
-        }
-        if self
-            .style
-            .tower_style()
-            .model_name(self.elmo_mode)
-            .is_none()
-        {
-            return bad("elmo_mode as-released applies to ELMo runs only");
-        }
+        let early = "early stopping needs it >= 1";
+        check(h.eval_every > 0, "heads.eval_every", &h.eval_every, early)?;
+        check(h.patience > 0, "heads.patience", &h.patience, early)?;
+        let style = self.style.tower_style();
+        let mode_fits = style.model_name(self.elmo_mode).is_some();
+        check(
+            mode_fits,
+            "elmo_mode",
+            &self.elmo_mode,
+            "applies to ELMo runs only",
+        )?;
         match &self.name {
             Some(n) if n.is_empty() || n.contains(['-', '/', '\\', ' ']) => {
-                return bad("a run name must be non-empty, without '-', '/', '\\' or spaces")
+                let why = "a run name must be non-empty, without '-', '/', '\\' or spaces";
+                Err(ExperimentError::bad_setting("name", format!("{n:?}"), why))
             }
-            _ => {}
+            _ => Ok(()),
         }
-        Ok(())
     }
 }
 
