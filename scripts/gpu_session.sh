@@ -12,6 +12,9 @@
 #                                                                             -> $OUT/throughput.jsonl
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable)
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
+#   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
+#                                         weights, heads' scores), xz in parts of 15 MiB: call K
+#                                         brings parts 8K..8K+7 -> $OUT/runs.tar.xz.partNN
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -85,6 +88,24 @@ pack() {
   (cd "$STUDY" && find . -maxdepth 2 \( -name '*.md' -o -name '*.csv' -o -name '*.png' \
     -o -name 'study.json' -o -name 'run.json' -o -name 'emergence.json' \
     -o -name '*scoring_set.json' \) -print0 | tar --null -cJf - -T -) >"$OUT/study.tar.xz"
+  ls -la "$OUT"
+}
+
+runs() {
+  # Everything a later analysis reads; not the optimiser states, the phase-1 weight snapshots or
+  # the heads' weights (their scores are kept), which are large and only resume training.
+  local k=${1:-0} dir=/tmp/runs-pack
+  if [ ! -e $dir/done ]; then
+    rm -rf $dir && mkdir -p $dir
+    (cd "$STUDY" && find . -type f ! -name '*.lock' ! -name '*.tmp' | grep -v -e '/checkpoint/' \
+      -e '/phase1/snapshots/' -e '/heads[^/]*\.safetensors$' \
+      && find . -path '*/phase1/checkpoint/weights.safetensors') |
+      (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 | split -b 15M -d -a 2 - $dir/runs.tar.xz.part
+    touch $dir/done
+  fi
+  local parts=($dir/runs.tar.xz.part*)
+  echo "${#parts[@]} parts in all; this call brings parts $((8 * k)) to $((8 * k + 7))"
+  for p in "${parts[@]:$((8 * k)):8}"; do cp "$p" "$OUT/"; done
   ls -la "$OUT"
 }
 
