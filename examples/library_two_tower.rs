@@ -11,8 +11,7 @@ use lmsplit::experiment::analysis::RunScores;
 use lmsplit::experiment::pos::{lexicon, TagSource};
 use lmsplit::experiment::tables::pos_figure;
 use lmsplit::experiment::{
-    ensure_run, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSet,
-    ScoringSpec,
+    CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSpec, Workspace,
 };
 use lmsplit::prefscore::{Bootstrap, ScoreKind};
 use lmsplit::towers::Style;
@@ -24,20 +23,13 @@ fn main() -> ExitCode {
 fn run() -> Result<(), ExperimentError> {
     let out = std::path::Path::new("out/library_two_tower");
     let corpus = CorpusSpec::synthetic(300, 0);
-    let data = CorpusData::load(&corpus, &out.join("data"))?;
+    let ws = Workspace::open(&corpus, out.join("data"))?;
     let spec = RunSpec::new(Style::Gpt, "tiny", corpus).with_seed(0);
-    let set =
-        ScoringSet::load_or_build(&out.join("data"), spec.style, &data, &ScoringSpec::new(64))?;
-    let run = ensure_run(
-        &spec,
-        &out.join("gpt-s0"),
-        &data,
-        &out.join("data"),
-        &set,
-        &RunOptions::default(),
-    )?;
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(64))?;
+    let run = ws.ensure_run(&spec, &out.join("gpt-s0"), &set, &RunOptions::default())?;
+    let data = ws.data();
     let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
-    let tags = lexicon(&data, &TagSource::Gold, false)?.to_dense(data.padded_vocab());
+    let tags = lexicon(data, &TagSource::Gold, false)?.to_dense(data.padded_vocab());
     let title = "Preference per word class";
     let (per_tag, files) = pos_figure(
         &scores,

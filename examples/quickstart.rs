@@ -31,8 +31,8 @@ use lmsplit::experiment::lmd_planted::planted_check;
 use lmsplit::experiment::pos::{lexicon, TagSource};
 use lmsplit::experiment::tables::pos_figure;
 use lmsplit::experiment::{
-    ensure_run, word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec,
-    ScoredRun, ScoringSet, ScoringSpec, WordGroupSettings,
+    word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoredRun,
+    ScoringSpec, WordGroupSettings, Workspace,
 };
 use lmsplit::prefscore::{Bootstrap, ScoreKind};
 use lmsplit::towers::Style;
@@ -71,29 +71,22 @@ fn main() -> ExitCode {
 fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
     let mut corpus = CorpusSpec::synthetic(args.documents, args.seed);
     corpus.train_vocab = 1024;
-    let data_dir = args.out.join("data");
-    let data = CorpusData::load(&corpus, &data_dir)?;
+    let ws = Workspace::open(&corpus, args.out.join("data"))?;
+    let data = ws.data();
     println!(
         "[1] corpus: {} synthetic documents, vocabulary {} -> {}",
         data.docs.len(),
         data.tok.vocab_size(),
-        data_dir.display()
+        ws.dir().display()
     );
     let mut spec = RunSpec::new(args.style, "tiny", corpus).with_seed(args.seed);
     spec.phase1.budget_tokens = args.budget_tokens;
-    let scoring = ScoringSet::load_or_build(&data_dir, spec.style, &data, &ScoringSpec::new(64))?;
+    let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(64))?;
     let opts = RunOptions {
         need_model: true,
         ..RunOptions::default()
     };
-    let run = ensure_run(
-        &spec,
-        &args.out.join(spec.label()),
-        &data,
-        &data_dir,
-        &scoring,
-        &opts,
-    )?;
+    let run = ws.ensure_run(&spec, &args.out.join(spec.label()), &scoring, &opts)?;
     let res = run.result()?;
     println!(
         "[2] two towers: joint validation loss {:.3}; heads {:?} (unigram {:.3}) on {} scored positions",
@@ -102,7 +95,7 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
         res.heads.unigram_nll,
         res.positions
     );
-    Ok((data, run))
+    Ok((ws.into_data(), run))
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {

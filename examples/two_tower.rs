@@ -25,8 +25,7 @@ use clap::Parser;
 use lmsplit::experiment::analysis::{select_tokens, RunScores, TokenSelection};
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
-    ensure_run, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSet,
-    ScoringSpec,
+    CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoringSpec, Workspace,
 };
 use lmsplit::heads::HeadInput;
 use lmsplit::prefscore::{Bootstrap, Method, ScoreKind};
@@ -172,8 +171,8 @@ fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
 
 fn run(args: Args) -> Result<(), ExperimentError> {
     let spec = spec(&args)?;
-    let data_dir = args.out.join("data");
-    let data = CorpusData::load(&spec.corpus, &data_dir)?;
+    let ws = Workspace::open(&spec.corpus, args.out.join("data"))?;
+    let data = ws.data();
     println!(
         "corpus: {} train / {} held-out documents; vocabulary {} (padded {})",
         data.n_train,
@@ -181,17 +180,12 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         data.tok.vocab_size(),
         data.padded_vocab()
     );
-    let scoring = ScoringSet::load_or_build(
-        &data_dir,
-        spec.style,
-        &data,
-        &ScoringSpec::new(args.seq_len),
-    )?;
+    let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(args.seq_len))?;
     let opts = RunOptions {
         device: common::device(args.device.as_deref())?,
         ..RunOptions::default()
     };
-    let run = ensure_run(&spec, &args.out, &data, &data_dir, &scoring, &opts)?;
+    let run = ws.ensure_run(&spec, &args.out, &scoring, &opts)?;
     let res = run.result()?;
     if run.reused {
         println!(

@@ -33,7 +33,14 @@ fn a_corpus_too_small_to_hold_out_is_refused() {
     let spec = CorpusSpec::text(text.display().to_string(), "plain", None);
     let err = CorpusData::load(&spec, &dir.path().join("data")).unwrap_err();
     assert!(
-        matches!(err, ExperimentError::TooLittleData { have: 1, need: 2, .. }),
+        matches!(
+            err,
+            ExperimentError::TooLittleData {
+                have: 1,
+                need: 2,
+                ..
+            }
+        ),
         "{err:?}"
     );
     assert!(err.to_string().contains("at least 2 needed"), "{err}");

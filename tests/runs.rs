@@ -4,7 +4,7 @@
 mod common;
 
 use common::{quiet, run_in, tiny_spec};
-use lmsplit::experiment::{ensure_run, CorpusData, ExperimentError, ScoringSet, ScoringSpec};
+use lmsplit::experiment::{ExperimentError, ScoringSet, ScoringSpec, Workspace};
 use lmsplit::towers::Schedule;
 
 #[test]
@@ -80,29 +80,23 @@ fn a_run_scored_on_another_scoring_set_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = tiny_spec(0);
     run_in(&spec, dir.path(), "run").unwrap();
-    let data_dir = dir.path().join("data");
-    let data = CorpusData::load(&spec.corpus, &data_dir).unwrap();
+    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
+    let data = ws.data();
     let fewer = ScoringSpec {
         max_sequences: Some(3),
         ..ScoringSpec::new(32)
     };
     // A set cut differently (not saved over the study's own) ...
     let other = ScoringSet::build(spec.style, &data.tok, data.held_out(), &fewer).unwrap();
-    let err = ensure_run(
-        &spec,
-        &dir.path().join("run"),
-        &data,
-        &data_dir,
-        &other,
-        &quiet(),
-    )
-    .unwrap_err();
+    let err = ws
+        .ensure_run(&spec, &dir.path().join("run"), &other, &quiet())
+        .unwrap_err();
     assert!(
         matches!(err, ExperimentError::ScoringSetMismatch { .. }),
         "{err:?}"
     );
     // ... and the saved set rebuilt with other settings is refused too.
-    let err = ScoringSet::load_or_build(&data_dir, spec.style, &data, &fewer).unwrap_err();
+    let err = ws.scoring_set(spec.style, &fewer).unwrap_err();
     assert!(
         matches!(err, ExperimentError::ScoringSetMismatch { .. }),
         "{err:?}"

@@ -5,8 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use lmsplit::experiment::{
-    ensure_run, CorpusData, CorpusSpec, Result, RunOptions, RunSpec, ScoredRun, ScoringSet,
-    ScoringSpec,
+    CorpusSpec, Result, RunOptions, RunSpec, ScoredRun, ScoringSpec, Workspace,
 };
 use lmsplit::towers::Style;
 
@@ -37,10 +36,9 @@ pub fn quiet() -> RunOptions {
 
 /// The data of `spec` in `root/data`, its scoring set, and the run in `root/<dir>`.
 pub fn run_in(spec: &RunSpec, root: &Path, dir: &str) -> Result<ScoredRun> {
-    let data_dir = root.join("data");
-    let data = CorpusData::load(&spec.corpus, &data_dir)?;
-    let set = ScoringSet::load_or_build(&data_dir, spec.style, &data, &ScoringSpec::new(32))?;
-    ensure_run(spec, &root.join(dir), &data, &data_dir, &set, &quiet())
+    let ws = Workspace::open(&spec.corpus, root.join("data"))?;
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32))?;
+    ws.ensure_run(spec, &root.join(dir), &set, &quiet())
 }
 
 /// The path of an example binary built by `cargo test` next to this test's executable.

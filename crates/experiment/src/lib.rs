@@ -5,7 +5,8 @@
 //!
 //! - the two-tower experiment (He & Toyoizumi), in stages that only point down:
 //!   - **run stage**: a [`spec::RunSpec`] (saved as `run.json`, [`record`]) names the corpus, the
-//!     model and the three phases; [`run::ensure_run`] trains phase 1 (joint head, weight
+//!     model and the three phases; [`Workspace::ensure_run`] (the study's data folder and
+//!     corpus, [`workspace`]) trains phase 1 (joint head, weight
 //!     snapshots), retrains one head per frozen tower (phases 2/3, [`training`]), scores every
 //!     head on one fixed [`scoring::ScoringSet`] and trains the snapshots' heads
 //!     ([`snapshots`]), resuming from checkpoints and reusing finished runs, one writer per
@@ -46,15 +47,17 @@ pub mod study;
 pub mod tables;
 pub mod training;
 pub mod units;
+pub mod workspace;
 
 pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
 pub use groups::{word_groups, WordGroupOutputs, WordGroupSettings};
 pub use progress::Progress;
 pub use run::{
-    ensure_run, open_run, shared_embedding, trained_model, HeadQuality, RunOptions, RunRecord,
-    RunResult, ScoredRun,
+    open_run, shared_embedding, trained_model, HeadQuality, RunOptions, RunRecord, RunResult,
+    ScoredRun,
 };
 pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
 pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
 pub use study::{run_study, Protocol, StudyOutcome, StudySpec};
+pub use workspace::Workspace;

@@ -2,7 +2,7 @@
 //! atomically (`create_new`: exactly one of N processes racing for it wins) and removed when
 //! the [`FolderLock`] is dropped.
 //!
-//! - A run folder has one writer: [`crate::run::ensure_run`] takes `<run>/writer.lock`
+//! - A run folder has one writer: [`crate::Workspace::ensure_run`] takes `<run>/writer.lock`
 //!   ([`WRITER_LOCK`]) with [`FolderLock::acquire`], so a second process on the same run is
 //!   refused at once with [`ExperimentError::Locked`] naming the holder.
 //! - The shared study `data/` (trained tokenizer, scoring sets) is created under

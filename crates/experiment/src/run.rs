@@ -24,6 +24,7 @@ use crate::snapshots::{snapshot_scores, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
 use crate::training::{phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
+use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
 /// A scored run.
@@ -60,22 +61,12 @@ impl ScoredRun {
     }
 }
 
-/// Trains, resumes or reuses the run `spec` in `dir` and scores it on `scoring`.
-///
-/// A folder holding another run is refused naming the differing fields
-/// ([`ExperimentError::SpecMismatch`]); a run scored on another set is refused
-/// ([`ExperimentError::ScoringSetMismatch`]). A killed run resumes from its checkpoints
-/// bit-exactly on CPU; a finished one is reused (its model loaded only with
-/// [`RunOptions::need_model`]).
-///
-/// A run folder has one writer: the call holds `<dir>/writer.lock` until it returns, and a
-/// second process on the same folder is refused with [`ExperimentError::Locked`] naming the
-/// holder (a lock left by a dead process on this host is taken over, and said so).
-pub fn ensure_run(
+/// Trains, resumes or reuses the run `spec` in `dir` on the corpus of `ws` and scores it on
+/// `scoring` (see [`Workspace::ensure_run`], the public entry).
+pub(crate) fn ensure_run(
     spec: &RunSpec,
     dir: &Path,
-    data: &CorpusData,
-    data_dir: &Path,
+    ws: &Workspace,
     scoring: &ScoringSet,
     opts: &RunOptions,
 ) -> Result<ScoredRun> {
@@ -88,99 +79,131 @@ pub fn ensure_run(
         });
     }
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+    // Held until this function returns: one writer per run folder.
     let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
     if let Some(stale) = lock.took_over() {
         opts.progress
             .say(|| format!("{}: took over the lock of {stale}", spec.label()));
     }
+    let record = open_record(spec, dir, ws.dir(), scoring, opts)?;
+    if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model {
+        return reuse(spec, record, dir, ws.data(), scoring, opts);
+    }
+    train_and_score(spec, record, dir, ws.data(), scoring, opts)
+}
+
+/// The record of the run in `dir`: the saved one (continued to a larger budget where that is
+/// allowed), or a new one written now.
+fn open_record(
+    spec: &RunSpec,
+    dir: &Path,
+    data_dir: &Path,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+) -> Result<RunRecord> {
     let rec_path = dir.join(RUN_FILE);
-    let mut record = if rec_path.is_file() {
-        let mut saved: RunRecord = read_json(&rec_path)?;
+    if rec_path.is_file() {
+        let saved: RunRecord = read_json(&rec_path)?;
         saved
             .scoring
             .check_comparable(&scoring.id, &dir.display().to_string(), "this study")?;
-        let fields = spec_diff(&saved.spec, spec);
-        if !fields.is_empty() {
-            check_continuation(&saved.spec, spec, dir, fields)?;
-            // Heads and scores belong to the shorter phase 1: remove them before the record
-            // names the new budget, so a kill in between never reuses them.
-            for d in ["heads", "heads_retest"] {
-                remove_if_present(&dir.join(d))?;
-            }
-            for f in [LOGPROBS_FILE, RETEST_FILE] {
-                remove_if_present(&dir.join(f))?;
-            }
-            saved.spec = spec.clone();
-            saved.result = None;
-            write_json_atomic(&rec_path, &saved)?;
-            opts.progress.say(|| {
-                format!(
-                    "{}: continuing phase 1 to {} tokens (heads retrained)",
-                    spec.label(),
-                    spec.phase1.budget_tokens
-                )
-            });
-        }
-        saved
-    } else {
-        let r = RunRecord {
-            spec: spec.clone(),
-            data_dir: data_dir.to_path_buf(),
-            scoring: scoring.id.clone(),
-            result: None,
-        };
-        write_json_atomic(&rec_path, &r)?;
-        r
-    };
-    let label = spec.label();
-    let lp_path = dir.join(LOGPROBS_FILE);
-    let rt_path = dir.join(RETEST_FILE);
-    if record.result.is_some() && lp_path.is_file() && !opts.need_model {
-        let logprobs: PositionLogProbs = read_json(&lp_path)?;
-        let retest = match spec.retest_heads {
-            true => Some(read_json(&rt_path)?),
-            false => None,
-        };
-        let snapshots = snapshot_scores(&record, dir, data, scoring, opts)?;
-        return Ok(ScoredRun {
-            label,
-            dir: dir.to_path_buf(),
-            record,
-            logprobs,
-            retest,
-            model: None,
-            snapshots,
-            reused: true,
-        });
+        return continue_record(saved, spec, dir, opts);
     }
+    let r = RunRecord {
+        spec: spec.clone(),
+        data_dir: data_dir.to_path_buf(),
+        scoring: scoring.id.clone(),
+        result: None,
+    };
+    write_json_atomic(&rec_path, &r)?;
+    Ok(r)
+}
 
+/// A saved record whose spec differs from `spec` only by a larger phase-1 budget (under the
+/// constant schedule) is continued: its heads and scores are removed and the new spec saved.
+/// The same spec leaves it as it is; any other difference is refused.
+fn continue_record(
+    mut saved: RunRecord,
+    spec: &RunSpec,
+    dir: &Path,
+    opts: &RunOptions,
+) -> Result<RunRecord> {
+    let fields = spec_diff(&saved.spec, spec);
+    if fields.is_empty() {
+        return Ok(saved);
+    }
+    check_continuation(&saved.spec, spec, dir, fields)?;
+    // Heads and scores belong to the shorter phase 1: remove them before the record names the
+    // new budget, so a kill in between never reuses them.
+    for d in ["heads", "heads_retest"] {
+        remove_if_present(&dir.join(d))?;
+    }
+    for f in [LOGPROBS_FILE, RETEST_FILE] {
+        remove_if_present(&dir.join(f))?;
+    }
+    saved.spec = spec.clone();
+    saved.result = None;
+    write_json_atomic(&dir.join(RUN_FILE), &saved)?;
+    opts.progress.say(|| {
+        format!(
+            "{}: continuing phase 1 to {} tokens (heads retrained)",
+            spec.label(),
+            spec.phase1.budget_tokens
+        )
+    });
+    Ok(saved)
+}
+
+/// A finished run read back: its scores (and the retest heads'), its snapshots' scores.
+fn reuse(
+    spec: &RunSpec,
+    record: RunRecord,
+    dir: &Path,
+    data: &CorpusData,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+) -> Result<ScoredRun> {
+    let logprobs: PositionLogProbs = read_json(&dir.join(LOGPROBS_FILE))?;
+    let retest = match spec.retest_heads {
+        true => Some(read_json(&dir.join(RETEST_FILE))?),
+        false => None,
+    };
+    let snapshots = snapshot_scores(&record, dir, data, scoring, opts)?;
+    Ok(ScoredRun {
+        label: spec.label(),
+        dir: dir.to_path_buf(),
+        record,
+        logprobs,
+        retest,
+        model: None,
+        snapshots,
+        reused: true,
+    })
+}
+
+/// Phase 1 (resumed from its checkpoint when there is one), the heads (and the retest heads),
+/// their scores on `scoring`, the record's results, and the snapshots' heads.
+fn train_and_score(
+    spec: &RunSpec,
+    mut record: RunRecord,
+    dir: &Path,
+    data: &CorpusData,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+) -> Result<ScoredRun> {
     let valid = validation_batches(spec, data)?;
     let (model, phase1, snapshots) = phase1(spec, dir, data, &valid, opts)?;
-    let (heads, quality) = train_heads_in(
-        spec,
-        &model,
-        data,
-        &valid,
-        spec.head_seed,
-        &dir.join("heads"),
-        opts,
-    )?;
-    let retest = if spec.retest_heads {
-        Some(train_heads_in(
-            spec,
-            &model,
-            data,
-            &valid,
-            spec.head_seed + 1,
-            &dir.join("heads_retest"),
-            opts,
-        )?)
-    } else {
-        None
+    let heads_in = |seed: u64, folder: &str| {
+        train_heads_in(spec, &model, data, &valid, seed, &dir.join(folder), opts)
     };
-    let logprobs = score(&model, &heads, scoring, &lp_path)?;
+    let (heads, quality) = heads_in(spec.head_seed, "heads")?;
+    let retest = match spec.retest_heads {
+        true => Some(heads_in(spec.head_seed + 1, "heads_retest")?),
+        false => None,
+    };
+    let logprobs = score(&model, &heads, scoring, &dir.join(LOGPROBS_FILE))?;
     let retest_lp = match &retest {
-        Some((h, _)) => Some(score(&model, h, scoring, &rt_path)?),
+        Some((h, _)) => Some(score(&model, h, scoring, &dir.join(RETEST_FILE))?),
         None => None,
     };
     record.result = Some(RunResult {
@@ -191,10 +214,10 @@ pub fn ensure_run(
         scored_nll: logprobs.mean_nll(),
         snapshots,
     });
-    write_json_atomic(&rec_path, &record)?;
+    write_json_atomic(&dir.join(RUN_FILE), &record)?;
     let snapshots = snapshot_scores(&record, dir, data, scoring, opts)?;
     Ok(ScoredRun {
-        label,
+        label: spec.label(),
         dir: dir.to_path_buf(),
         record,
         logprobs,
@@ -217,10 +240,10 @@ pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)
         });
     }
     let record: RunRecord = read_json(&rec_path)?;
-    let data = CorpusData::load(&record.spec.corpus, &record.data_dir)?;
-    let set = ScoringSet::load(&record.data_dir, record.spec.style, &data)?;
-    let run = ensure_run(&record.spec, dir, &data, &record.data_dir, &set, opts)?;
-    Ok((data, run))
+    let ws = Workspace::open(&record.spec.corpus, &record.data_dir)?;
+    let set = ws.saved_scoring_set(record.spec.style)?;
+    let run = ws.ensure_run(&record.spec, dir, &set, opts)?;
+    Ok((ws.into_data(), run))
 }
 
 /// The trained phase-1 model of a finished run, read from its final checkpoint (no training,

@@ -7,15 +7,15 @@ use std::path::Path;
 
 use towers::Style;
 
-use crate::data::CorpusData;
 use crate::error::{io_at, write_json_atomic};
 pub use crate::protocol::{Protocol, StudySpec};
-use crate::run::{ensure_run, RunOptions, ScoredRun};
+use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
 pub use crate::tables::StudyRun;
 pub use crate::units::{kind_name, StudyOutcome, WordGroupSummary};
 use crate::units::{StudyContext, UNITS};
+use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
 /// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
@@ -30,8 +30,8 @@ pub fn run_study(
 ) -> Result<StudyOutcome> {
     check_labels(spec, only)?;
     std::fs::create_dir_all(out).map_err(io_at(out))?;
-    let data = CorpusData::load(&spec.corpus, &out.join("data"))?;
-    let runs = run_stage(spec, out, only, &data, opts)?;
+    let ws = Workspace::open(&spec.corpus, out.join("data"))?;
+    let runs = run_stage(spec, out, only, &ws, opts)?;
     let complete = runs.len() == spec.runs.len();
     let tables = match complete {
         true => out.to_path_buf(),
@@ -41,7 +41,7 @@ pub fn run_study(
         }
     };
     std::fs::create_dir_all(&tables).map_err(io_at(&tables))?;
-    let ctx = StudyContext::new(spec, &data, &runs, &tables, &opts.progress)?;
+    let ctx = StudyContext::new(spec, ws.data(), &runs, &tables, &opts.progress)?;
     let mut outcome = StudyOutcome::new(complete, tables.clone());
     for (_, unit) in UNITS {
         unit(&ctx, &mut outcome)?;
@@ -75,10 +75,9 @@ fn run_stage(
     spec: &StudySpec,
     out: &Path,
     only: &[String],
-    data: &CorpusData,
+    ws: &Workspace,
     opts: &RunOptions,
 ) -> Result<Vec<ScoredRun>> {
-    let data_dir = out.join("data");
     let mut scored = Vec::new();
     let mut sets: Vec<ScoringSet> = Vec::new();
     for r in &spec.runs {
@@ -87,7 +86,7 @@ fn run_stage(
             continue;
         }
         if !sets.iter().any(|s| s.id.style == r.style) {
-            let set = ScoringSet::load_or_build(&data_dir, r.style, data, &spec.scoring)?;
+            let set = ws.scoring_set(r.style, &spec.scoring)?;
             opts.progress.say(|| {
                 format!(
                     "{label}: scoring set {} ({} positions)",
@@ -98,14 +97,7 @@ fn run_stage(
             sets.push(set);
         }
         let set = set_of(&sets, r.style)?;
-        scored.push(ensure_run(
-            r,
-            &out.join(&label),
-            data,
-            &data_dir,
-            set,
-            opts,
-        )?);
+        scored.push(ws.ensure_run(r, &out.join(&label), set, opts)?);
     }
     Ok(scored)
 }

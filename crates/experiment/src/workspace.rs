@@ -1,0 +1,83 @@
+//! The data side of a two-tower study, held together: the study's data folder and the corpus
+//! loaded from it. Runs are started through it, so a run folder and a data folder can never be
+//! passed in each other's place, and every run records the folder its data came from.
+
+use std::path::{Path, PathBuf};
+
+use towers::Style;
+
+use crate::data::CorpusData;
+use crate::run::{self, RunOptions, ScoredRun};
+use crate::scoring::{ScoringSet, ScoringSpec};
+use crate::spec::{CorpusSpec, RunSpec};
+use crate::Result;
+
+/// A study's data folder and the corpus (documents, tokenizer, frequencies) loaded from it.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    dir: PathBuf,
+    data: CorpusData,
+}
+
+impl Workspace {
+    /// Loads the corpus of `corpus` with `dir` as its data folder (the synthetic text and the
+    /// trained tokenizer are written there the first time; see [`CorpusData::load`]).
+    pub fn open(corpus: &CorpusSpec, dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let data = CorpusData::load(corpus, dir)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            data,
+        })
+    }
+
+    /// The data folder (scoring sets, tokenizer, synthetic text).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The corpus loaded from it.
+    pub fn data(&self) -> &CorpusData {
+        &self.data
+    }
+
+    /// The corpus, giving up the folder.
+    pub fn into_data(self) -> CorpusData {
+        self.data
+    }
+
+    /// The scoring set of `style`: built from `spec` and saved in the data folder on first
+    /// use, loaded (and checked against `spec`) after that.
+    pub fn scoring_set(&self, style: Style, spec: &ScoringSpec) -> Result<ScoringSet> {
+        ScoringSet::load_or_build(&self.dir, style, &self.data, spec)
+    }
+
+    /// The scoring set of `style` saved in the data folder (an error when there is none).
+    pub fn saved_scoring_set(&self, style: Style) -> Result<ScoringSet> {
+        ScoringSet::load(&self.dir, style, &self.data)
+    }
+
+    /// Trains, resumes or reuses the run `spec` in its folder `run_dir` on this workspace's
+    /// corpus, and scores it on `scoring` (a set of the run's style, e.g. from
+    /// [`Workspace::scoring_set`]).
+    ///
+    /// A folder holding another run is refused naming the differing fields
+    /// ([`crate::ExperimentError::SpecMismatch`]); a run scored on another set is refused
+    /// ([`crate::ExperimentError::ScoringSetMismatch`]). A killed run resumes from its
+    /// checkpoints bit-exactly on CPU; a finished one is reused (its model loaded only with
+    /// [`RunOptions::need_model`]).
+    ///
+    /// A run folder has one writer: the call holds `<run_dir>/writer.lock` until it returns,
+    /// and a second process on the same folder is refused with
+    /// [`crate::ExperimentError::Locked`] naming the holder (a lock left by a dead process on
+    /// this host is taken over, and said so).
+    pub fn ensure_run(
+        &self,
+        spec: &RunSpec,
+        run_dir: &Path,
+        scoring: &ScoringSet,
+        opts: &RunOptions,
+    ) -> Result<ScoredRun> {
+        run::ensure_run(spec, run_dir, self, scoring, opts)
+    }
+}
