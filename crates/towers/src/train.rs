@@ -578,18 +578,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         valid: &[TokenBatch],
         stop_after: Option<u64>,
     ) -> Result<TrainSummary> {
-        let cfg = self.state.train.clone();
-        let pb = if cfg.progress {
-            let pb = ProgressBar::new(self.state.total_steps.unwrap_or(0));
-            pb.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            pb.set_position(self.state.step);
-            pb
-        } else {
-            ProgressBar::hidden()
-        };
+        let pb = self.progress_bar();
         let start = Instant::now();
         let tokens0 = self.state.tokens;
         let mut val_loss = None;
@@ -597,58 +586,14 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         while !self.done() {
             if self.stop_asked() {
                 pb.finish_and_clear();
-                let checkpoint = match self.out_dir.is_some() {
-                    true => Some(self.save_checkpoint(source.cursor())?),
-                    false => None,
-                };
-                return Err(TowersError::Stopped {
-                    step: self.state.step,
-                    checkpoint: checkpoint.map(|p| p.display().to_string()),
-                });
+                return Err(self.stopped(source)?);
             }
-            let t0 = Instant::now();
-            let micro = (0..cfg.grad_accum)
-                .map(|_| source.next_batch())
-                .collect::<Result<Vec<_>>>()?;
-            let s = self.step(&micro)?;
-            self.state.elapsed_s += t0.elapsed().as_secs_f64();
-            if s.loss.is_finite() {
-                let recent = &mut self.state.recent_losses;
-                recent.push(s.loss);
-                if recent.len() > 10 {
-                    recent.remove(0);
-                }
-            }
+            let s = self.timed_step(source)?;
             let tps =
                 (self.state.tokens - tokens0) as f64 / start.elapsed().as_secs_f64().max(1e-9);
-            if pb.length() == Some(0) {
-                if let Some(n) = self.state.total_steps {
-                    pb.set_length(n);
-                }
-            }
-            pb.set_position(s.step);
-            pb.set_message(format!(
-                "loss {:.4} lr {:.2e} {:.0} tok/s",
-                s.loss, s.lr, tps
-            ));
-            if cfg.log_every > 0 && s.step % cfg.log_every == 0 {
-                self.metrics.log(&json!({
-                    "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
-                    "grad_norm": s.grad_norm, "tokens_per_s": tps,
-                }))?;
-            }
-            if cfg.eval_every > 0 && s.step % cfg.eval_every == 0 && !valid.is_empty() {
-                let v = self.evaluate(valid)?;
+            show_step(&pb, &s, tps, self.state.total_steps);
+            if let Some(v) = self.after_step(&s, tps, source, valid)? {
                 val_loss = Some(v);
-                self.note_validation(v);
-                self.metrics
-                    .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
-            }
-            if self.out_dir.is_some()
-                && cfg.checkpoint_every > 0
-                && s.step % cfg.checkpoint_every == 0
-            {
-                self.save_checkpoint(source.cursor())?;
             }
             if stop_after == Some(s.step) {
                 interrupted = true;
@@ -668,6 +613,96 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         } else {
             None
         };
+        Ok(self.summary(start, tokens0, val_loss, checkpoint, interrupted))
+    }
+
+    /// The progress bar of a training call (hidden unless `TrainConfig::progress`).
+    fn progress_bar(&self) -> ProgressBar {
+        if !self.state.train.progress {
+            return ProgressBar::hidden();
+        }
+        let pb = ProgressBar::new(self.state.total_steps.unwrap_or(0));
+        pb.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        pb.set_position(self.state.step);
+        pb
+    }
+
+    /// A stop request honoured: the checkpoint written (with an output directory), and the
+    /// error that says where.
+    fn stopped(&mut self, source: &dyn BatchSource) -> Result<TowersError> {
+        let checkpoint = match self.out_dir.is_some() {
+            true => Some(self.save_checkpoint(source.cursor())?),
+            false => None,
+        };
+        Ok(TowersError::Stopped {
+            step: self.state.step,
+            checkpoint: checkpoint.map(|p| p.display().to_string()),
+        })
+    }
+
+    /// One update over `grad_accum` micro-batches, its time added to the state's and its loss
+    /// to the recent losses (the last 10).
+    fn timed_step(&mut self, source: &mut dyn BatchSource) -> Result<StepStats> {
+        let t0 = Instant::now();
+        let micro = (0..self.state.train.grad_accum)
+            .map(|_| source.next_batch())
+            .collect::<Result<Vec<_>>>()?;
+        let s = self.step(&micro)?;
+        self.state.elapsed_s += t0.elapsed().as_secs_f64();
+        if s.loss.is_finite() {
+            let recent = &mut self.state.recent_losses;
+            recent.push(s.loss);
+            if recent.len() > 10 {
+                recent.remove(0);
+            }
+        }
+        Ok(s)
+    }
+
+    /// What follows an update on its schedule: the metrics line, a validation (its loss
+    /// returned) and a checkpoint.
+    fn after_step(
+        &mut self,
+        s: &StepStats,
+        tps: f64,
+        source: &dyn BatchSource,
+        valid: &[TokenBatch],
+    ) -> Result<Option<f64>> {
+        let cfg = &self.state.train;
+        let (log_every, eval_every) = (cfg.log_every, cfg.eval_every);
+        let checkpoint_every = cfg.checkpoint_every;
+        if log_every > 0 && s.step % log_every == 0 {
+            self.metrics.log(&json!({
+                "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
+                "grad_norm": s.grad_norm, "tokens_per_s": tps,
+            }))?;
+        }
+        let mut val_loss = None;
+        if eval_every > 0 && s.step % eval_every == 0 && !valid.is_empty() {
+            let v = self.evaluate(valid)?;
+            val_loss = Some(v);
+            self.note_validation(v);
+            self.metrics
+                .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
+        }
+        if self.out_dir.is_some() && checkpoint_every > 0 && s.step % checkpoint_every == 0 {
+            self.save_checkpoint(source.cursor())?;
+        }
+        Ok(val_loss)
+    }
+
+    /// The summary of a training call that began at `start` with `tokens0` tokens done.
+    fn summary(
+        &self,
+        start: Instant,
+        tokens0: u64,
+        val_loss: Option<f64>,
+        checkpoint: Option<PathBuf>,
+        interrupted: bool,
+    ) -> TrainSummary {
         let secs = start.elapsed().as_secs_f64().max(1e-9);
         let recent = &self.state.recent_losses;
         let tokens_per_s = if self.state.tokens > tokens0 {
@@ -676,7 +711,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             // A finished run resumed: report the rate of the runs that did the updates.
             self.state.tokens as f64 / self.state.elapsed_s.max(1e-9)
         };
-        Ok(TrainSummary {
+        TrainSummary {
             steps: self.state.step,
             tokens: self.state.tokens,
             train_loss: if recent.is_empty() {
@@ -691,8 +726,22 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             interrupted,
             stopped_early: self.state.stopped_early,
             best_val_loss: self.state.best_val_loss,
-        })
+        }
     }
+}
+
+/// The progress bar after an update: its position, and the loss, rate and learning rate.
+fn show_step(pb: &ProgressBar, s: &StepStats, tps: f64, total_steps: Option<u64>) {
+    if pb.length() == Some(0) {
+        if let Some(n) = total_steps {
+            pb.set_length(n);
+        }
+    }
+    pb.set_position(s.step);
+    pb.set_message(format!(
+        "loss {:.4} lr {:.2e} {:.0} tok/s",
+        s.loss, s.lr, tps
+    ));
 }
 
 /// Rank `rank`'s share of a global batch under data-parallel training over `world` ranks
