@@ -77,153 +77,11 @@ impl StudySpec {
     /// The spec of a protocol; `shared` is the shared data folder (`../shared/data`) for the
     /// real-text protocols.
     pub fn protocol(p: Protocol, shared: &Path) -> Result<Self> {
-        let tags = |shared: &Path| TagSource::Tagger {
-            conllu: shared.join("ud-english-ewt/en_ewt-ud-train.conllu"),
-            tagger_cache: PathBuf::from("tagger.json"),
-        };
-        match p {
-            Protocol::Smoke => {
-                let corpus = CorpusSpec::synthetic(300, 0);
-                let phase1 = Phase1Settings {
-                    budget_tokens: 120_000,
-                    seq_len: 32,
-                    batch_size: 16,
-                    lr: 3e-3,
-                    eval_batches: 4,
-                    eval_every: 20,
-                    snapshots: vec![0.5],
-                    ..Phase1Settings::default()
-                };
-                let heads = HeadSettings {
-                    max_budget_tokens: 120_000,
-                    lr: 3e-3,
-                    eval_every: 10,
-                    patience: 2,
-                    ..HeadSettings::default()
-                };
-                let run = |style, seed| {
-                    let mut r = RunSpec::new(style, "tiny", corpus.clone()).with_seed(seed);
-                    r.phase1 = phase1.clone();
-                    r.heads = heads.clone();
-                    r
-                };
-                Ok(Self {
-                    scoring: ScoringSpec::new(32),
-                    runs: vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)],
-                    corpus,
-                    selections: vec![
-                        TokenSelection::TopFrequent(5000),
-                        TokenSelection::MinCount(5),
-                    ],
-                    kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
-                    resamples: 100,
-                    tags: TagSource::Gold,
-                    word_groups: Some((
-                        "gpt-s0".into(),
-                        WordGroupSettings {
-                            top_n: 300,
-                            dim: 16,
-                            ..WordGroupSettings::default()
-                        },
-                    )),
-                    emergence: Some(EmergenceSpec {
-                        selection: TokenSelection::MinCount(5),
-                        models: vec!["gpt".into()],
-                    }),
-                })
-            }
-            Protocol::Cpu | Protocol::Gpu => {
-                let gpu = p == Protocol::Gpu;
-                let wiki = shared.join("wikitext-2/train.txt");
-                // The paper's vocabulary: bert-base-uncased WordPiece (V 30,522, lowercased).
-                let corpus = CorpusSpec::text(wiki.display().to_string(), "wikitext", None)
-                    .with_vocabulary(&Vocabulary::bert_base_uncased(shared));
-                // One token budget for every style (about 3 epochs of WikiText-2 on the CPU);
-                // the paper's rule was equal wall-clock (about a day each), which every run's
-                // record states beside it (tokens/s of phase 1).
-                let phase1 = Phase1Settings {
-                    budget_tokens: if gpu { 200_000_000 } else { 8_000_000 },
-                    seq_len: 128,
-                    batch_size: if gpu { 64 } else { 16 },
-                    lr: 1e-3,
-                    eval_batches: 16,
-                    eval_every: 500,
-                    // The agreement curve: 1/8, 1/4, 1/2 and all of phase 1.
-                    snapshots: vec![0.125, 0.25, 0.5],
-                    ..Phase1Settings::default()
-                };
-                let heads = HeadSettings {
-                    max_budget_tokens: if gpu { 20_000_000 } else { 2_000_000 },
-                    lr: 1e-3,
-                    eval_every: 100,
-                    patience: 3,
-                    ..HeadSettings::default()
-                };
-                let (preset, large) = match gpu {
-                    true => ("base_2tower", "large_2tower"),
-                    false => ("peer_small", "peer_large"),
-                };
-                let run = |style, seed| {
-                    let mut r = RunSpec::new(style, preset, corpus.clone()).with_seed(seed);
-                    r.phase1 = phase1.clone();
-                    r.heads = heads.clone();
-                    r
-                };
-                let released = |seed| run(Style::Elmo, seed).with_elmo_mode(ElmoMode::AsReleased);
-                let mut gpt_large = run(Style::Gpt, 0).named("gpt_large");
-                gpt_large.preset = large.into();
-                let scoring = ScoringSpec {
-                    text: Some(ScoringText {
-                        paths: ["wiki.valid.tokens", "wiki.test.tokens"]
-                            .map(|f| shared.join("wikitext-103-valid-test").join(f))
-                            .to_vec(),
-                        format: "wikitext".into(),
-                    }),
-                    ..ScoringSpec::new(128)
-                };
-                Ok(Self {
-                    scoring,
-                    // The headline cells first (the paper's 0.94 and 0.91), then BERT, the
-                    // full BiLSTM and the size pair: `--only` and resumption follow this order.
-                    runs: vec![
-                        run(Style::Gpt, 0),
-                        run(Style::Gpt, 1),
-                        run(Style::Gpt, 2),
-                        released(0),
-                        released(1),
-                        run(Style::Bert, 0),
-                        run(Style::Bert, 1),
-                        run(Style::Elmo, 0),
-                        run(Style::Elmo, 1),
-                        gpt_large,
-                    ],
-                    corpus,
-                    selections: vec![
-                        TokenSelection::TopFrequent(5000),
-                        TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
-                    ],
-                    kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
-                    resamples: 1000,
-                    tags: tags(shared),
-                    // The paper's 5000 words on corpus positions. The paper reduced a 768-wide
-                    // embedding to d = 128; `peer_small`'s is 128 wide, where d = 128 would
-                    // reduce nothing and whiten its noise directions to unit variance: d = 64.
-                    word_groups: Some((
-                        "gpt-s0".into(),
-                        WordGroupSettings {
-                            dim: if gpu { 128 } else { 64 },
-                            ..WordGroupSettings::default()
-                        },
-                    )),
-                    emergence: Some(EmergenceSpec {
-                        selection: TokenSelection::TopFrequent(5000),
-                        models: ["gpt", "elmo_released", "elmo", "bert"]
-                            .map(String::from)
-                            .to_vec(),
-                    }),
-                })
-            }
-        }
+        Ok(match p {
+            Protocol::Smoke => smoke(),
+            Protocol::Cpu => real_text(false, shared),
+            Protocol::Gpu => real_text(true, shared),
+        })
     }
 
     /// The same study with another vocabulary for every run (and so for its scoring sets,
@@ -235,4 +93,165 @@ impl StudySpec {
         }
         self
     }
+}
+
+/// A run maker: `style` and `seed` at `preset` on `corpus`, with the study's phase settings.
+fn run_maker<'a>(
+    preset: &'a str,
+    corpus: &'a CorpusSpec,
+    phase1: &'a Phase1Settings,
+    heads: &'a HeadSettings,
+) -> impl Fn(Style, u64) -> RunSpec + 'a {
+    move |style, seed| {
+        let mut r = RunSpec::new(style, preset, corpus.clone()).with_seed(seed);
+        r.phase1 = phase1.clone();
+        r.heads = heads.clone();
+        r
+    }
+}
+
+/// [`Protocol::Smoke`]: tiny GPT (two seeds) and BERT towers on the synthetic corpus.
+fn smoke() -> StudySpec {
+    let corpus = CorpusSpec::synthetic(300, 0);
+    let phase1 = Phase1Settings {
+        budget_tokens: 120_000,
+        seq_len: 32,
+        batch_size: 16,
+        lr: 3e-3,
+        eval_batches: 4,
+        eval_every: 20,
+        snapshots: vec![0.5],
+        ..Phase1Settings::default()
+    };
+    let heads = HeadSettings {
+        max_budget_tokens: 120_000,
+        lr: 3e-3,
+        eval_every: 10,
+        patience: 2,
+        ..HeadSettings::default()
+    };
+    let runs = {
+        let run = run_maker("tiny", &corpus, &phase1, &heads);
+        vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)]
+    };
+    StudySpec {
+        scoring: ScoringSpec::new(32),
+        runs,
+        corpus,
+        selections: vec![
+            TokenSelection::TopFrequent(5000),
+            TokenSelection::MinCount(5),
+        ],
+        kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
+        resamples: 100,
+        tags: TagSource::Gold,
+        word_groups: Some((
+            "gpt-s0".into(),
+            WordGroupSettings {
+                top_n: 300,
+                dim: 16,
+                ..WordGroupSettings::default()
+            },
+        )),
+        emergence: Some(EmergenceSpec {
+            selection: TokenSelection::MinCount(5),
+            models: vec!["gpt".into()],
+        }),
+    }
+}
+
+/// [`Protocol::Cpu`] (`gpu` false) and [`Protocol::Gpu`]: WikiText-2 with the paper's
+/// vocabulary, every style, scored on WikiText-103 valid + test.
+fn real_text(gpu: bool, shared: &Path) -> StudySpec {
+    let wiki = shared.join("wikitext-2/train.txt");
+    // The paper's vocabulary: bert-base-uncased WordPiece (V 30,522, lowercased).
+    let corpus = CorpusSpec::text(wiki.display().to_string(), "wikitext", None)
+        .with_vocabulary(&Vocabulary::bert_base_uncased(shared));
+    let scoring = ScoringSpec {
+        text: Some(ScoringText {
+            paths: ["wiki.valid.tokens", "wiki.test.tokens"]
+                .map(|f| shared.join("wikitext-103-valid-test").join(f))
+                .to_vec(),
+            format: "wikitext".into(),
+        }),
+        ..ScoringSpec::new(128)
+    };
+    StudySpec {
+        scoring,
+        runs: real_text_runs(gpu, &corpus),
+        corpus,
+        selections: vec![
+            TokenSelection::TopFrequent(5000),
+            TokenSelection::MinCount(prefscore::DEFAULT_MIN_COUNT),
+        ],
+        kinds: vec![ScoreKind::ArithmeticMean, ScoreKind::GeometricMean],
+        resamples: 1000,
+        tags: TagSource::Tagger {
+            conllu: shared.join("ud-english-ewt/en_ewt-ud-train.conllu"),
+            tagger_cache: PathBuf::from("tagger.json"),
+        },
+        // The paper's 5000 words on corpus positions. The paper reduced a 768-wide embedding
+        // to d = 128; `peer_small`'s is 128 wide, where d = 128 would reduce nothing and
+        // whiten its noise directions to unit variance: d = 64.
+        word_groups: Some((
+            "gpt-s0".into(),
+            WordGroupSettings {
+                dim: if gpu { 128 } else { 64 },
+                ..WordGroupSettings::default()
+            },
+        )),
+        emergence: Some(EmergenceSpec {
+            selection: TokenSelection::TopFrequent(5000),
+            models: ["gpt", "elmo_released", "elmo", "bert"]
+                .map(String::from)
+                .to_vec(),
+        }),
+    }
+}
+
+/// The runs of the real-text protocols, in table order.
+fn real_text_runs(gpu: bool, corpus: &CorpusSpec) -> Vec<RunSpec> {
+    // One token budget for every style (about 3 epochs of WikiText-2 on the CPU); the paper's
+    // rule was equal wall-clock (about a day each), which every run's record states beside it
+    // (tokens/s of phase 1).
+    let phase1 = Phase1Settings {
+        budget_tokens: if gpu { 200_000_000 } else { 8_000_000 },
+        seq_len: 128,
+        batch_size: if gpu { 64 } else { 16 },
+        lr: 1e-3,
+        eval_batches: 16,
+        eval_every: 500,
+        // The agreement curve: 1/8, 1/4, 1/2 and all of phase 1.
+        snapshots: vec![0.125, 0.25, 0.5],
+        ..Phase1Settings::default()
+    };
+    let heads = HeadSettings {
+        max_budget_tokens: if gpu { 20_000_000 } else { 2_000_000 },
+        lr: 1e-3,
+        eval_every: 100,
+        patience: 3,
+        ..HeadSettings::default()
+    };
+    let (preset, large) = match gpu {
+        true => ("base_2tower", "large_2tower"),
+        false => ("peer_small", "peer_large"),
+    };
+    let run = run_maker(preset, corpus, &phase1, &heads);
+    let released = |seed| run(Style::Elmo, seed).with_elmo_mode(ElmoMode::AsReleased);
+    let mut gpt_large = run(Style::Gpt, 0).named("gpt_large");
+    gpt_large.preset = large.into();
+    // The headline cells first (the paper's 0.94 and 0.91), then BERT, the full BiLSTM and
+    // the size pair: `--only` and resumption follow this order.
+    vec![
+        run(Style::Gpt, 0),
+        run(Style::Gpt, 1),
+        run(Style::Gpt, 2),
+        released(0),
+        released(1),
+        run(Style::Bert, 0),
+        run(Style::Bert, 1),
+        run(Style::Elmo, 0),
+        run(Style::Elmo, 1),
+        gpt_large,
+    ]
 }
