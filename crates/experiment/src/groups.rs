@@ -548,46 +548,17 @@ pub fn fit_row_ids(tokens: &[u32], freq: &[u64], rows: FitRows) -> Result<Vec<u3
 /// word's sources; clusters at the paper's threshold 2.5; each component's words summarised by
 /// `prefscore::group_summary` against the scores over the words.
 pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Result<IcaGroups> {
-    use ica::analysis::{cluster_counts, clusters, component_words, sign_to_positive_skew};
-    let (tokens, freq, tok) = (input.tokens, input.freq, input.tok);
-    let x = embedding_rows(input.embedding, tokens)?;
-    let fit_rows = embedding_rows(input.embedding, &fit_row_ids(tokens, freq, settings.rows)?)?;
-    let dim = settings
-        .dim
-        .min(x.cols())
-        .min(fit_rows.rows().saturating_sub(1))
-        .max(1);
-    let pca = ica::Pca::fit(&fit_rows, &ica::PcaConfig::new(dim))?;
-    let fit = ica::AmariIca::new(settings.ica.clone()).fit(&pca.transform(&fit_rows)?)?;
-    let mut sources = fit.sources(&pca.transform(&x)?)?;
-    sign_to_positive_skew(&mut sources);
-    let per_word = clusters(&sources, ica::analysis::PAPER_THRESHOLD)?;
+    use ica::analysis::{cluster_counts, clusters, component_words, PAPER_THRESHOLD};
+    let (tokens, freq) = (input.tokens, input.freq);
+    let (dim, fit, sources) = fit_sources(input, settings)?;
+    let per_word = clusters(&sources, PAPER_THRESHOLD)?;
     let counts = cluster_counts(&per_word);
     let within_unit = ica::analysis::fraction_within(sources.as_slice(), 1.0);
     let freqs: Vec<u64> = tokens.iter().map(|&id| freq[id as usize]).collect();
-    let comps = component_words(&sources, ica::analysis::PAPER_THRESHOLD, &freqs, 5)?;
+    let comps = component_words(&sources, PAPER_THRESHOLD, &freqs, 5)?;
     let mut groups: Vec<WordGroup> = comps
         .iter()
-        .map(|c| {
-            let members: Vec<u32> = c.members.iter().map(|&(i, _)| tokens[i]).collect();
-            let pieces = members
-                .iter()
-                .filter(|&&t| tok.id_to_token(t).is_some_and(|s| s.starts_with("##")))
-                .count();
-            WordGroup {
-                component: c.component,
-                typical: c
-                    .typical
-                    .iter()
-                    .filter_map(|&i| tok.id_to_token(tokens[i]))
-                    .collect(),
-                continuation_share: pieces as f64 / members.len().max(1) as f64,
-                loadings: c.members.iter().map(|&(_, y)| y).collect(),
-                members,
-                mean: None,
-                rank: None,
-            }
-        })
+        .map(|c| word_group(c, tokens, input.tok))
         .collect();
     let named: Vec<(String, Vec<u32>)> = groups
         .iter()
@@ -598,6 +569,68 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
     for ((g, st), r) in groups.iter_mut().zip(&stats).zip(&rank) {
         (g.mean, g.rank) = (st.mean, *r);
     }
+    let table = table3(&groups, &stats, &rank);
+    Ok(IcaGroups {
+        dim,
+        ica: fit,
+        sources,
+        counts,
+        within_unit,
+        groups,
+        table,
+    })
+}
+
+/// PCA to `settings.dim` (capped by the width and the rows) and Amari ICA fitted on the fit's
+/// rows, then the words' sources, each component signed to a positive skew.
+fn fit_sources(
+    input: &GroupInput<'_>,
+    settings: &WordGroupSettings,
+) -> Result<(usize, ica::IcaResult, ica::Matrix)> {
+    let (tokens, freq) = (input.tokens, input.freq);
+    let x = embedding_rows(input.embedding, tokens)?;
+    let fit_rows = embedding_rows(input.embedding, &fit_row_ids(tokens, freq, settings.rows)?)?;
+    let dim = settings
+        .dim
+        .min(x.cols())
+        .min(fit_rows.rows().saturating_sub(1))
+        .max(1);
+    let pca = ica::Pca::fit(&fit_rows, &ica::PcaConfig::new(dim))?;
+    let fit = ica::AmariIca::new(settings.ica.clone()).fit(&pca.transform(&fit_rows)?)?;
+    let mut sources = fit.sources(&pca.transform(&x)?)?;
+    ica::analysis::sign_to_positive_skew(&mut sources);
+    Ok((dim, fit, sources))
+}
+
+/// One component's word group (its preference not yet summarised): members as token ids,
+/// typical words by name, the share of continuation pieces.
+fn word_group(c: &ica::analysis::ComponentWords, tokens: &[u32], tok: &Tokenizer) -> WordGroup {
+    let members: Vec<u32> = c.members.iter().map(|&(i, _)| tokens[i]).collect();
+    let pieces = members
+        .iter()
+        .filter(|&&t| tok.id_to_token(t).is_some_and(|s| s.starts_with("##")))
+        .count();
+    WordGroup {
+        component: c.component,
+        typical: c
+            .typical
+            .iter()
+            .filter_map(|&i| tok.id_to_token(tokens[i]))
+            .collect(),
+        continuation_share: pieces as f64 / members.len().max(1) as f64,
+        loadings: c.members.iter().map(|&(_, y)| y).collect(),
+        members,
+        mean: None,
+        rank: None,
+    }
+}
+
+/// Table 3: each word group with its preference summary and rank among the groups.
+fn table3(
+    groups: &[WordGroup],
+    stats: &[prefscore::GroupSummary],
+    rank: &[Option<usize>],
+) -> report::Table {
     let mut table = report::Table::new(
         [
             "component",
@@ -623,7 +656,7 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
          by score, descending",
     )
     .with_precision(3);
-    for ((c, g), r) in groups.iter().zip(&stats).zip(&rank) {
+    for ((c, g), r) in groups.iter().zip(stats).zip(rank) {
         let (lo, hi) = g.interval.map(|i| (i.lo, i.hi)).unzip();
         let mark = if c.continuation_share > 0.5 {
             " (##)"
@@ -644,15 +677,7 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
             report::Cell::from(g.share_primary),
         ]);
     }
-    Ok(IcaGroups {
-        dim,
-        ica: fit,
-        sources,
-        counts,
-        within_unit,
-        groups,
-        table,
-    })
+    table
 }
 
 #[cfg(test)]
