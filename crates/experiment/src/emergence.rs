@@ -266,56 +266,76 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 /// and the mean head gap against tokens trained). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
+    files.extend(correlation_figure(e, out)?);
+    files.extend(heads_figure(e, out)?);
+    Ok(files)
+}
+
+/// `fig_emergence_correlation.png`: each class's pairs with intervals at each fraction of
+/// phase 1 (none without pairs).
+fn correlation_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     let mut fractions: Vec<f64> = e.pairs.iter().map(|p| p.fraction).collect();
     fractions.sort_by(f64::total_cmp);
     fractions.dedup();
-    if !fractions.is_empty() {
-        let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
-        classes.dedup();
-        let mut seen = Vec::new();
-        classes.retain(|c| {
-            let new = !seen.contains(c);
-            seen.push(*c);
-            new
-        });
-        let groups: Vec<IntervalGroup> = classes
-            .iter()
-            .map(|c| IntervalGroup {
-                name: c.to_string(),
-                points: e
-                    .pairs
-                    .iter()
-                    .filter(|p| p.class == *c)
-                    .filter_map(|p| {
-                        let at = fractions.iter().position(|f| *f == p.fraction)?;
-                        let (y, iv) = match p.disattenuated {
-                            Some(d) => (d, p.disattenuated_interval),
-                            None => (p.pearson, p.interval),
-                        };
-                        Some(IntervalPoint {
-                            at,
-                            y,
-                            interval: iv.map(|i| (i.lo.min(y), i.hi.max(y))),
-                        })
-                    })
-                    .collect(),
-            })
-            .collect();
-        let f = out.join("fig_emergence_correlation.png");
-        let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
-        report::interval_plot(
-            &f,
-            &positions,
-            &groups,
-            &PlotOptions {
-                title: "Agreement of the preference score during phase 1".into(),
-                x_label: "fraction of phase 1 trained".into(),
-                y_label: "Pearson r, disattenuated (head-seed), 95% interval".into(),
-                ..PlotOptions::default()
-            },
-        )?;
-        files.push(f);
+    if fractions.is_empty() {
+        return Ok(None);
     }
+    let f = out.join("fig_emergence_correlation.png");
+    let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
+    report::interval_plot(
+        &f,
+        &positions,
+        &class_groups(e, &fractions),
+        &PlotOptions {
+            title: "Agreement of the preference score during phase 1".into(),
+            x_label: "fraction of phase 1 trained".into(),
+            y_label: "Pearson r, disattenuated (head-seed), 95% interval".into(),
+            ..PlotOptions::default()
+        },
+    )?;
+    Ok(Some(f))
+}
+
+/// One group of points per class of pairs (in first-seen order): each pair's disattenuated r
+/// (its raw r where a reliability is missing) at its fraction's position, with its interval.
+fn class_groups(e: &Emergence, fractions: &[f64]) -> Vec<IntervalGroup> {
+    let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
+    classes.dedup();
+    let mut seen = Vec::new();
+    classes.retain(|c| {
+        let new = !seen.contains(c);
+        seen.push(*c);
+        new
+    });
+    let point = |p: &EmergencePair| {
+        let at = fractions.iter().position(|f| *f == p.fraction)?;
+        let (y, iv) = match p.disattenuated {
+            Some(d) => (d, p.disattenuated_interval),
+            None => (p.pearson, p.interval),
+        };
+        Some(IntervalPoint {
+            at,
+            y,
+            interval: iv.map(|i| (i.lo.min(y), i.hi.max(y))),
+        })
+    };
+    classes
+        .iter()
+        .map(|c| IntervalGroup {
+            name: c.to_string(),
+            points: e
+                .pairs
+                .iter()
+                .filter(|p| p.class == *c)
+                .filter_map(point)
+                .collect(),
+        })
+        .collect()
+}
+
+/// `fig_emergence_heads.png`: each run's share won by the primary tower and mean head gap
+/// against tokens trained (none without points).
+fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     let mut runs: Vec<&str> = e.points.iter().map(|p| p.label.as_str()).collect();
     runs.dedup();
     let mut heads = Vec::new();
@@ -336,7 +356,7 @@ pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
         ));
     }
     if heads.is_empty() {
-        return Ok(files);
+        return Ok(None);
     }
     let f = out.join("fig_emergence_heads.png");
     report::line_plot(
@@ -349,8 +369,7 @@ pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
             ..PlotOptions::default()
         },
     )?;
-    files.push(f);
-    Ok(files)
+    Ok(Some(f))
 }
 
 /// `1/8`, `1/4`, `1/2`, `1`, or the decimal for other fractions.
@@ -362,6 +381,8 @@ fn fraction_name(f: f64) -> String {
     }
 }
 
+/// The emergence table: a row per run at each point, per pair at each point, and per class's
+/// trend.
 fn emergence_table(e: &Emergence) -> report::Table {
     let cols = [
         "what",
@@ -377,73 +398,96 @@ fn emergence_table(e: &Emergence) -> report::Table {
         "head gap 2",
         "flagged",
     ];
-    let iv = |i: Option<Interval>| match i {
-        Some(i) => format!("[{:.3}, {:.3}]", i.lo, i.hi),
-        None => String::new(),
-    };
-    let none = || report::Cell::from(None::<f64>);
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
         .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals")
         .with_precision(3);
     for p in &e.points {
-        let gap = |k: usize| p.heads.gap.get(k).copied();
-        t.push_row(vec![
-            p.label.clone().into(),
-            p.fraction.into(),
-            (p.tokens as usize).into(),
-            p.share_primary.into(),
-            "".into(),
-            none(),
-            "".into(),
-            p.head_seed.into(),
-            p.split_half.into(),
-            gap(0).into(),
-            gap(1).into(),
-            (if p.heads.above_unigram { "yes" } else { "" }).into(),
-        ]);
+        t.push_row(point_row(p));
     }
     for p in &e.pairs {
-        let rel = p
-            .reliability
-            .map(|[a, b]| format!("{a:.3} / {b:.3}"))
-            .unwrap_or_default();
-        t.push_row(vec![
-            format!("{} × {}", p.a, p.b).into(),
-            p.fraction.into(),
-            (p.tokens as usize).into(),
-            p.pearson.into(),
-            iv(p.interval).into(),
-            p.disattenuated.into(),
-            iv(p.disattenuated_interval).into(),
-            rel.into(),
-            none(),
-            none(),
-            none(),
-            "".into(),
-        ]);
+        t.push_row(pair_row(p));
     }
-    for c in class_trends(e) {
-        let verdict = match c.rising {
-            true => "still rising",
-            false => "not rising beyond its interval",
-        };
-        t.push_row(vec![
-            format!("trend {}: {verdict}", c.class).into(),
-            c.end.0.into(),
-            "".into(),
-            c.before.1.into(),
-            format!("at {}", fraction_name(c.before.0)).into(),
-            c.end.1.into(),
-            format!("± {:.3} at the end", c.half_width).into(),
-            "".into(),
-            none(),
-            none(),
-            none(),
-            "".into(),
-        ]);
+    for c in &class_trends(e) {
+        t.push_row(trend_row(c));
     }
     t
+}
+
+/// An empty number cell.
+fn no_value() -> report::Cell {
+    report::Cell::from(None::<f64>)
+}
+
+/// `[lo, hi]`, or nothing.
+fn interval_text(i: Option<Interval>) -> String {
+    match i {
+        Some(i) => format!("[{:.3}, {:.3}]", i.lo, i.hi),
+        None => String::new(),
+    }
+}
+
+/// A run at one point of phase 1.
+fn point_row(p: &EmergencePoint) -> Vec<report::Cell> {
+    let gap = |k: usize| p.heads.gap.get(k).copied();
+    vec![
+        p.label.clone().into(),
+        p.fraction.into(),
+        (p.tokens as usize).into(),
+        p.share_primary.into(),
+        "".into(),
+        no_value(),
+        "".into(),
+        p.head_seed.into(),
+        p.split_half.into(),
+        gap(0).into(),
+        gap(1).into(),
+        (if p.heads.above_unigram { "yes" } else { "" }).into(),
+    ]
+}
+
+/// A pair of runs at one point of phase 1.
+fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
+    let rel = p
+        .reliability
+        .map(|[a, b]| format!("{a:.3} / {b:.3}"))
+        .unwrap_or_default();
+    vec![
+        format!("{} × {}", p.a, p.b).into(),
+        p.fraction.into(),
+        (p.tokens as usize).into(),
+        p.pearson.into(),
+        interval_text(p.interval).into(),
+        p.disattenuated.into(),
+        interval_text(p.disattenuated_interval).into(),
+        rel.into(),
+        no_value(),
+        no_value(),
+        no_value(),
+        "".into(),
+    ]
+}
+
+/// A class's trend over its last two points.
+fn trend_row(c: &ClassTrend) -> Vec<report::Cell> {
+    let verdict = match c.rising {
+        true => "still rising",
+        false => "not rising beyond its interval",
+    };
+    vec![
+        format!("trend {}: {verdict}", c.class).into(),
+        c.end.0.into(),
+        "".into(),
+        c.before.1.into(),
+        format!("at {}", fraction_name(c.before.0)).into(),
+        c.end.1.into(),
+        format!("± {:.3} at the end", c.half_width).into(),
+        "".into(),
+        no_value(),
+        no_value(),
+        no_value(),
+        "".into(),
+    ]
 }
 
 #[cfg(test)]
