@@ -16,7 +16,9 @@
 
 use std::path::{Path, PathBuf};
 
-use corpus::{pad_sequence, Document, Objective, TokenBatch, Tokenizer, IGNORE_LABEL};
+use corpus::{
+    pad_sequence, Document, Objective, SpecialTokens, TokenBatch, Tokenizer, IGNORE_LABEL,
+};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -161,6 +163,85 @@ pub struct ScoringSet {
     pub batches: Vec<TokenBatch>,
 }
 
+/// One scored row: inputs, real-token mask and labels (only at scored positions).
+type Row = (Vec<u32>, Vec<u8>, Vec<u32>);
+
+/// A usable cut: batches of at least one row, a masking rate in (0, 1].
+fn check_cut(spec: &ScoringSpec) -> Result<()> {
+    if spec.batch_size == 0 {
+        let why = "a scoring set needs batch_size >= 1";
+        return Err(ExperimentError::bad_setting("scoring.batch_size", 0, why));
+    }
+    if !(spec.mask_rate > 0.0 && spec.mask_rate <= 1.0) {
+        let why = "a scoring set needs 0 < mask_rate <= 1";
+        let rate = spec.mask_rate;
+        return Err(ExperimentError::bad_setting("scoring.mask_rate", rate, why));
+    }
+    Ok(())
+}
+
+/// The scoring schedule of sequence `i` (`ids`) under `objective`: one row for the causal and
+/// bidirectional objectives (every target scored), and for MLM one row per pass, each
+/// maskable position masked in exactly one pass of a seeded, per-sequence order.
+fn scored_rows(
+    i: usize,
+    ids: &[u32],
+    objective: &Objective,
+    spec: &ScoringSpec,
+    specials: &SpecialTokens,
+) -> Vec<Row> {
+    let t = spec.seq_len;
+    let (padded, mask) = pad_sequence(ids, t, specials.pad);
+    let len = ids.len();
+    match objective {
+        Objective::CausalLm => {
+            let mut labels = vec![IGNORE_LABEL; t];
+            labels[..len.saturating_sub(1)].copy_from_slice(&ids[1..len.max(1)]);
+            vec![(padded, mask, labels)]
+        }
+        Objective::BidirectionalLm => {
+            let mut labels = vec![IGNORE_LABEL; t];
+            labels[..len].copy_from_slice(ids);
+            vec![(padded, mask, labels)]
+        }
+        Objective::MaskedLm(_) => {
+            let mut maskable: Vec<usize> =
+                (0..len).filter(|&j| !specials.contains(ids[j])).collect();
+            maskable.shuffle(&mut ChaCha8Rng::seed_from_u64(
+                SCHEDULE_SEED ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            ));
+            let k = spec.passes();
+            let mut rows = Vec::new();
+            for p in 0..k {
+                let mut input = padded.clone();
+                let mut labels = vec![IGNORE_LABEL; t];
+                for &j in maskable.iter().skip(p).step_by(k) {
+                    labels[j] = ids[j];
+                    input[j] = specials.mask;
+                }
+                if labels.iter().any(|&l| l != IGNORE_LABEL) {
+                    rows.push((input, mask.clone(), labels));
+                }
+            }
+            rows
+        }
+    }
+}
+
+/// Rows in batches of `batch_size` (of length `t`), batches without a target dropped.
+fn batches_of(rows: &[Row], batch_size: usize, t: usize) -> Vec<TokenBatch> {
+    rows.chunks(batch_size)
+        .map(|chunk| TokenBatch {
+            batch_size: chunk.len(),
+            seq_len: t,
+            input_ids: chunk.iter().flat_map(|r| r.0.iter().copied()).collect(),
+            attention_mask: chunk.iter().flat_map(|r| r.1.iter().copied()).collect(),
+            labels: chunk.iter().flat_map(|r| r.2.iter().copied()).collect(),
+        })
+        .filter(|b| b.n_targets() > 0)
+        .collect()
+}
+
 impl ScoringSet {
     /// Cuts the scoring set of `style` from `docs` (see the module docs).
     pub fn build(
@@ -169,18 +250,7 @@ impl ScoringSet {
         docs: &[Document],
         spec: &ScoringSpec,
     ) -> Result<Self> {
-        if spec.batch_size == 0 {
-            let why = "a scoring set needs batch_size >= 1";
-            return Err(ExperimentError::bad_setting("scoring.batch_size", 0, why));
-        }
-        if !(spec.mask_rate > 0.0 && spec.mask_rate <= 1.0) {
-            let why = "a scoring set needs 0 < mask_rate <= 1";
-            return Err(ExperimentError::bad_setting(
-                "scoring.mask_rate",
-                spec.mask_rate,
-                why,
-            ));
-        }
+        check_cut(spec)?;
         let data = sequences(style, tok, docs, spec.seq_len)?;
         let n = spec.max_sequences.unwrap_or(usize::MAX).min(data.len());
         if n == 0 {
@@ -188,56 +258,11 @@ impl ScoringSet {
             return Err(ExperimentError::too_little(what, 0, 1));
         }
         let specials = tok.special_tokens()?;
-        let t = spec.seq_len;
-        // One row per (sequence, pass): inputs and labels.
-        let mut rows: Vec<(Vec<u32>, Vec<u8>, Vec<u32>)> = Vec::new();
-        for i in 0..n {
-            let ids = data.ids(i);
-            let (padded, mask) = pad_sequence(ids, t, specials.pad);
-            let len = ids.len();
-            match objective(style) {
-                Objective::CausalLm => {
-                    let mut labels = vec![IGNORE_LABEL; t];
-                    labels[..len.saturating_sub(1)].copy_from_slice(&ids[1..len.max(1)]);
-                    rows.push((padded, mask, labels));
-                }
-                Objective::BidirectionalLm => {
-                    let mut labels = vec![IGNORE_LABEL; t];
-                    labels[..len].copy_from_slice(ids);
-                    rows.push((padded, mask, labels));
-                }
-                Objective::MaskedLm(_) => {
-                    let mut maskable: Vec<usize> =
-                        (0..len).filter(|&j| !specials.contains(ids[j])).collect();
-                    maskable.shuffle(&mut ChaCha8Rng::seed_from_u64(
-                        SCHEDULE_SEED ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    ));
-                    let k = spec.passes();
-                    for p in 0..k {
-                        let mut input = padded.clone();
-                        let mut labels = vec![IGNORE_LABEL; t];
-                        for &j in maskable.iter().skip(p).step_by(k) {
-                            labels[j] = ids[j];
-                            input[j] = specials.mask;
-                        }
-                        if labels.iter().any(|&l| l != IGNORE_LABEL) {
-                            rows.push((input, mask.clone(), labels));
-                        }
-                    }
-                }
-            }
-        }
-        let batches: Vec<TokenBatch> = rows
-            .chunks(spec.batch_size)
-            .map(|chunk| TokenBatch {
-                batch_size: chunk.len(),
-                seq_len: t,
-                input_ids: chunk.iter().flat_map(|r| r.0.iter().copied()).collect(),
-                attention_mask: chunk.iter().flat_map(|r| r.1.iter().copied()).collect(),
-                labels: chunk.iter().flat_map(|r| r.2.iter().copied()).collect(),
-            })
-            .filter(|b| b.n_targets() > 0)
+        let objective = objective(style);
+        let rows: Vec<Row> = (0..n)
+            .flat_map(|i| scored_rows(i, data.ids(i), &objective, spec, &specials))
             .collect();
+        let batches = batches_of(&rows, spec.batch_size, spec.seq_len);
         let positions = batches.iter().map(|b| b.n_targets() as u64).sum();
         let id = ScoringSetId {
             style,
