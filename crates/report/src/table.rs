@@ -350,65 +350,36 @@ impl Table {
                     .collect()
             })
             .collect();
-        // A column is numeric when it has at least one number and no text.
-        let numeric: Vec<bool> = (0..ncols)
-            .map(|j| {
-                let cells = self.rows.iter().filter_map(|r| r.get(j));
-                let mut any = false;
-                for c in cells {
-                    match c {
-                        Cell::Text(_) => return false,
-                        c if c.is_numeric() => any = true,
-                        _ => {}
-                    }
-                }
-                any
-            })
-            .collect();
-        let width: Vec<usize> = (0..ncols)
-            .map(|j| {
-                body.iter()
-                    .map(|r| r[j].chars().count())
-                    .chain(std::iter::once(head[j].chars().count()))
-                    .max()
-                    .unwrap_or(0)
-                    .max(3)
-            })
-            .collect();
-        let fmt_row = |cells: &[String]| {
-            let mut s = String::from("|");
-            for (j, c) in cells.iter().enumerate() {
-                let pad = width[j] - c.chars().count();
-                if numeric[j] {
-                    let _ = write!(s, " {}{} |", " ".repeat(pad), c);
-                } else {
-                    let _ = write!(s, " {}{} |", c, " ".repeat(pad));
-                }
-            }
-            s.push('\n');
-            s
+        let layout = MarkdownColumns {
+            numeric: (0..ncols).map(|j| self.is_numeric_column(j)).collect(),
+            width: column_widths(&head, &body),
         };
         let mut out = String::new();
         if let Some(t) = &self.title {
             let _ = writeln!(out, "### {t}\n");
         }
-        out.push_str(&fmt_row(&head));
-        out.push('|');
-        for j in 0..ncols {
-            if numeric[j] {
-                let _ = write!(out, " {}: |", "-".repeat(width[j] - 1));
-            } else {
-                let _ = write!(out, " {} |", "-".repeat(width[j]));
-            }
-        }
-        out.push('\n');
+        out.push_str(&layout.row(&head));
+        out.push_str(&layout.rule());
         for r in &body {
-            out.push_str(&fmt_row(r));
+            out.push_str(&layout.row(r));
         }
         if let Some(n) = &self.note {
             let _ = writeln!(out, "\n{n}");
         }
         out
+    }
+
+    /// A column is numeric when it has at least one number and no text.
+    fn is_numeric_column(&self, j: usize) -> bool {
+        let mut any = false;
+        for c in self.rows.iter().filter_map(|r| r.get(j)) {
+            match c {
+                Cell::Text(_) => return false,
+                c if c.is_numeric() => any = true,
+                _ => {}
+            }
+        }
+        any
     }
 
     /// `{"title", "note", "header": [..], "rows": [[..], ..]}`; reals in full precision,
@@ -508,4 +479,54 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::io(path, e)
     })
+}
+
+/// The widest cell of each column (header included), at least 3 (a Markdown rule's `---`).
+fn column_widths(head: &[String], body: &[Vec<String>]) -> Vec<usize> {
+    (0..head.len())
+        .map(|j| {
+            body.iter()
+                .map(|r| r[j].chars().count())
+                .chain(std::iter::once(head[j].chars().count()))
+                .max()
+                .unwrap_or(0)
+                .max(3)
+        })
+        .collect()
+}
+
+/// How a Markdown table's columns are laid out: numbers right-aligned, every column padded to
+/// its width.
+struct MarkdownColumns {
+    numeric: Vec<bool>,
+    width: Vec<usize>,
+}
+
+impl MarkdownColumns {
+    /// `| a | b |` with each cell padded (numbers on the left, text on the right).
+    fn row(&self, cells: &[String]) -> String {
+        let mut s = String::from("|");
+        for (j, c) in cells.iter().enumerate() {
+            let pad = " ".repeat(self.width[j] - c.chars().count());
+            let _ = match self.numeric[j] {
+                true => write!(s, " {pad}{c} |"),
+                false => write!(s, " {c}{pad} |"),
+            };
+        }
+        s.push('\n');
+        s
+    }
+
+    /// The rule under the header: `---:` for numeric columns (right-aligned), `---` else.
+    fn rule(&self) -> String {
+        let mut s = String::from("|");
+        for (j, &w) in self.width.iter().enumerate() {
+            let _ = match self.numeric[j] {
+                true => write!(s, " {}: |", "-".repeat(w - 1)),
+                false => write!(s, " {} |", "-".repeat(w)),
+            };
+        }
+        s.push('\n');
+        s
+    }
 }
