@@ -137,12 +137,39 @@ impl Figure for Heatmap<'_> {
     where
         DB::ErrorType: 'static,
     {
-        // Pixel layout: the grid's top-left corner and the cell size.
-        let cell = self.cell as i32;
+        let frame = self.frame();
+        frame.draw_title(root)?;
+        for r in 0..self.n_rows {
+            for c in 0..self.n_cols {
+                self.draw_cell(root, r, c)?;
+            }
+        }
+        self.draw_labels(root)?;
+        frame.draw_frame(root)
+    }
+}
+
+impl Heatmap<'_> {
+    /// The grid's top-left corner in pixels.
+    fn origin(&self) -> (i32, i32) {
         let left = (MARGIN + self.y_area()) as i32;
         let top = (self.title_h() + MARGIN) as i32;
+        (left, top)
+    }
+
+    /// The pixel corner of cell (`r`, `c`).
+    fn corner(&self, r: usize, c: usize) -> (i32, i32) {
+        let (left, top) = self.origin();
+        let cell = self.cell as i32;
+        (left + c as i32 * cell, top + r as i32 * cell)
+    }
+
+    /// Title, axis descriptions, border and colour bar around the grid.
+    fn frame(&self) -> GridFrame<'_> {
+        let cell = self.cell as i32;
+        let (left, top) = self.origin();
         let (gw, gh) = (cell * self.n_cols as i32, cell * self.n_rows as i32);
-        let frame = GridFrame {
+        GridFrame {
             title: &self.opts.title,
             x_label: (
                 &self.opts.x_label,
@@ -158,53 +185,64 @@ impl Figure for Heatmap<'_> {
             scale: Scale::Viridis,
             range: (self.lo, self.hi),
             any_nan: self.values.iter().any(|v| !v.is_finite()),
-        };
-        frame.draw_title(root)?;
-        let corner = |r: usize, c: usize| (left + c as i32 * cell, top + r as i32 * cell);
-        let scale = Scale::Viridis;
-        let fill_of = |v: f64| {
-            if v.is_finite() {
-                scale.colour(v, self.lo, self.hi)
-            } else {
-                NAN_FILL
-            }
-        };
-        let annot_size = (self.cell as f64 * 0.3).clamp(8.0, 14.0);
-        for r in 0..self.n_rows {
-            for c in 0..self.n_cols {
-                let v = self.values[r * self.n_cols + c];
-                let (x, y) = corner(r, c);
-                let fill = fill_of(v);
-                root.draw(&Rectangle::new(
-                    [(x, y), (x + cell, y + cell)],
-                    fill.filled(),
-                ))
-                .map_err(plot_err)?;
-                if !v.is_finite() {
-                    root.draw(&PathElement::new(
-                        vec![(x, y + cell), (x + cell, y)],
-                        NAN_MARK.stroke_width(1),
-                    ))
-                    .map_err(plot_err)?;
-                }
-                if self.opts.annotate {
-                    let text = if v.is_finite() {
-                        format!("{v:.2}")
-                    } else {
-                        "NaN".to_string()
-                    };
-                    let style = TextStyle::from((FONT, annot_size).into_font())
-                        .color(text_on(fill))
-                        .pos(Pos::new(HPos::Center, VPos::Center));
-                    root.draw(&Text::new(text, (x + cell / 2, y + cell / 2), style))
-                        .map_err(plot_err)?;
-                }
-            }
         }
-        // Row labels right-aligned left of the grid; column labels rotated, hanging below it.
+    }
+
+    /// Cell (`r`, `c`): its colour (grey with a diagonal mark when not finite) and, when
+    /// annotated, its value.
+    fn draw_cell<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        r: usize,
+        c: usize,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let cell = self.cell as i32;
+        let v = self.values[r * self.n_cols + c];
+        let (x, y) = self.corner(r, c);
+        let fill = match v.is_finite() {
+            true => Scale::Viridis.colour(v, self.lo, self.hi),
+            false => NAN_FILL,
+        };
+        root.draw(&Rectangle::new(
+            [(x, y), (x + cell, y + cell)],
+            fill.filled(),
+        ))
+        .map_err(plot_err)?;
+        if !v.is_finite() {
+            root.draw(&PathElement::new(
+                vec![(x, y + cell), (x + cell, y)],
+                NAN_MARK.stroke_width(1),
+            ))
+            .map_err(plot_err)?;
+        }
+        if self.opts.annotate {
+            let text = match v.is_finite() {
+                true => format!("{v:.2}"),
+                false => "NaN".to_string(),
+            };
+            let annot_size = (self.cell as f64 * 0.3).clamp(8.0, 14.0);
+            let style = TextStyle::from((FONT, annot_size).into_font())
+                .color(text_on(fill))
+                .pos(Pos::new(HPos::Center, VPos::Center));
+            root.draw(&Text::new(text, (x + cell / 2, y + cell / 2), style))
+                .map_err(plot_err)?;
+        }
+        Ok(())
+    }
+
+    /// Row labels right-aligned left of the grid; column labels rotated, hanging below it.
+    fn draw_labels<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let cell = self.cell as i32;
+        let (left, top) = self.origin();
         let row_style = label_style().pos(Pos::new(HPos::Right, VPos::Center));
         for (r, l) in self.rows.iter().enumerate() {
-            let (_, y) = corner(r, 0);
+            let (_, y) = self.corner(r, 0);
             root.draw(&Text::new(
                 l.as_str(),
                 (left - 6, y + cell / 2),
@@ -215,15 +253,16 @@ impl Figure for Heatmap<'_> {
         let col_style = label_style()
             .transform(FontTransform::Rotate90)
             .pos(Pos::new(HPos::Left, VPos::Center));
+        let below = top + cell * self.n_rows as i32 + 6;
         for (c, l) in self.cols.iter().enumerate() {
-            let (x, _) = corner(0, c);
+            let (x, _) = self.corner(0, c);
             root.draw(&Text::new(
                 l.as_str(),
-                (x + cell / 2, top + gh + 6),
+                (x + cell / 2, below),
                 col_style.clone(),
             ))
             .map_err(plot_err)?;
         }
-        frame.draw_frame(root)
+        Ok(())
     }
 }
