@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -155,47 +156,55 @@ impl Figure for IntervalPlot<'_> {
             .label_style(label_style())
             .draw()
             .map_err(plot_err)?;
-        let ng = self.groups.len();
         for (gi, g) in self.groups.iter().enumerate() {
-            let colour = series_colour(gi);
-            let mut means = Vec::new();
-            for at in 0..n {
-                let here: Vec<&IntervalPoint> = g.points.iter().filter(|p| p.at == at).collect();
-                for (k, p) in here.iter().enumerate() {
-                    let x = self.x_of(at, gi, ng, k, here.len());
-                    if let Some((lo, hi)) = p.interval {
-                        let cap = 0.012;
-                        let bars = [
-                            vec![(x, lo), (x, hi)],
-                            vec![(x - cap, lo), (x + cap, lo)],
-                            vec![(x - cap, hi), (x + cap, hi)],
-                        ];
-                        for b in bars {
-                            chart
-                                .draw_series(std::iter::once(PathElement::new(
-                                    b,
-                                    colour.stroke_width(1),
-                                )))
-                                .map_err(plot_err)?;
-                        }
-                    }
-                    chart
-                        .draw_series(std::iter::once(Circle::new((x, p.y), 4, colour.filled())))
-                        .map_err(plot_err)?;
-                }
-                if !here.is_empty() {
-                    let m = here.iter().map(|p| p.y).sum::<f64>() / here.len() as f64;
-                    means.push((self.x_of(at, gi, ng, 0, 1), m));
-                }
-            }
-            chart
-                .draw_series(std::iter::once(PathElement::new(
-                    means,
-                    colour.mix(0.7).stroke_width(2),
-                )))
-                .map_err(plot_err)?;
+            self.draw_group(&mut chart, gi, g)?;
         }
-        // The legend panel: one marker and name per group, top-aligned with the plot.
+        self.draw_legend(&legend)
+    }
+}
+
+/// The chart of an interval plot: positions on x, values on y.
+type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+impl IntervalPlot<'_> {
+    /// Group `gi`'s points with their intervals, and the line through its mean at each position.
+    fn draw_group<DB: DrawingBackend>(
+        &self,
+        chart: &mut Chart<'_, DB>,
+        gi: usize,
+        g: &IntervalGroup,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let ng = self.groups.len();
+        let colour = series_colour(gi);
+        let mut means = Vec::new();
+        for at in 0..self.positions.len() {
+            let here: Vec<&IntervalPoint> = g.points.iter().filter(|p| p.at == at).collect();
+            for (k, p) in here.iter().enumerate() {
+                let x = self.x_of(at, gi, ng, k, here.len());
+                draw_point(chart, x, p, colour)?;
+            }
+            if !here.is_empty() {
+                let m = here.iter().map(|p| p.y).sum::<f64>() / here.len() as f64;
+                means.push((self.x_of(at, gi, ng, 0, 1), m));
+            }
+        }
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                means,
+                colour.mix(0.7).stroke_width(2),
+            )))
+            .map_err(plot_err)?;
+        Ok(())
+    }
+
+    /// The legend panel: one marker and name per group, top-aligned with the plot.
+    fn draw_legend<DB: DrawingBackend>(&self, legend: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
         let style = label_style();
         for (gi, g) in self.groups.iter().enumerate() {
             let y = 60 + 24 * gi as i32;
@@ -209,6 +218,35 @@ impl Figure for IntervalPlot<'_> {
         }
         Ok(())
     }
+}
+
+/// One point at `x`: its interval as an error bar with caps (when it has one), then the marker.
+fn draw_point<DB: DrawingBackend>(
+    chart: &mut Chart<'_, DB>,
+    x: f64,
+    p: &IntervalPoint,
+    colour: RGBColor,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    if let Some((lo, hi)) = p.interval {
+        let cap = 0.012;
+        let bars = [
+            vec![(x, lo), (x, hi)],
+            vec![(x - cap, lo), (x + cap, lo)],
+            vec![(x - cap, hi), (x + cap, hi)],
+        ];
+        for b in bars {
+            chart
+                .draw_series(std::iter::once(PathElement::new(b, colour.stroke_width(1))))
+                .map_err(plot_err)?;
+        }
+    }
+    chart
+        .draw_series(std::iter::once(Circle::new((x, p.y), 4, colour.filled())))
+        .map_err(plot_err)?;
+    Ok(())
 }
 
 #[cfg(test)]
