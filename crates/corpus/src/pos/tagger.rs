@@ -364,74 +364,19 @@ impl PerceptronTagger {
     }
 
     fn from_bytes_named(bytes: &[u8], path: &Path) -> Result<Self> {
-        let corrupt = |message: String| CorpusError::Corrupt {
+        Self::parse(bytes).map_err(|message| CorpusError::Corrupt {
             path: path.to_path_buf(),
             message,
-        };
-        if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
-            return Err(corrupt("not a lmsplit tagger file (bad magic)".into()));
-        }
-        if bytes.len() < MAGIC.len() + 8 {
-            return Err(corrupt("truncated header".into()));
-        }
-        let (body, sum) = bytes.split_at(bytes.len() - 8);
-        if fnv1a(body).to_le_bytes() != sum {
-            return Err(corrupt("checksum mismatch (truncated or modified)".into()));
-        }
-        let mut r = ByteReader {
-            bytes: body,
-            pos: MAGIC.len(),
-        };
-        let n_tags = r.u32().ok_or_else(|| corrupt("truncated header".into()))?;
-        if n_tags as usize != N {
-            return Err(corrupt(format!("{n_tags} tags, expected {N}")));
-        }
-        let n_rows = r.u64().ok_or_else(|| corrupt("truncated header".into()))? as usize;
-        if n_rows > r.remaining() / (8 + 4 * N) {
-            return Err(corrupt(format!(
-                "{n_rows} feature rows do not fit the file"
-            )));
-        }
-        let mut rows = Vec::with_capacity(n_rows);
-        for i in 0..n_rows {
-            let key = r.u64().ok_or_else(|| corrupt("truncated weights".into()))?;
-            let mut w = [0f32; N];
-            for w in &mut w {
-                *w = r.f32().ok_or_else(|| corrupt("truncated weights".into()))?;
-                if !w.is_finite() {
-                    return Err(corrupt(format!("non-finite weight in row {i}")));
-                }
-            }
-            rows.push((key, w));
-        }
-        let n_dict = r
-            .u64()
-            .ok_or_else(|| corrupt("truncated dictionary".into()))? as usize;
-        if n_dict > r.remaining() / 5 {
-            return Err(corrupt(format!(
-                "{n_dict} dictionary entries do not fit the file"
-            )));
-        }
-        let mut tagdict = HashMap::with_capacity(n_dict);
-        for _ in 0..n_dict {
-            let len = r
-                .u32()
-                .ok_or_else(|| corrupt("truncated dictionary".into()))?
-                as usize;
-            let word = r
-                .take(len)
-                .ok_or_else(|| corrupt("truncated dictionary".into()))?;
-            let word = std::str::from_utf8(word)
-                .map_err(|_| corrupt("dictionary word is not UTF-8".into()))?;
-            let tag = r
-                .take(1)
-                .ok_or_else(|| corrupt("truncated dictionary".into()))?[0];
-            let tag = Upos::from_index(tag as usize)
-                .ok_or_else(|| corrupt(format!("tag index {tag} out of range")))?;
-            tagdict.insert(word.to_string(), tag);
-        }
+        })
+    }
+
+    /// The tagger in `bytes`, or what is wrong with them.
+    fn parse(bytes: &[u8]) -> std::result::Result<Self, String> {
+        let mut r = checked_body(bytes)?;
+        let rows = read_rows(&mut r)?;
+        let tagdict = read_tagdict(&mut r)?;
         if r.remaining() != 0 {
-            return Err(corrupt(format!("{} trailing bytes", r.remaining())));
+            return Err(format!("{} trailing bytes", r.remaining()));
         }
         let mut model = Self {
             tagdict,
@@ -440,10 +385,73 @@ impl PerceptronTagger {
         let n = rows.len();
         model.set_rows(rows);
         if model.index.len() != n {
-            return Err(corrupt("duplicate feature rows".into()));
+            return Err("duplicate feature rows".into());
         }
         Ok(model)
     }
+}
+
+/// A reader after the magic of a file whose checksum holds (the checksum itself left out).
+fn checked_body(bytes: &[u8]) -> std::result::Result<ByteReader<'_>, String> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return Err("not a lmsplit tagger file (bad magic)".into());
+    }
+    if bytes.len() < MAGIC.len() + 8 {
+        return Err("truncated header".into());
+    }
+    let (body, sum) = bytes.split_at(bytes.len() - 8);
+    if fnv1a(body).to_le_bytes() != sum {
+        return Err("checksum mismatch (truncated or modified)".into());
+    }
+    Ok(ByteReader {
+        bytes: body,
+        pos: MAGIC.len(),
+    })
+}
+
+/// The tag count (checked) and the feature rows: a key and N finite weights each.
+fn read_rows(r: &mut ByteReader<'_>) -> std::result::Result<Vec<(u64, [f32; N])>, String> {
+    let n_tags = r.u32().ok_or("truncated header")?;
+    if n_tags as usize != N {
+        return Err(format!("{n_tags} tags, expected {N}"));
+    }
+    let n_rows = r.u64().ok_or("truncated header")? as usize;
+    if n_rows > r.remaining() / (8 + 4 * N) {
+        return Err(format!("{n_rows} feature rows do not fit the file"));
+    }
+    let mut rows = Vec::with_capacity(n_rows);
+    for i in 0..n_rows {
+        let key = r.u64().ok_or("truncated weights")?;
+        let mut w = [0f32; N];
+        for w in &mut w {
+            *w = r.f32().ok_or("truncated weights")?;
+            if !w.is_finite() {
+                return Err(format!("non-finite weight in row {i}"));
+            }
+        }
+        rows.push((key, w));
+    }
+    Ok(rows)
+}
+
+/// The tag dictionary: (UTF-8 word, tag index) entries.
+fn read_tagdict(r: &mut ByteReader<'_>) -> std::result::Result<HashMap<String, Upos>, String> {
+    let truncated = "truncated dictionary";
+    let n_dict = r.u64().ok_or(truncated)? as usize;
+    if n_dict > r.remaining() / 5 {
+        return Err(format!("{n_dict} dictionary entries do not fit the file"));
+    }
+    let mut tagdict = HashMap::with_capacity(n_dict);
+    for _ in 0..n_dict {
+        let len = r.u32().ok_or(truncated)? as usize;
+        let word = r.take(len).ok_or(truncated)?;
+        let word = std::str::from_utf8(word).map_err(|_| "dictionary word is not UTF-8")?;
+        let tag = r.take(1).ok_or(truncated)?[0];
+        let tag = Upos::from_index(tag as usize)
+            .ok_or_else(|| format!("tag index {tag} out of range"))?;
+        tagdict.insert(word.to_string(), tag);
+    }
+    Ok(tagdict)
 }
 
 /// Reusable buffers for [`PerceptronTagger::tag_into`].
