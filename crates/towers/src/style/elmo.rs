@@ -5,7 +5,7 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
-use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle};
+use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle, PRESETS};
 use crate::config::{ElmoMode, ModelConfig, Style};
 use crate::elmo::ElmoTower;
 use crate::params::Init;
@@ -32,14 +32,7 @@ impl TowerStyle for Elmo {
     }
 
     fn preset_names(&self) -> &'static [&'static str] {
-        &[
-            "tiny",
-            "peer_small",
-            "peer_large",
-            "base_2tower",
-            "large_2tower",
-            "paper",
-        ]
+        PRESETS
     }
 
     fn sizes(&self, name: &str) -> Option<Sizes> {

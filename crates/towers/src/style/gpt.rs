@@ -5,7 +5,7 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{transformer_mask, transformer_sizes, validate_transformer, EmbeddingLayout, Sizes};
-use super::{Tower, TowerStyle};
+use super::{Tower, TowerStyle, PRESETS};
 use crate::config::{ModelConfig, Style};
 use crate::params::Init;
 use crate::transformer::TransformerTower;
@@ -25,14 +25,7 @@ impl TowerStyle for Gpt {
     }
 
     fn preset_names(&self) -> &'static [&'static str] {
-        &[
-            "tiny",
-            "peer_small",
-            "peer_large",
-            "base_2tower",
-            "large_2tower",
-            "paper",
-        ]
+        PRESETS
     }
 
     fn sizes(&self, name: &str) -> Option<Sizes> {

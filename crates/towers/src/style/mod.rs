@@ -1,13 +1,14 @@
 //! Tower styles: everything that differs between ELMo, GPT and BERT towers lives behind one
-//! trait, [`TowerStyle`], with one file per style. [`Style`] (the serde enum users name) is the
-//! registration: it maps each variant to its implementation.
+//! trait, [`TowerStyle`], with one file per style. [`Style`] (the serde enum users name)
+//! dispatches to it: `registry.rs` maps each variant to its implementation.
 //!
-//! Adding a style is a new file here implementing [`TowerStyle`] plus one variant and one arm
-//! in [`Style::tower_style`].
+//! Adding a style is a new file here implementing [`TowerStyle`] plus its registration: one
+//! variant of [`Style`] and one arm of [`Style::tower_style`] (`registry.rs`).
 
 mod bert;
 mod elmo;
 mod gpt;
+mod registry;
 
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
@@ -135,6 +136,17 @@ pub trait TowerStyle: Send + Sync {
         seq_len: usize,
     ) -> corpus::Result<TrainingData>;
 }
+
+/// The presets every style has: ours for tests and the CPU reproduction, the released code's
+/// two sizes, and the paper's Table 1 (`paper`).
+pub(crate) const PRESETS: &[&str] = &[
+    "tiny",
+    "peer_small",
+    "peer_large",
+    "base_2tower",
+    "large_2tower",
+    "paper",
+];
 
 /// The presets every transformer style shares (the released code's `base_2tower` and
 /// `large_2tower`, and ours for tests and the CPU reproduction).
