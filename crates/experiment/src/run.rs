@@ -61,6 +61,32 @@ impl ScoredRun {
     }
 }
 
+impl Workspace {
+    /// Trains, resumes or reuses the run `spec` in its folder `run_dir` on this workspace's
+    /// corpus, and scores it on `scoring` (a set of the run's style, e.g. from
+    /// [`Workspace::scoring_set`]).
+    ///
+    /// A folder holding another run is refused naming the differing fields
+    /// ([`crate::ExperimentError::SpecMismatch`]); a run scored on another set is refused
+    /// ([`crate::ExperimentError::ScoringSetMismatch`]). A killed run resumes from its
+    /// checkpoints bit-exactly on CPU; a finished one is reused (its model loaded only with
+    /// [`RunOptions::need_model`]).
+    ///
+    /// A run folder has one writer: the call holds `<run_dir>/writer.lock` until it returns,
+    /// and a second process on the same folder is refused with
+    /// [`crate::ExperimentError::Locked`] naming the holder (a lock left by a dead process on
+    /// this host is taken over, and said so).
+    pub fn ensure_run(
+        &self,
+        spec: &RunSpec,
+        run_dir: &Path,
+        scoring: &ScoringSet,
+        opts: &RunOptions,
+    ) -> Result<ScoredRun> {
+        ensure_run(spec, run_dir, self, scoring, opts)
+    }
+}
+
 /// Trains, resumes or reuses the run `spec` in `dir` on the corpus of `ws` and scores it on
 /// `scoring` (see [`Workspace::ensure_run`], the public entry).
 pub(crate) fn ensure_run(
@@ -85,11 +111,31 @@ pub(crate) fn ensure_run(
         opts.progress
             .say(|| format!("{}: took over the lock of {stale}", spec.label()));
     }
-    let record = open_record(spec, dir, ws.dir(), scoring, opts)?;
-    if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model {
-        return reuse(spec, record, dir, ws.data(), scoring, opts);
-    }
-    train_and_score(spec, record, dir, ws.data(), scoring, opts)
+    let mut record = open_record(spec, dir, ws.dir(), scoring, opts)?;
+    let reused = record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model;
+    let scores = match reused {
+        true => read_scores(spec, dir)?,
+        false => train_and_score(spec, &mut record, dir, ws.data(), scoring, opts)?,
+    };
+    let snapshots = snapshot_scores(&record, dir, ws.data(), scoring, opts)?;
+    Ok(ScoredRun {
+        label: spec.label(),
+        dir: dir.to_path_buf(),
+        record,
+        logprobs: scores.logprobs,
+        retest: scores.retest,
+        model: scores.model,
+        snapshots,
+        reused,
+    })
+}
+
+/// What scoring a run gives: every head's log-probabilities (and the retest heads'), and the
+/// model when it was trained now.
+struct Scores {
+    logprobs: PositionLogProbs,
+    retest: Option<PositionLogProbs>,
+    model: Option<TwoTowerLm>,
 }
 
 /// The record of the run in `dir`: the saved one (continued to a larger budget where that is
@@ -154,43 +200,30 @@ fn continue_record(
     Ok(saved)
 }
 
-/// A finished run read back: its scores (and the retest heads'), its snapshots' scores.
-fn reuse(
-    spec: &RunSpec,
-    record: RunRecord,
-    dir: &Path,
-    data: &CorpusData,
-    scoring: &ScoringSet,
-    opts: &RunOptions,
-) -> Result<ScoredRun> {
+/// A finished run's scores read back (and the retest heads').
+fn read_scores(spec: &RunSpec, dir: &Path) -> Result<Scores> {
     let logprobs: PositionLogProbs = read_json(&dir.join(LOGPROBS_FILE))?;
     let retest = match spec.retest_heads {
         true => Some(read_json(&dir.join(RETEST_FILE))?),
         false => None,
     };
-    let snapshots = snapshot_scores(&record, dir, data, scoring, opts)?;
-    Ok(ScoredRun {
-        label: spec.label(),
-        dir: dir.to_path_buf(),
-        record,
+    Ok(Scores {
         logprobs,
         retest,
         model: None,
-        snapshots,
-        reused: true,
     })
 }
 
 /// Phase 1 (resumed from its checkpoint when there is one), the heads (and the retest heads),
-/// their scores on `scoring`, the record's results, and the snapshots' heads.
+/// their scores on `scoring`, and the record's results (saved).
 fn train_and_score(
     spec: &RunSpec,
-    mut record: RunRecord,
+    record: &mut RunRecord,
     dir: &Path,
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-) -> Result<ScoredRun> {
+) -> Result<Scores> {
     let valid = validation_batches(spec, data)?;
     let (model, phase1, snapshots) = phase1(spec, dir, data, &valid, opts)?;
     let heads_in = |seed: u64, folder: &str| {
@@ -214,17 +247,11 @@ fn train_and_score(
         scored_nll: logprobs.mean_nll(),
         snapshots,
     });
-    write_json_atomic(&dir.join(RUN_FILE), &record)?;
-    let snapshots = snapshot_scores(&record, dir, data, scoring, opts)?;
-    Ok(ScoredRun {
-        label: spec.label(),
-        dir: dir.to_path_buf(),
-        record,
+    write_json_atomic(&dir.join(RUN_FILE), &*record)?;
+    Ok(Scores {
         logprobs,
         retest: retest_lp,
         model: Some(model),
-        snapshots,
-        reused: false,
     })
 }
 

@@ -1,15 +1,15 @@
 //! The data side of a two-tower study, held together: the study's data folder and the corpus
-//! loaded from it. Runs are started through it, so a run folder and a data folder can never be
-//! passed in each other's place, and every run records the folder its data came from.
+//! loaded from it. Runs are started through it ([`Workspace::ensure_run`], defined with the run
+//! stage in `run.rs`), so a run folder and a data folder can never be passed in each other's
+//! place, and every run records the folder its data came from.
 
 use std::path::{Path, PathBuf};
 
 use towers::Style;
 
 use crate::data::CorpusData;
-use crate::run::{self, RunOptions, ScoredRun};
 use crate::scoring::{ScoringSet, ScoringSpec};
-use crate::spec::{CorpusSpec, RunSpec};
+use crate::spec::CorpusSpec;
 use crate::Result;
 
 /// A study's data folder and the corpus (documents, tokenizer, frequencies) loaded from it.
@@ -55,29 +55,5 @@ impl Workspace {
     /// The scoring set of `style` saved in the data folder (an error when there is none).
     pub fn saved_scoring_set(&self, style: Style) -> Result<ScoringSet> {
         ScoringSet::load(&self.dir, style, &self.data)
-    }
-
-    /// Trains, resumes or reuses the run `spec` in its folder `run_dir` on this workspace's
-    /// corpus, and scores it on `scoring` (a set of the run's style, e.g. from
-    /// [`Workspace::scoring_set`]).
-    ///
-    /// A folder holding another run is refused naming the differing fields
-    /// ([`crate::ExperimentError::SpecMismatch`]); a run scored on another set is refused
-    /// ([`crate::ExperimentError::ScoringSetMismatch`]). A killed run resumes from its
-    /// checkpoints bit-exactly on CPU; a finished one is reused (its model loaded only with
-    /// [`RunOptions::need_model`]).
-    ///
-    /// A run folder has one writer: the call holds `<run_dir>/writer.lock` until it returns,
-    /// and a second process on the same folder is refused with
-    /// [`crate::ExperimentError::Locked`] naming the holder (a lock left by a dead process on
-    /// this host is taken over, and said so).
-    pub fn ensure_run(
-        &self,
-        spec: &RunSpec,
-        run_dir: &Path,
-        scoring: &ScoringSet,
-        opts: &RunOptions,
-    ) -> Result<ScoredRun> {
-        run::ensure_run(spec, run_dir, self, scoring, opts)
     }
 }
