@@ -6,8 +6,8 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, MaskingConfig, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{bert_windows, transformer_mask, transformer_sizes, validate_transformer};
-use super::{EmbeddingLayout, Sizes, Tower, TowerStyle};
-use crate::config::{ModelConfig, Style};
+use super::{EmbeddingLayout, Sizes, Tower, TowerStyle, PRESETS};
+use crate::config::ModelConfig;
 use crate::params::Init;
 use crate::transformer::TransformerTower;
 use crate::Result;
@@ -17,24 +17,12 @@ use crate::Result;
 pub struct Bert;
 
 impl TowerStyle for Bert {
-    fn style(&self) -> Style {
-        Style::Bert
-    }
-
     fn name(&self) -> &'static str {
         "bert"
     }
 
-    fn preset_names(&self) -> &'static [&'static str] {
-        &[
-            "tiny",
-            "peer_small",
-            "peer_large",
-            "base_2tower",
-            "large_2tower",
-            "paper",
-            "paper_large",
-        ]
+    fn preset_names(&self) -> Vec<&'static str> {
+        PRESETS.iter().copied().chain(["paper_large"]).collect()
     }
 
     fn sizes(&self, name: &str) -> Option<Sizes> {

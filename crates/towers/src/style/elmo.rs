@@ -6,7 +6,7 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle, PRESETS};
-use crate::config::{ElmoMode, ModelConfig, Style};
+use crate::config::{ElmoMode, ModelConfig};
 use crate::elmo::ElmoTower;
 use crate::params::Init;
 use crate::Result;
@@ -16,10 +16,6 @@ use crate::Result;
 pub struct Elmo;
 
 impl TowerStyle for Elmo {
-    fn style(&self) -> Style {
-        Style::Elmo
-    }
-
     fn name(&self) -> &'static str {
         "elmo"
     }
@@ -31,8 +27,8 @@ impl TowerStyle for Elmo {
         })
     }
 
-    fn preset_names(&self) -> &'static [&'static str] {
-        PRESETS
+    fn preset_names(&self) -> Vec<&'static str> {
+        PRESETS.to_vec()
     }
 
     fn sizes(&self, name: &str) -> Option<Sizes> {

@@ -6,7 +6,7 @@ use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{transformer_mask, transformer_sizes, validate_transformer, EmbeddingLayout, Sizes};
 use super::{Tower, TowerStyle, PRESETS};
-use crate::config::{ModelConfig, Style};
+use crate::config::ModelConfig;
 use crate::params::Init;
 use crate::transformer::TransformerTower;
 use crate::Result;
@@ -16,16 +16,12 @@ use crate::Result;
 pub struct Gpt;
 
 impl TowerStyle for Gpt {
-    fn style(&self) -> Style {
-        Style::Gpt
-    }
-
     fn name(&self) -> &'static str {
         "gpt"
     }
 
-    fn preset_names(&self) -> &'static [&'static str] {
-        PRESETS
+    fn preset_names(&self) -> Vec<&'static str> {
+        PRESETS.to_vec()
     }
 
     fn sizes(&self, name: &str) -> Option<Sizes> {

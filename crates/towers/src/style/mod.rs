@@ -1,9 +1,10 @@
 //! Tower styles: everything that differs between ELMo, GPT and BERT towers lives behind one
-//! trait, [`TowerStyle`], with one file per style. [`Style`] (the serde enum users name)
-//! dispatches to it: `registry.rs` maps each variant to its implementation.
+//! trait, [`TowerStyle`], with one file per style. [`Style`](crate::Style) (the serde enum
+//! users name) dispatches to it: `registry.rs` maps each variant to its implementation.
 //!
 //! Adding a style is a new file here implementing [`TowerStyle`] plus its registration: one
-//! variant of [`Style`] and one arm of [`Style::tower_style`] (`registry.rs`).
+//! variant of [`Style`](crate::Style) and one arm of
+//! [`Style::tower_style`](crate::Style::tower_style) (`registry.rs`).
 
 mod bert;
 mod elmo;
@@ -18,7 +19,7 @@ pub use elmo::Elmo;
 pub use gpt::Gpt;
 
 use crate::attention::attention_bias;
-use crate::config::{ElmoMode, ModelConfig, Style};
+use crate::config::{ElmoMode, ModelConfig};
 use crate::params::Init;
 use crate::Result;
 
@@ -87,9 +88,6 @@ pub trait Tower: std::fmt::Debug + Send + Sync {
 /// What one tower style is: its presets, how it embeds and encodes, which positions it predicts
 /// (its objective, which also fixes its scoring schedule) and how its text is cut into sequences.
 pub trait TowerStyle: Send + Sync {
-    /// The variant this implementation registers.
-    fn style(&self) -> Style;
-
     /// The name command lines, labels, file names and JSON use (`elmo`, `gpt`, `bert`).
     fn name(&self) -> &'static str;
 
@@ -100,7 +98,7 @@ pub trait TowerStyle: Send + Sync {
     }
 
     /// The preset names this style knows, in the order error messages list them.
-    fn preset_names(&self) -> &'static [&'static str];
+    fn preset_names(&self) -> Vec<&'static str>;
 
     /// The sizes of preset `name`, or `None` when the style has no such preset.
     fn sizes(&self, name: &str) -> Option<Sizes>;
@@ -199,12 +197,12 @@ pub(crate) fn bert_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Style;
 
     #[test]
     fn every_style_registers_itself_under_its_serde_name() {
         for st in Style::ALL {
             let imp = st.tower_style();
-            assert_eq!(imp.style(), st);
             let json = serde_json::to_string(&st).unwrap();
             assert_eq!(json, format!("\"{}\"", imp.name()));
             assert_eq!(imp.model_name(ElmoMode::BiLstm), Some(imp.name()));
