@@ -231,7 +231,7 @@ impl ExperimentError {
     }
 
     /// Whether this error is a requested stop (training stopped at a step boundary after its
-    /// checkpoint, or a wait interrupted): the same command started again continues. Command
+    /// checkpoint, a scoring pass stopped between batches, or a wait interrupted): the same command started again continues. Command
     /// lines exit with their own code for it.
     pub fn is_stopped(&self) -> bool {
         use towers::TowersError::Stopped;
@@ -240,6 +240,7 @@ impl ExperimentError {
             ExperimentError::Interrupted(_)
                 | ExperimentError::Towers(Stopped { .. })
                 | ExperimentError::Heads(heads::HeadsError::Towers(Stopped { .. }))
+                | ExperimentError::Heads(heads::HeadsError::Stopped { .. })
         )
     }
 }

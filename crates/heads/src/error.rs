@@ -23,6 +23,15 @@ pub enum HeadsError {
     /// Heads and model (or inputs) do not fit together.
     #[error("mismatch: {0}")]
     Mismatch(String),
+    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation;
+    /// nothing of it was kept, and the same command started again evaluates anew.
+    #[error("stopped on request while scoring, after {done} of {total} batches; nothing of the scoring was saved: run the same command again to score anew")]
+    Stopped {
+        /// Batches evaluated before the stop.
+        done: usize,
+        /// Batches of the evaluation.
+        total: usize,
+    },
 }
 
 /// Result alias of the `heads` crate.

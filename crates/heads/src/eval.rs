@@ -76,6 +76,13 @@ pub fn evaluate(
         full: full.then(|| vec![Vec::new(); k_n]),
     };
     for (bi, b) in batches.iter().enumerate() {
+        // A scoring pass takes minutes on a CPU: a stop request ends it between batches.
+        if towers::stop_requested() {
+            return Err(HeadsError::Stopped {
+                done: bi,
+                total: batches.len(),
+            });
+        }
         if b.n_targets() == 0 {
             continue;
         }
