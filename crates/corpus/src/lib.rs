@@ -19,6 +19,7 @@ pub mod mlm;
 pub mod pos;
 pub mod read;
 pub mod reference_chunks;
+mod replace;
 pub mod sampler;
 pub mod sentence;
 pub mod split;

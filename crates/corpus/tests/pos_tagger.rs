@@ -151,3 +151,55 @@ fn bad_training_input_is_a_typed_error() {
         Err(CorpusError::Io { .. })
     ));
 }
+
+/// The processes of one study may all find the tagger cache missing and save the same tagger:
+/// each save goes through a temporary file of its own, so every save succeeds, a reader never
+/// sees part of a file, and no temporary file is left.
+#[test]
+fn concurrent_saves_of_one_cache_file_all_succeed_and_never_show_part_of_it() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use Upos::*;
+    let a = sent(&[("the", Det), ("run", Noun), ("ended", Verb), (".", Punct)]);
+    let b = sent(&[("they", Pron), ("run", Verb), ("home", Adv), (".", Punct)]);
+    let train: Vec<TaggedSentence> = (0..20).flat_map(|_| [a.clone(), b.clone()]).collect();
+    let tagger = PerceptronTagger::train(&train, &TaggerConfig::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tagger.bin");
+    let done = AtomicBool::new(false);
+    let loads = std::thread::scope(|s| {
+        let writers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        tagger.save(&path).unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reader = s.spawn(|| {
+            let mut loads = 0;
+            while !done.load(Ordering::SeqCst) {
+                if path.exists() {
+                    let t = PerceptronTagger::load(&path).unwrap();
+                    assert_eq!(t.tag(&a.words), a.tags);
+                    loads += 1;
+                }
+            }
+            loads
+        });
+        // Every writer is joined and the reader stopped before a failed save is reported.
+        let saved: Vec<_> = writers.into_iter().map(|w| w.join()).collect();
+        done.store(true, Ordering::SeqCst);
+        let loads = reader.join();
+        for s in saved {
+            s.unwrap_or_else(|_| panic!("a concurrent save failed"));
+        }
+        loads.unwrap_or_else(|_| panic!("a load during the saves failed"))
+    });
+    assert!(loads > 0, "the reader never saw the file");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("tagger.bin")]);
+}

@@ -5,11 +5,12 @@
 //! `first_piece`, so this module depends on no tokenizer.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::tagger::{tmp_path, PerceptronTagger, TagScratch};
+use super::tagger::{PerceptronTagger, TagScratch};
 use super::{TaggedSentence, Upos};
 use crate::error::{CorpusError, Result};
 
@@ -166,10 +167,8 @@ impl PosLexicon {
     /// Saves as JSON, atomically (temporary file, then rename).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let tmp = tmp_path(path);
         let json = serde_json::to_vec(self).expect("a lexicon serializes to JSON");
-        std::fs::write(&tmp, json).map_err(|e| CorpusError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| CorpusError::io(path, e))
+        crate::replace::replace_file(path, |w| w.write_all(&json))
     }
 
     /// Loads a lexicon saved by [`PosLexicon::save`]; malformed JSON gives

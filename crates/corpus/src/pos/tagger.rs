@@ -10,7 +10,8 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -316,9 +317,7 @@ impl PerceptronTagger {
     /// (temporary file, then rename).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let tmp = tmp_path(path);
-        std::fs::write(&tmp, self.to_bytes()).map_err(|e| CorpusError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| CorpusError::io(path, e))
+        crate::replace::replace_file(path, |w| w.write_all(&self.to_bytes()))
     }
 
     /// Loads a model saved by [`PerceptronTagger::save`]; a truncated or corrupt file gives
@@ -467,12 +466,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
-}
-
-pub(crate) fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    path.with_file_name(name)
 }
 
 struct ByteReader<'a> {

@@ -226,11 +226,7 @@ impl SyntheticCorpus {
     /// [`SyntheticCorpus::write_text_to`] a file (written to a temporary file, then renamed).
     pub fn write_text(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let tmp = crate::pos::tagger::tmp_path(path);
-        let file = std::fs::File::create(&tmp).map_err(|e| CorpusError::io(&tmp, e))?;
-        self.write_text_to(std::io::BufWriter::new(file))
-            .map_err(|e| CorpusError::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| CorpusError::io(path, e))
+        crate::replace::replace_file(path, |w| self.write_text_to(w))
     }
 
     /// The whole corpus as one string (the content of [`SyntheticCorpus::write_text`]).
