@@ -1,41 +1,30 @@
-//! Files written whole or not at all: into a temporary file beside the target, then renamed
-//! over it, so a reader (another process of the same study) sees the old file or the new one.
+//! Files written whole or not at all: into a temporary file beside the target (named uniquely by
+//! `tempfile`, so concurrent writers of one cache file never share one), then renamed over it, so
+//! a reader in another process of the same study sees the old file or the new one.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 use crate::error::{CorpusError, Result};
-
-/// A temporary file beside `path`, unique to this process and call: writers of the same cache
-/// file (processes of one study, threads of one process) never share one, so each rename moves
-/// a whole file into place.
-fn tmp_path(path: &Path) -> PathBuf {
-    static CALLS: AtomicU64 = AtomicU64::new(0);
-    let call = CALLS.fetch_add(1, Ordering::Relaxed);
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{}.{call}.tmp", std::process::id()));
-    path.with_file_name(name)
-}
 
 /// Replaces `path` by what `write` writes; on any failure the temporary file is removed and
 /// `path` is left as it was.
 pub(crate) fn replace_file(
     path: &Path,
-    write: impl FnOnce(&mut BufWriter<std::fs::File>) -> std::io::Result<()>,
+    write: impl FnOnce(&mut BufWriter<&mut std::fs::File>) -> std::io::Result<()>,
 ) -> Result<()> {
-    let tmp = tmp_path(path);
-    let written = std::fs::File::create(&tmp).and_then(|f| {
-        let mut w = BufWriter::new(f);
-        write(&mut w)?;
-        w.flush()
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(CorpusError::io(&tmp, e));
-    }
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        CorpusError::io(path, e)
-    })
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| CorpusError::io(dir, e))?;
+    let written = {
+        let mut w = BufWriter::new(tmp.as_file_mut());
+        write(&mut w).and_then(|()| w.flush())
+    };
+    written.map_err(|e| CorpusError::io(tmp.path(), e))?;
+    // A failed rename drops (and so removes) the temporary file.
+    tmp.persist(path)
+        .map(drop)
+        .map_err(|e| CorpusError::io(path, e.error))
 }
