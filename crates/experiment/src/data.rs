@@ -147,11 +147,7 @@ pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
 /// reader in another process never sees the file change or half written.
 fn write_synthetic(spec: &CorpusSpec, path: &Path) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let fresh = dir.join(format!("synthetic.tmp-{}.txt", std::process::id()));
-    synthetic_corpus(spec)?.write_text(&fresh)?;
-    let bytes = std::fs::read(&fresh).map_err(io_at(&fresh));
-    let _ = std::fs::remove_file(&fresh);
-    let bytes = bytes?;
+    let bytes = synthetic_corpus(spec)?.text().into_bytes();
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
