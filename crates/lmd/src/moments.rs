@@ -388,14 +388,7 @@ impl Moments {
     /// Adds a batch given as one row-major [n, D] slice (the models' blocks side by side).
     pub fn update_stacked(&mut self, rows: &[f32]) -> Result<()> {
         let d = self.dim();
-        if rows.len() % d != 0 {
-            return Err(LmdError::WidthMismatch {
-                what: format!("stacked batch of length {}", rows.len()),
-                expected: d,
-                got: rows.len(),
-            });
-        }
-        let n = rows.len() / d;
+        let n = self.stacked_rows(rows.len(), "stacked batch")?;
         for r in 0..n {
             for i in 0..self.widths.len() {
                 self.check_finite(
@@ -513,18 +506,24 @@ impl Moments {
         Ok(())
     }
 
+    /// The rows of a stacked batch of `len` values: `len` must be a multiple of the width D.
+    fn stacked_rows(&self, len: usize, what: &str) -> Result<usize> {
+        let d = self.dim();
+        if len % d != 0 {
+            return Err(LmdError::WidthMismatch {
+                what: format!("{what} of length {len}"),
+                expected: d,
+                got: len,
+            });
+        }
+        Ok(len / d)
+    }
+
     /// The rows n and width D of a stacked f64 batch, checked: a length that is a multiple of D
     /// and finite values (else the model, row and column of the first bad one).
     fn check_stacked_f64(&self, rows: &[f64]) -> Result<(usize, usize)> {
         let d = self.dim();
-        if rows.len() % d != 0 {
-            return Err(LmdError::WidthMismatch {
-                what: format!("stacked f64 batch of length {}", rows.len()),
-                expected: d,
-                got: rows.len(),
-            });
-        }
-        let n = rows.len() / d;
+        let n = self.stacked_rows(rows.len(), "stacked f64 batch")?;
         if let Some(k) = rows.iter().position(|x| !x.is_finite()) {
             let (r, c) = (k / d, k % d);
             let model = self.offsets.partition_point(|&o| o <= c) - 1;
