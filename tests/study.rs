@@ -34,11 +34,23 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         assert!(!r.heads.above_unigram, "{}: {:?}", r.label, r.heads);
         assert!(r.positions > 1000);
     }
-    // Each run states its budget and throughput (the table's wall time follows from them).
+    // Each run states its budget, throughput (the table's wall time follows from them) and the
+    // machine that trained it, in its record and in the runs table.
+    let runs_md = std::fs::read_to_string(dir.path().join("runs.md")).unwrap();
     for r in &out.runs {
         assert_eq!(r.phase1_tokens, 120_320, "{}", r.label);
         assert!(r.phase1_tokens_per_s > 0.0, "{}", r.label);
+        let machine = r.machine.as_deref().unwrap_or_default();
+        assert!(machine.starts_with("cpu "), "{}: {machine:?}", r.label);
+        assert!(runs_md.contains(machine), "{runs_md}");
     }
+    // A record written before machines were recorded still reads, as \"not recorded\".
+    let record = r#"gpt-s0/run.json"#;
+    let mut old: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(record)).unwrap()).unwrap();
+    old["result"].as_object_mut().unwrap().remove("machine");
+    let old: RunRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(old.result.unwrap().machine, None);
     // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
     assert_eq!(out.pairs.len(), 12);
     for (_, p) in &out.pairs {

@@ -34,6 +34,7 @@ pub mod groups;
 pub mod lmd_planted;
 pub mod lmd_study;
 pub mod lock;
+pub mod machine;
 pub mod pieces;
 pub mod pos;
 pub mod progress;

@@ -65,6 +65,10 @@ pub struct RunResult {
     pub scored_nll: Vec<f64>,
     /// Phase-1 snapshots.
     pub snapshots: Vec<Snapshot>,
+    /// The machine that finished the run ([`crate::machine::describe`]); `None` in records
+    /// written before it was recorded.
+    #[serde(default)]
+    pub machine: Option<String>,
 }
 
 /// `run.json`: the spec, where its data lives, the scoring set and the results.

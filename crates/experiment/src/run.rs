@@ -246,6 +246,7 @@ fn train_and_score(
         positions: logprobs.len() as u64,
         scored_nll: logprobs.mean_nll(),
         snapshots,
+        machine: Some(crate::machine::describe(&opts.device)),
     });
     write_json_atomic(&dir.join(RUN_FILE), &*record)?;
     Ok(Scores {

@@ -223,6 +223,7 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             reused: r.reused,
             phase1_tokens: res.phase1.tokens,
             phase1_tokens_per_s: res.phase1.tokens_per_s,
+            machine: res.machine.clone(),
         });
         let title = format!(
             "Preference score per UPOS tag, {} ({})",
