@@ -9,7 +9,7 @@ use corpus::{
 };
 use towers::Style;
 
-use crate::error::{io_at, write_bytes_atomic};
+use crate::error::{io_at, save_atomic, write_bytes_atomic};
 use crate::lock::{FolderLock, DATA_LOCK};
 use crate::spec::CorpusSpec;
 use crate::{ExperimentError, Result};
@@ -87,16 +87,7 @@ impl CorpusData {
                             spec.train_vocab,
                             true,
                         )?;
-                        let tmp =
-                            data_dir.join(format!("tokenizer.tmp-{}.json", std::process::id()));
-                        t.save(&tmp)?;
-                        std::fs::rename(&tmp, &saved).map_err(|source| {
-                            let _ = std::fs::remove_file(&tmp);
-                            ExperimentError::WriteFailed {
-                                path: saved.clone(),
-                                source,
-                            }
-                        })?;
+                        save_atomic(&saved, |tmp| Ok(t.save(tmp)?))?;
                     }
                 }
                 (Tokenizer::load(&saved)?, saved)

@@ -265,9 +265,9 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
     })
 }
 
-/// Writes `value` as pretty JSON through a temporary file (this process's own, synced to disk)
-/// and a rename, so that a killed process never leaves half a file and a reader sees the old
-/// file or the new one. A failed write removes the temporary file and is
+/// Writes `value` as pretty JSON through a temporary file (unique, synced to disk) and a rename
+/// ([`report::replace_file`]), so that a killed process never leaves half a file and a reader
+/// sees the old file or the new one. A failed write removes the temporary file and is
 /// [`ExperimentError::WriteFailed`] naming `path`, the previous file untouched.
 pub(crate) fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_vec_pretty(value).map_err(|source| ExperimentError::Json {
@@ -277,24 +277,58 @@ pub(crate) fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> 
     write_bytes_atomic(path, &text)
 }
 
-/// Writes `bytes` to `path` through `<path>.tmp-<pid>` (synced) and a rename; see
-/// [`write_json_atomic`].
+/// Writes `bytes` to `path` whole or not at all; see [`write_json_atomic`].
 pub(crate) fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(name);
-    let written = (|| {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|source| {
-        let _ = std::fs::remove_file(&tmp);
-        ExperimentError::WriteFailed {
-            path: path.to_path_buf(),
-            source,
+    report::replace_file(path, bytes, write_failed(path))
+}
+
+/// Replaces `path` by what `save` writes at a temporary path beside it (for APIs that save to a
+/// path: weights, tokenizers), whole or not at all; see [`write_json_atomic`].
+pub(crate) fn save_atomic(path: &Path, save: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    report::replace_file_with(path, save, write_failed(path))
+}
+
+/// [`ExperimentError::WriteFailed`] naming the target `path`, whichever file of the write failed.
+fn write_failed(path: &Path) -> impl Fn(&Path, std::io::Error) -> ExperimentError + '_ {
+    move |_, source| ExperimentError::WriteFailed {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_writes_replace_whole_files_and_name_the_target_when_they_fail() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.json");
+        write_json_atomic(&p, &[1, 2]).unwrap();
+        save_atomic(&p, |tmp| {
+            std::fs::write(tmp, b"[3]").map_err(io_at(tmp))?;
+            Ok(())
+        })
+        .unwrap();
+        let back: Vec<u32> = read_json(&p).unwrap();
+        assert_eq!(back, [3]);
+        // A save that fails half way leaves the old file and no temporary.
+        let failed = save_atomic(&p, |tmp| {
+            std::fs::write(tmp, b"[4").map_err(io_at(tmp))?;
+            Err(ExperimentError::too_little("weights", 0, 1))
+        });
+        assert!(matches!(failed, Err(ExperimentError::TooLittleData { .. })));
+        assert_eq!(read_json::<Vec<u32>>(&p).unwrap(), [3]);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["run.json"]);
+        // A folder that is not there: the error names the file that was to be written.
+        let missing = dir.path().join("no/run.json");
+        match write_json_atomic(&missing, &1) {
+            Err(ExperimentError::WriteFailed { path, .. }) => assert_eq!(path, missing),
+            other => panic!("{other:?}"),
         }
-    })
+    }
 }

@@ -12,7 +12,7 @@ use towers::BatchSource;
 use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
 
 use crate::data::{batcher, CorpusData};
-use crate::error::{io_at, write_json_atomic};
+use crate::error::{io_at, save_atomic, write_json_atomic};
 use crate::record::{HeadQuality, RunOptions, Snapshot};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
@@ -97,9 +97,7 @@ pub(crate) fn phase1(
             }
             let parent = path.parent().unwrap_or(&out);
             std::fs::create_dir_all(parent).map_err(io_at(parent))?;
-            let tmp = path.with_extension("tmp");
-            model.params().save(&tmp)?;
-            std::fs::rename(&tmp, &path).map_err(io_at(&path))?;
+            save_atomic(&path, |tmp| Ok(model.params().save(tmp)?))?;
         }
         snapshots.push(Snapshot {
             fraction: f,

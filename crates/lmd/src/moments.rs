@@ -666,44 +666,17 @@ impl Moments {
         ];
         let mut info = extra.clone();
         info.insert(META_KEY.to_string(), meta.to_string());
-        // A temporary file of this process beside the target, flushed to disk, then renamed
-        // over it: a reader (or a crash, or a kill) sees the old file or the new one, never a
-        // part; two writers never share a temporary file.
-        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-        tmp_name.push(format!(".{}.tmp", std::process::id()));
-        let tmp = path.with_file_name(tmp_name);
-        let io = |p: &Path| {
-            let p = p.to_path_buf();
-            move |source| LmdError::Io { path: p, source }
-        };
         let bytes =
             safetensors::serialize(tensors, Some(info)).map_err(|e| LmdError::Malformed {
-                path: tmp.clone(),
+                path: path.to_path_buf(),
                 reason: e.to_string(),
             })?;
-        let written = std::fs::File::create(&tmp)
-            .and_then(|mut f| {
-                use std::io::Write;
-                // In pieces, as any large write reaches the disk: a kill can land between
-                // two of them (the kill test relies on seeing the file half written).
-                for piece in bytes.chunks(1 << 20) {
-                    f.write_all(piece)?;
-                }
-                f.sync_all()
-            })
-            .map_err(io(&tmp))
-            .and_then(|()| std::fs::rename(&tmp, path).map_err(io(path)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written?;
-        // The rename itself reaches the disk with the folder (best effort: not every file
-        // system lets a folder be opened and synced).
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
+        // Whole or not at all: a reader (or a crash, or a kill) sees the old file or the new
+        // one, never a part; two writers never share a temporary file.
+        report::replace_file(path, &bytes, |p, source| LmdError::Io {
+            path: p.to_path_buf(),
+            source,
+        })?;
         Ok(())
     }
 

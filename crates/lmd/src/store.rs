@@ -116,15 +116,13 @@ impl EmbeddingStore {
         let view = TensorView::new(Dtype::F32, vec![e.rows, e.width], &bytes)
             .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
         let meta = Self::key(enc, texts, opts)?.to_meta();
-        let tmp = path.with_extension("safetensors.tmp");
-        let io = |source| LmdError::Io {
-            path: tmp.clone(),
-            source,
-        };
         let data = safetensors::tensor::serialize([("embeddings", view)], Some(meta))
             .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
-        std::fs::write(&tmp, data).map_err(io)?;
-        std::fs::rename(&tmp, &path).map_err(io)?;
+        // Whole or not at all, through a temporary file no other writer shares.
+        report::replace_file(&path, &data, |p, source| LmdError::Io {
+            path: p.to_path_buf(),
+            source,
+        })?;
         Ok(path)
     }
 

@@ -11,6 +11,7 @@
 
 mod error;
 mod plot;
+mod replace;
 mod table;
 
 pub use error::{Error, Result};
@@ -19,4 +20,5 @@ pub use plot::{
     scatter, word_grid, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint,
     MatrixOptions, PlotOptions, Series, WordPanel,
 };
+pub use replace::{replace_file, replace_file_with};
 pub use table::{Cell, Table, DEFAULT_PRECISION};

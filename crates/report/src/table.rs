@@ -449,36 +449,11 @@ impl Table {
         let mut paths = Vec::with_capacity(3);
         for (ext, text) in outputs {
             let path = dir.join(format!("{stem}.{ext}"));
-            write_atomic(&path, text.as_bytes())?;
+            crate::replace_file(&path, text.as_bytes(), |p, e| Error::io(p, e))?;
             paths.push(path);
         }
         Ok(paths)
     }
-}
-
-/// Writes `bytes` to a per-process temporary file beside `path`, syncs it and renames it over
-/// `path`: a reader sees the old file or the new one, never half of one, and a failed write
-/// (no space, no permission) leaves the old file and names the path.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io(path, e)
-    })
 }
 
 /// The widest cell of each column (header included), at least 3 (a Markdown rule's `---`).
