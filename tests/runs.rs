@@ -102,3 +102,23 @@ fn a_run_scored_on_another_scoring_set_is_refused() {
         "{err:?}"
     );
 }
+
+#[test]
+fn a_run_naming_another_corpus_than_its_workspace_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = tiny_spec(0);
+    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    // The same run, its record saying it was trained with another tokenizer.
+    let mut other = spec.clone();
+    other.corpus.tokenizer = Some("elsewhere/tokenizer.json".into());
+    let run_dir = dir.path().join("run");
+    let err = ws.ensure_run(&other, &run_dir, &set, &quiet()).unwrap_err();
+    assert!(matches!(err, ExperimentError::Mismatch { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("elsewhere/tokenizer.json"),
+        "{err}"
+    );
+    // Refused before anything was written.
+    assert!(!run_dir.exists());
+}

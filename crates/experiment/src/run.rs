@@ -104,6 +104,15 @@ pub(crate) fn ensure_run(
             why: "a scoring set serves runs of its own style".into(),
         });
     }
+    // The run trains on the workspace's text and tokenizer: a spec naming others would record
+    // a corpus it never saw.
+    if spec.corpus != *ws.corpus() {
+        return Err(ExperimentError::Mismatch {
+            run: format!("run {} (corpus {:?})", spec.label(), spec.corpus),
+            data: format!("the workspace opened on {:?}", ws.corpus()),
+            why: "a run trains on its workspace's text and tokenizer".into(),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     // Held until this function returns: one writer per run folder.
     let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;

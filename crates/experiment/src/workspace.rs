@@ -16,6 +16,7 @@ use crate::Result;
 #[derive(Debug, Clone)]
 pub struct Workspace {
     dir: PathBuf,
+    corpus: CorpusSpec,
     data: CorpusData,
 }
 
@@ -27,8 +28,15 @@ impl Workspace {
         let data = CorpusData::load(corpus, dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            corpus: corpus.clone(),
             data,
         })
+    }
+
+    /// The corpus (text and tokenizer) it was opened on: every run started through it must
+    /// name the same one.
+    pub fn corpus(&self) -> &CorpusSpec {
+        &self.corpus
     }
 
     /// The data folder (scoring sets, tokenizer, synthetic text).
