@@ -44,6 +44,13 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         assert!(machine.starts_with("cpu "), "{}: {machine:?}", r.label);
         assert!(runs_md.contains(machine), "{runs_md}");
     }
+    // Fig. 4 tag by tag across the runs, beside the paper's directions.
+    let pos = std::fs::read_to_string(dir.path().join("pos_by_run.md")).unwrap();
+    for label in ["gpt-s0", "gpt-s1", "bert-s0"] {
+        assert!(pos.contains(&format!("{label} rank")), "{pos}");
+    }
+    assert!(pos.contains("| VERB ") && pos.contains("primary"), "{pos}");
+    assert!(dir.path().join("fig4_pos_by_run.png").is_file());
     // A record written before machines were recorded still reads, as \"not recorded\".
     let record = r#"gpt-s0/run.json"#;
     let mut old: serde_json::Value =

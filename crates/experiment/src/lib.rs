@@ -37,6 +37,7 @@ pub mod lock;
 pub mod machine;
 pub mod pieces;
 pub mod pos;
+pub mod pos_by_run;
 pub mod progress;
 pub mod protocol;
 pub mod record;

@@ -14,6 +14,7 @@ use crate::emergence::{emergence, write_emergence, Emergence};
 use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
+use crate::pos_by_run::{write_pos_by_run, RunTags};
 use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
@@ -210,6 +211,7 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     let tags = resolve_tags(&ctx.spec.tags, ctx.out);
     let lex = lexicon(ctx.data, &tags, ctx.progress.bars())?;
     let dense = lex.to_dense(ctx.data.padded_vocab());
+    let mut by_run = Vec::new();
     for (r, s) in ctx.runs.iter().zip(rs) {
         let res = r.result()?;
         o.runs.push(StudyRun {
@@ -231,8 +233,22 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             ctx.spec.tags.describe()
         );
         let boot = &ctx.copts.bootstrap;
-        let (_, files) = pos_figure(s, &ctx.data.freq, &dense, TOP_TOKENS, boot, &title, ctx.out)?;
+        let (tags, files) =
+            pos_figure(s, &ctx.data.freq, &dense, TOP_TOKENS, boot, &title, ctx.out)?;
         o.outputs.extend(files);
+        by_run.push(RunTags {
+            label: s.label.clone(),
+            tags,
+        });
+    }
+    // Fig. 4 tag by tag across runs, beside the paper's directions.
+    if by_run.len() > 1 {
+        let title = format!(
+            "Preference score per UPOS class across runs, top {TOP_TOKENS} tokens ({})",
+            ctx.spec.tags.describe()
+        );
+        o.outputs
+            .extend(write_pos_by_run(&by_run, &title, ctx.out)?);
     }
     ctx.write(&runs_table(&o.runs), "runs", o)
 }

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use report::{
-    bar_chart, heatmap, histogram_grid, line_plot, matrix_image, scatter, Error, HeatmapOptions,
-    HistogramOptions, MatrixOptions, PlotOptions, Series,
+    bar_chart, category_interval_plot, heatmap, histogram_grid, interval_plot, line_plot,
+    matrix_image, scatter, Error, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint,
+    MatrixOptions, PlotOptions, Series,
 };
 
 /// Output directory: `LMSPLIT_REPORT_OUT` if set, else a temporary directory kept alive by the
@@ -404,4 +405,59 @@ fn matrix_image_rejects_bad_input() {
         matrix_image(&dir.join("m.bmp"), &[1.0; 6], 2, 3, None, &o),
         Err(Error::InvalidArgument(_))
     ));
+}
+
+#[test]
+fn category_intervals_are_not_joined_and_have_a_zero_line() {
+    let (dir, _guard) = out_dir();
+    let cats: Vec<String> = ["VERB", "ADP", "ADV", "AUX", "PROPN"]
+        .map(String::from)
+        .to_vec();
+    let run = |name: &str, shift: f64| IntervalGroup {
+        name: name.into(),
+        points: (0..cats.len())
+            .map(|at| {
+                let y = shift + if at % 2 == 0 { 0.4 } else { -0.3 };
+                IntervalPoint {
+                    at,
+                    y,
+                    interval: Some((y - 0.1, y + 0.1)),
+                }
+            })
+            .collect(),
+    };
+    let groups = [run("gpt-s0", 0.0), run("gpt-s1", 0.1)];
+    let o = PlotOptions {
+        title: "POS by run".into(),
+        ..PlotOptions::default()
+    };
+    let (joined, apart) = (dir.join("ordered.png"), dir.join("categories.png"));
+    interval_plot(&joined, &cats, &groups, &o).unwrap();
+    category_interval_plot(&apart, &cats, &groups, &o).unwrap();
+    let count = |px: &[[u8; 3]], c: [u8; 3]| px.iter().filter(|p| **p == c).count();
+    let (a, b) = (check_png(&joined, 8), check_png(&apart, 8));
+    // The first group's colour (blue, or blue blended into the background): markers and error
+    // bars in both, the zig-zag line through its means only when joined.
+    let bluish = |px: &[[u8; 3]]| {
+        px.iter()
+            .filter(|p| p[2] as i32 > p[0] as i32 + 60 && p[2] > p[1])
+            .count()
+    };
+    assert!(
+        bluish(&a) > bluish(&b) + 300,
+        "{} {}",
+        bluish(&a),
+        bluish(&b)
+    );
+    // The zero line: a long run of its grey on one row, only in the category plot.
+    let (w, _, _) = decode_png(&apart);
+    let longest_grey_row = |px: &[[u8; 3]]| {
+        px.chunks(w as usize)
+            .map(|row| count(row, [90, 90, 90]))
+            .max()
+            .unwrap()
+    };
+    assert!(longest_grey_row(&b) > 400, "{}", longest_grey_row(&b));
+    assert!(longest_grey_row(&a) < 100, "{}", longest_grey_row(&a));
+    assert!(category_interval_plot(&apart, &[], &groups, &o).is_err());
 }

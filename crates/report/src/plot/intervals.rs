@@ -1,8 +1,9 @@
 //! Points with intervals at a few ordered x positions (e.g. 1/8, 1/4, 1/2 and all of training),
 //! one colour per group: each point is drawn with its interval as an error bar, a group's
 //! points at one position sit side by side, and a line joins the group's mean at each position.
-//! The y range holds every point and interval end; the legend has its own panel on the right,
-//! never on the data.
+//! For unordered categories (e.g. POS classes) [`category_interval_plot`] draws the same points
+//! without the joining line and with a line at zero. The y range holds every point and interval
+//! end; the legend has its own panel on the right, never on the data.
 
 use std::path::Path;
 
@@ -46,6 +47,29 @@ pub fn interval_plot(
     groups: &[IntervalGroup],
     opts: &PlotOptions,
 ) -> Result<()> {
+    draw_intervals(path, positions, groups, opts, true)
+}
+
+/// Draws `groups` over unordered categories (e.g. POS classes, one x position each) to `path`:
+/// as [`interval_plot`], without a line between categories, and with a reference line at zero
+/// when the y range holds it.
+pub fn category_interval_plot(
+    path: &Path,
+    categories: &[String],
+    groups: &[IntervalGroup],
+    opts: &PlotOptions,
+) -> Result<()> {
+    draw_intervals(path, categories, groups, opts, false)
+}
+
+/// Both plots: `ordered` joins each group's means and leaves out the zero line.
+fn draw_intervals(
+    path: &Path,
+    positions: &[String],
+    groups: &[IntervalGroup],
+    opts: &PlotOptions,
+    ordered: bool,
+) -> Result<()> {
     if positions.is_empty() || groups.iter().all(|g| g.points.is_empty()) {
         return Err(Error::invalid(
             "interval plot needs at least one position and one point",
@@ -85,6 +109,7 @@ pub fn interval_plot(
             groups,
             opts,
             y_range,
+            ordered,
         },
     )
 }
@@ -94,6 +119,7 @@ struct IntervalPlot<'a> {
     groups: &'a [IntervalGroup],
     opts: &'a PlotOptions,
     y_range: (f64, f64),
+    ordered: bool,
 }
 
 impl IntervalPlot<'_> {
@@ -156,6 +182,14 @@ impl Figure for IntervalPlot<'_> {
             .label_style(label_style())
             .draw()
             .map_err(plot_err)?;
+        if !self.ordered && self.y_range.0 < 0.0 && self.y_range.1 > 0.0 {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
+                    RGBColor(90, 90, 90).stroke_width(1),
+                )))
+                .map_err(plot_err)?;
+        }
         for (gi, g) in self.groups.iter().enumerate() {
             self.draw_group(&mut chart, gi, g)?;
         }
@@ -167,7 +201,8 @@ impl Figure for IntervalPlot<'_> {
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 impl IntervalPlot<'_> {
-    /// Group `gi`'s points with their intervals, and the line through its mean at each position.
+    /// Group `gi`'s points with their intervals, and (ordered positions only) the line through
+    /// its mean at each position.
     fn draw_group<DB: DrawingBackend>(
         &self,
         chart: &mut Chart<'_, DB>,
@@ -191,12 +226,14 @@ impl IntervalPlot<'_> {
                 means.push((self.x_of(at, gi, ng, 0, 1), m));
             }
         }
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                means,
-                colour.mix(0.7).stroke_width(2),
-            )))
-            .map_err(plot_err)?;
+        if self.ordered {
+            chart
+                .draw_series(std::iter::once(PathElement::new(
+                    means,
+                    colour.mix(0.7).stroke_width(2),
+                )))
+                .map_err(plot_err)?;
+        }
         Ok(())
     }
 
