@@ -51,6 +51,11 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     }
     assert!(pos.contains("| VERB ") && pos.contains("primary"), "{pos}");
     assert!(dir.path().join("fig4_pos_by_run.png").is_file());
+    // Table 2 as a matrix figure for each score kind and selection.
+    assert!(dir
+        .path()
+        .join("fig_table2_arithmetic_min-count-5.png")
+        .is_file());
     // A record written before machines were recorded still reads, as \"not recorded\".
     let record = r#"gpt-s0/run.json"#;
     let mut old: serde_json::Value =

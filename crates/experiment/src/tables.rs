@@ -269,3 +269,103 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
     }
     t
 }
+
+/// Table 2 as a matrix figure over `labels` (the runs in table order): each pair's Pearson r
+/// below the diagonal, its disattenuated value (head-seed reliabilities) above it and each run's
+/// head-seed reliability (the ceiling of its correlations) on it, annotated, on one colour
+/// scale from −1 to 1 (a disattenuated value beyond it keeps its number and takes the end
+/// colour); cells without a value are grey. Written to `path` (PNG or SVG).
+pub fn pairs_matrix_figure(
+    labels: &[String],
+    pairs: &[crate::analysis::PairComparison],
+    title: &str,
+    path: &Path,
+) -> Result<()> {
+    let n = labels.len();
+    report::heatmap(
+        path,
+        &pairs_matrix(labels, pairs),
+        n,
+        n,
+        labels,
+        labels,
+        &report::HeatmapOptions {
+            title: title.into(),
+            x_label: "below: r · diagonal: reliability · above: disattenuated".into(),
+            y_label: "run".into(),
+            value_range: Some((-1.0, 1.0)),
+            annotate: true,
+        },
+    )?;
+    Ok(())
+}
+
+/// The row-major matrix of [`pairs_matrix_figure`]: Pearson r at (later run, earlier run),
+/// the disattenuated value at (earlier, later), the head-seed reliability at (run, run), NaN
+/// where a value is missing.
+pub(crate) fn pairs_matrix(
+    labels: &[String],
+    pairs: &[crate::analysis::PairComparison],
+) -> Vec<f64> {
+    let n = labels.len();
+    let mut m = vec![f64::NAN; n * n];
+    let at = |l: &str| labels.iter().position(|x| x == l);
+    for p in pairs {
+        let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) else {
+            continue;
+        };
+        let (late, early) = (i.max(j), i.min(j));
+        m[late * n + early] = p.pearson.r;
+        if let Some([ra, rb]) = p.reliability_head_seed {
+            m[i * n + i] = ra;
+            m[j * n + j] = rb;
+        }
+        if let Some(v) = p.disattenuated.as_ref().and_then(|d| d.value) {
+            m[early * n + late] = v;
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::PairComparison;
+
+    fn pair(a: &str, b: &str, r: f64, disattenuated: Option<f64>) -> PairComparison {
+        let corr = |method: &str| serde_json::json!({"method": method, "n": 100, "r": r, "interval": null, "p_value": null});
+        let d = disattenuated.map(|v| {
+            serde_json::json!({"raw": r, "rel_a": 0.9, "rel_b": 0.8, "value": v, "interval": null, "n": 100})
+        });
+        serde_json::from_value(serde_json::json!({
+            "a": a, "b": b, "selection": "top-5000", "tokens": 100,
+            "pearson": corr("Pearson"), "spearman": corr("Spearman"),
+            "reliability_head_seed": [0.9, 0.8], "reliability_split_half": [0.7, 0.6],
+            "disattenuated": d, "partial_log_freq": r, "flagged": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_matrix_has_raw_r_below_and_disattenuated_above_the_diagonal() {
+        let labels: Vec<String> = ["gpt-s0", "gpt-s1", "bert-s0"].map(String::from).to_vec();
+        // Pairs in any order; one without a disattenuated value.
+        let pairs = [
+            pair("gpt-s1", "gpt-s0", 0.5, Some(0.6)),
+            pair("gpt-s0", "bert-s0", -0.2, None),
+            pair("gpt-s1", "bert-s0", 0.1, Some(1.2)),
+        ];
+        let m = pairs_matrix(&labels, &pairs);
+        let at = |i: usize, j: usize| m[i * 3 + j];
+        assert_eq!((at(1, 0), at(0, 1)), (0.5, 0.6));
+        assert_eq!(at(2, 0), -0.2);
+        assert!(at(0, 2).is_nan());
+        assert_eq!((at(2, 1), at(1, 2)), (0.1, 1.2));
+        // Each run's head-seed reliability on the diagonal (a 0.9, b 0.8 in every pair).
+        assert_eq!((at(0, 0), at(1, 1), at(2, 2)), (0.9, 0.9, 0.8));
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t2.png");
+        pairs_matrix_figure(&labels, &pairs, "Table 2", &f).unwrap();
+        assert!(std::fs::metadata(&f).unwrap().len() > 1000);
+    }
+}

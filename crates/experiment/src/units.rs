@@ -18,7 +18,7 @@ use crate::pos_by_run::{write_pos_by_run, RunTags};
 use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
-use crate::tables::{pairs_table, pos_figure, runs_table, StudyRun};
+use crate::tables::{pairs_matrix_figure, pairs_table, pos_figure, runs_table, StudyRun};
 use crate::Result;
 
 /// Split-null replicates per run in the controls table.
@@ -196,6 +196,13 @@ fn pairs(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             }
             let t = pairs_table(&these, &format!("Run pairs, {kname} score, {sel} tokens"))?;
             ctx.write(&t, &format!("pairs_{kname}_{sel}"), o)?;
+            if !these.is_empty() {
+                let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+                let fig = ctx.out.join(format!("fig_table2_{kname}_{sel}.png"));
+                let title = format!("Table 2: {kname}, {sel}");
+                pairs_matrix_figure(&labels, &these, &title, &fig)?;
+                o.outputs.push(fig);
+            }
             o.pairs
                 .extend(these.into_iter().map(|p| (kname.to_string(), p)));
         }

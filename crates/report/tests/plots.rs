@@ -461,3 +461,23 @@ fn category_intervals_are_not_joined_and_have_a_zero_line() {
     assert!(longest_grey_row(&a) < 100, "{}", longest_grey_row(&a));
     assert!(category_interval_plot(&apart, &[], &groups, &o).is_err());
 }
+
+#[test]
+fn a_heatmap_is_wide_enough_for_its_title_and_x_description() {
+    let (dir, _guard) = out_dir();
+    let labels: Vec<String> = ["a", "b"].map(String::from).to_vec();
+    let long = "a title long enough that two cells and a colour bar could never hold it".repeat(2);
+    let draw = |title: &str, x_label: &str, name: &str| {
+        let path = dir.join(name);
+        let opts = HeatmapOptions {
+            title: title.into(),
+            x_label: x_label.into(),
+            ..HeatmapOptions::default()
+        };
+        heatmap(&path, &[0.1, 0.2, 0.3, 0.4], 2, 2, &labels, &labels, &opts).unwrap();
+        decode_png(&path).0
+    };
+    let short = draw("T", "x", "short.png");
+    assert!(draw(&long, "x", "long_title.png") > short + 500);
+    assert!(draw("T", &long, "long_x.png") > short + 400);
+}

@@ -52,7 +52,8 @@ impl GridFrame<'_> {
         }
         let (w, _) = root.dim_in_pixel();
         let style = title_style().pos(Pos::new(HPos::Center, VPos::Center));
-        let x = (self.left + self.width / 2).min((w / 2) as i32);
+        let centre = (self.left + self.width / 2).min((w / 2) as i32);
+        let x = inside(centre, text_width(self.title, &title_style()), w);
         root.draw(&Text::new(self.title, (x, 22), style))
             .map_err(plot_err)
     }
@@ -72,7 +73,9 @@ impl GridFrame<'_> {
         let (x_label, x_y, x_side) = self.x_label;
         if !x_label.is_empty() {
             let style = axis_style().pos(Pos::new(HPos::Center, x_side));
-            root.draw(&Text::new(x_label, (left + self.width / 2, x_y), style))
+            let (w, _) = root.dim_in_pixel();
+            let x = inside(left + self.width / 2, text_width(x_label, &axis_style()), w);
+            root.draw(&Text::new(x_label, (x, x_y), style))
                 .map_err(plot_err)?;
         }
         if !self.y_label.is_empty() {
@@ -99,4 +102,22 @@ impl GridFrame<'_> {
             h.saturating_sub(bottom as u32),
         )
     }
+}
+
+/// The width a grid figure needs so that its title and x description are not cut off.
+pub(crate) fn min_width(title: &str, x_label: &str) -> u32 {
+    let t = text_width(title, &title_style());
+    let x = text_width(x_label, &axis_style());
+    t.max(x) + 2 * MARGIN + 12
+}
+
+fn text_width(text: &str, style: &TextStyle) -> u32 {
+    super::max_text_width(&[text.to_string()], style)
+}
+
+/// A centred text's x: `centre` where the whole text fits in `w` pixels, else moved in so that
+/// no end is cut off.
+fn inside(centre: i32, text_w: u32, w: u32) -> i32 {
+    let half = (text_w / 2 + 6) as i32;
+    centre.min(w as i32 - half).max(half)
 }

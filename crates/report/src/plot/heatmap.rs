@@ -130,7 +130,8 @@ impl Figure for Heatmap<'_> {
     fn size(&self) -> (u32, u32) {
         let w = self.y_area() + self.n_cols as u32 * self.cell + 2 * MARGIN + BAR_WIDTH;
         let h = self.title_h() + self.n_rows as u32 * self.cell + self.x_area() + 2 * MARGIN;
-        (w.max(360), h.max(260))
+        let title = super::grid::min_width(&self.opts.title, &self.opts.x_label);
+        (w.max(360).max(title), h.max(260))
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>

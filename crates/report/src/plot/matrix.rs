@@ -150,7 +150,8 @@ impl Figure for Matrix<'_> {
     fn size(&self) -> (u32, u32) {
         let w = self.left() + self.cell_w * self.n_cols as u32 + MARGIN + BAR_WIDTH;
         let h = self.title_h() + MARGIN + self.cell_h * self.n_rows as u32 + self.bottom();
-        (w.max(360), h.max(260))
+        let title = super::grid::min_width(self.opts.title.as_str(), self.opts.x_label.as_str());
+        (w.max(360).max(title), h.max(260))
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
