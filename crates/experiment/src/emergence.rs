@@ -260,9 +260,9 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 }
 
 /// Writes the emergence table (`emergence.{csv,md,json}`, with the trend of every class of
-/// pairs) and two figures: `fig_emergence_correlation.png` (every pair's disattenuated r, or its
-/// raw r where a reliability is missing, with bootstrap intervals, at each point of phase 1; a
-/// line joins each class's mean) and `fig_emergence_heads.png` (share won by the primary tower
+/// pairs) and two figures: `fig_emergence_correlation.png` (every pair's disattenuated r, filled,
+/// and its raw r, hollow, in one colour per class, with bootstrap intervals, at each point of
+/// phase 1; a line joins each class's mean) and `fig_emergence_heads.png` (share won by the primary tower
 /// and the mean head gap against tokens trained). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
@@ -289,48 +289,55 @@ fn correlation_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
         &PlotOptions {
             title: "Agreement of the preference score during phase 1".into(),
             x_label: "fraction of phase 1 trained".into(),
-            y_label: "Pearson r, disattenuated (head-seed), 95% interval".into(),
+            y_label: "Pearson r: raw, and disattenuated (head-seed); 95% intervals".into(),
             ..PlotOptions::default()
         },
     )?;
     Ok(Some(f))
 }
 
-/// One group of points per class of pairs (in first-seen order): each pair's disattenuated r
-/// (its raw r where a reliability is missing) at its fraction's position, with its interval.
+/// Two groups of points per class of pairs (in first-seen order), in one colour: each pair's
+/// disattenuated r (filled) and its raw r (hollow) at its fraction's position, with their
+/// intervals. A class without reliabilities has the raw group only.
 fn class_groups(e: &Emergence, fractions: &[f64]) -> Vec<IntervalGroup> {
-    let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
-    classes.dedup();
-    let mut seen = Vec::new();
-    classes.retain(|c| {
-        let new = !seen.contains(c);
-        seen.push(*c);
-        new
-    });
-    let point = |p: &EmergencePair| {
+    let mut classes: Vec<&str> = Vec::new();
+    for p in &e.pairs {
+        if !classes.contains(&p.class.as_str()) {
+            classes.push(&p.class);
+        }
+    }
+    let point = |p: &EmergencePair, y: f64, iv: Option<Interval>| {
         let at = fractions.iter().position(|f| *f == p.fraction)?;
-        let (y, iv) = match p.disattenuated {
-            Some(d) => (d, p.disattenuated_interval),
-            None => (p.pearson, p.interval),
-        };
         Some(IntervalPoint {
             at,
             y,
             interval: iv.map(|i| (i.lo.min(y), i.hi.max(y))),
         })
     };
-    classes
-        .iter()
-        .map(|c| IntervalGroup {
-            name: c.to_string(),
-            points: e
-                .pairs
-                .iter()
-                .filter(|p| p.class == *c)
-                .filter_map(point)
+    let mut groups = Vec::new();
+    for (ci, c) in classes.iter().enumerate() {
+        let pairs = || e.pairs.iter().filter(move |p| p.class == *c);
+        let corrected: Vec<IntervalPoint> = pairs()
+            .filter_map(|p| point(p, p.disattenuated?, p.disattenuated_interval))
+            .collect();
+        if !corrected.is_empty() {
+            groups.push(IntervalGroup {
+                name: format!("{c}, disattenuated"),
+                points: corrected,
+                colour: Some(ci),
+                hollow: false,
+            });
+        }
+        groups.push(IntervalGroup {
+            name: format!("{c}, raw r"),
+            points: pairs()
+                .filter_map(|p| point(p, p.pearson, p.interval))
                 .collect(),
-        })
-        .collect()
+            colour: Some(ci),
+            hollow: true,
+        });
+    }
+    groups
 }
 
 /// `fig_emergence_heads.png`: each run's share won by the primary tower and mean head gap
@@ -530,6 +537,35 @@ mod tests {
         let names: Vec<(&str, bool)> = t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
         assert_eq!(names, [("gpt × bert", false), ("gpt × gpt", true)]);
         assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn each_class_draws_raw_and_disattenuated_r_in_one_colour() {
+        let mut no_rel = pair("gpt × bert", 1.0, 0.4, 0.05);
+        (no_rel.disattenuated, no_rel.disattenuated_interval) = (None, None);
+        let e = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                pair("gpt × gpt", 0.5, 0.5, 0.05),
+                pair("gpt × gpt", 1.0, 0.7, 0.05),
+                no_rel,
+            ],
+        };
+        let g = class_groups(&e, &[0.5, 1.0]);
+        let shape: Vec<(&str, Option<usize>, bool, usize)> = g
+            .iter()
+            .map(|g| (g.name.as_str(), g.colour, g.hollow, g.points.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("gpt × gpt, disattenuated", Some(0), false, 2),
+                ("gpt × gpt, raw r", Some(0), true, 2),
+                ("gpt × bert, raw r", Some(1), true, 1),
+            ]
+        );
+        assert_eq!((g[0].points[1].at, g[0].points[1].y), (1, 0.7));
+        assert!((g[1].points[1].y - 0.63).abs() < 1e-12);
     }
 
     #[test]

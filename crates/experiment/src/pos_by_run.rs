@@ -216,6 +216,7 @@ fn figure(runs: &[RunTags], rows: &Rows, title: &str, path: &Path) -> Result<()>
                     })
                 })
                 .collect(),
+            ..report::IntervalGroup::default()
         })
         .collect();
     report::category_interval_plot(

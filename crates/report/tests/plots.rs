@@ -425,6 +425,7 @@ fn category_intervals_are_not_joined_and_have_a_zero_line() {
                 }
             })
             .collect(),
+        ..IntervalGroup::default()
     };
     let groups = [run("gpt-s0", 0.0), run("gpt-s1", 0.1)];
     let o = PlotOptions {
@@ -460,6 +461,76 @@ fn category_intervals_are_not_joined_and_have_a_zero_line() {
     assert!(longest_grey_row(&b) > 400, "{}", longest_grey_row(&b));
     assert!(longest_grey_row(&a) < 100, "{}", longest_grey_row(&a));
     assert!(category_interval_plot(&apart, &[], &groups, &o).is_err());
+}
+
+#[test]
+fn a_group_can_share_a_colour_and_be_drawn_hollow() {
+    let (dir, _guard) = out_dir();
+    let pos: Vec<String> = ["1/8", "1/4", "1/2", "1"].map(String::from).to_vec();
+    let group = |name: &str, shift: f64, colour, hollow| IntervalGroup {
+        name: name.into(),
+        points: (0..pos.len())
+            .map(|at| IntervalPoint {
+                at,
+                y: shift + 0.1 * at as f64,
+                interval: Some((shift - 0.05, shift + 0.1 * at as f64 + 0.05)),
+            })
+            .collect(),
+        colour,
+        hollow,
+    };
+    let o = PlotOptions::default();
+    let count = |f: &Path, c: [u8; 3]| check_png(f, 8).iter().filter(|p| **p == c).count();
+    let (blue, orange) = ([31, 119, 180], [255, 127, 14]);
+    // Two colours by default; one when the second names the first's.
+    let (own, shared) = (dir.join("own.png"), dir.join("shared.png"));
+    let raw = |colour, hollow| group("gpt × gpt, raw r", 0.2, colour, hollow);
+    let main = group("gpt × gpt", 0.5, None, false);
+    interval_plot(&own, &pos, &[main.clone(), raw(None, false)], &o).unwrap();
+    interval_plot(&shared, &pos, &[main.clone(), raw(Some(0), true)], &o).unwrap();
+    assert!(count(&own, orange) > 100, "{}", count(&own, orange));
+    assert_eq!(count(&shared, orange), 0);
+    // One point without an interval: the centre of its marker is the colour when filled and
+    // the background when hollow.
+    let centre = |hollow: bool| {
+        let f = dir.join(format!("one-{hollow}.png"));
+        let one = IntervalGroup {
+            name: "one".into(),
+            points: vec![IntervalPoint {
+                at: 1,
+                y: 0.3,
+                interval: None,
+            }],
+            colour: Some(0),
+            hollow,
+        };
+        interval_plot(&f, &pos, &[one], &o).unwrap();
+        let (w, _, px) = decode_png(&f);
+        // The marker's bounding box in the plot (the legend's marker is right of 900 px).
+        let blue_at: Vec<(usize, usize)> = px
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| **p == blue)
+            .map(|(i, _)| (i % w as usize, i / w as usize))
+            .filter(|(x, _)| *x < 880)
+            .collect();
+        assert!(!blue_at.is_empty(), "no marker drawn (hollow {hollow})");
+        let xs = (
+            blue_at.iter().map(|p| p.0).min(),
+            blue_at.iter().map(|p| p.0).max(),
+        );
+        let ys = (
+            blue_at.iter().map(|p| p.1).min(),
+            blue_at.iter().map(|p| p.1).max(),
+        );
+        let (cx, cy) = (
+            (xs.0.unwrap() + xs.1.unwrap()) / 2,
+            (ys.0.unwrap() + ys.1.unwrap()) / 2,
+        );
+        px[cy * w as usize + cx]
+    };
+    assert_eq!(centre(false), blue);
+    assert_eq!(centre(true), [255, 255, 255]);
 }
 
 #[test]

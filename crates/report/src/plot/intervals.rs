@@ -36,6 +36,11 @@ pub struct IntervalGroup {
     pub name: String,
     /// Its points (several may share a position).
     pub points: Vec<IntervalPoint>,
+    /// Index into the palette; `None`: the group's own index. Two groups of one colour show
+    /// two measures of one thing (e.g. a raw and a corrected correlation).
+    pub colour: Option<usize>,
+    /// Hollow markers and a thin joining line, for the secondary measure of a colour.
+    pub hollow: bool,
 }
 
 /// Draws `groups` over the ordered x positions named by `positions` to `path` (PNG or SVG).
@@ -213,13 +218,13 @@ impl IntervalPlot<'_> {
         DB::ErrorType: 'static,
     {
         let ng = self.groups.len();
-        let colour = series_colour(gi);
+        let colour = series_colour(g.colour.unwrap_or(gi));
         let mut means = Vec::new();
         for at in 0..self.positions.len() {
             let here: Vec<&IntervalPoint> = g.points.iter().filter(|p| p.at == at).collect();
             for (k, p) in here.iter().enumerate() {
                 let x = self.x_of(at, gi, ng, k, here.len());
-                draw_point(chart, x, p, colour)?;
+                draw_point(chart, x, p, colour, g.hollow)?;
             }
             if !here.is_empty() {
                 let m = here.iter().map(|p| p.y).sum::<f64>() / here.len() as f64;
@@ -227,10 +232,11 @@ impl IntervalPlot<'_> {
             }
         }
         if self.ordered {
+            let width = if g.hollow { 1 } else { 2 };
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     means,
-                    colour.mix(0.7).stroke_width(2),
+                    colour.mix(0.7).stroke_width(width),
                 )))
                 .map_err(plot_err)?;
         }
@@ -245,9 +251,9 @@ impl IntervalPlot<'_> {
         let style = label_style();
         for (gi, g) in self.groups.iter().enumerate() {
             let y = 60 + 24 * gi as i32;
-            let colour = series_colour(gi);
+            let colour = series_colour(g.colour.unwrap_or(gi));
             legend
-                .draw(&Circle::new((14, y), 5, colour.filled()))
+                .draw(&Circle::new((14, y), 5, marker_style(colour, g.hollow)))
                 .map_err(plot_err)?;
             legend
                 .draw(&Text::new(g.name.clone(), (28, y - 8), style.clone()))
@@ -257,12 +263,21 @@ impl IntervalPlot<'_> {
     }
 }
 
+/// A filled marker, or a hollow ring of the same colour.
+fn marker_style(colour: RGBColor, hollow: bool) -> ShapeStyle {
+    match hollow {
+        true => colour.stroke_width(2),
+        false => colour.filled(),
+    }
+}
+
 /// One point at `x`: its interval as an error bar with caps (when it has one), then the marker.
 fn draw_point<DB: DrawingBackend>(
     chart: &mut Chart<'_, DB>,
     x: f64,
     p: &IntervalPoint,
     colour: RGBColor,
+    hollow: bool,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -280,8 +295,18 @@ where
                 .map_err(plot_err)?;
         }
     }
+    if hollow {
+        // A white disc first, so the ring reads as hollow over grid lines and its own bar.
+        chart
+            .draw_series(std::iter::once(Circle::new((x, p.y), 4, WHITE.filled())))
+            .map_err(plot_err)?;
+    }
     chart
-        .draw_series(std::iter::once(Circle::new((x, p.y), 4, colour.filled())))
+        .draw_series(std::iter::once(Circle::new(
+            (x, p.y),
+            4,
+            marker_style(colour, hollow),
+        )))
         .map_err(plot_err)?;
     Ok(())
 }
@@ -301,6 +326,7 @@ mod tests {
                 y,
                 interval: iv,
             }],
+            ..IntervalGroup::default()
         };
         let f = dir.path().join("p.png");
         let o = PlotOptions::default();
