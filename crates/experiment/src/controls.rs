@@ -2,6 +2,10 @@
 //!
 //! - **Frequency**: the correlation of each run's scores with the frequency rank of the
 //!   tokens (a frequency trend alone makes two runs agree).
+//! - **Predictability**: the correlation of each run's scores with how well the run predicts
+//!   each token from its context (mean log p(target) over its positions and both towers). A
+//!   score that only said "context helps this token" would make any two runs agree, since
+//!   every model finds the same tokens predictable; a division of labour need not follow it.
 //! - **Split null**: each run's primary-tower positions split twice at random into two
 //!   pseudo-towers and scored as if they were two towers; the correlation of the two
 //!   replicates is what agreement looks like when the "division" is chance. It has no head
@@ -12,9 +16,10 @@
 
 use std::path::{Path, PathBuf};
 
+use heads::PositionLogProbs;
 use prefscore::{
-    correlate_with_frequency, sorted_profile, split_null, top_tokens, CorrOptions, Method,
-    ScoreKind,
+    correlate, correlate_with_frequency, sorted_profile, split_null, top_tokens, CorrOptions,
+    Method, ScoreKind,
 };
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
@@ -33,6 +38,10 @@ pub struct RunControl {
     pub pearson_vs_frequency_rank: f64,
     /// Spearman correlation of the scores with the frequency rank.
     pub spearman_vs_frequency_rank: f64,
+    /// Pearson correlation of the scores with the run's predictability of each token
+    /// ([`predictability`]); absent in records written before it was computed.
+    #[serde(default)]
+    pub pearson_vs_predictability: Option<f64>,
     /// Mean of the split-null replicates' correlations.
     pub null_mean: f64,
     /// Their 97.5% quantile.
@@ -61,6 +70,7 @@ pub fn run_controls(
         let fp = correlate_with_frequency(v, freq, top_n, Method::Pearson, opts)?;
         let fs = correlate_with_frequency(v, freq, top_n, Method::Spearman, opts)?;
         let lp = &r.logprobs;
+        let pred = correlate(v, &predictability(lp), freq, top_n, Method::Pearson, opts)?;
         let primary = &lp.logp[r.scores.towers[0]];
         let nd = split_null(
             &lp.targets,
@@ -84,6 +94,7 @@ pub fn run_controls(
             tokens: fp.n,
             pearson_vs_frequency_rank: fp.r,
             spearman_vs_frequency_rank: fs.r,
+            pearson_vs_predictability: Some(pred.r),
             null_mean: nd.mean,
             null_q975: nd.q975,
             same_style_r,
@@ -93,6 +104,22 @@ pub fn run_controls(
     Ok(out)
 }
 
+/// Per token id, the mean of log p(target) over the token's scored positions and every tower
+/// of `lp` (natural log; `None` for a token never scored): how predictable the run finds the
+/// token from its context.
+pub fn predictability(lp: &PositionLogProbs) -> Vec<Option<f64>> {
+    let mut sum = vec![0.0f64; lp.vocab_size];
+    let mut n = vec![0u64; lp.vocab_size];
+    for (i, &t) in lp.targets.iter().enumerate() {
+        sum[t as usize] += lp.logp.iter().map(|k| f64::from(k[i])).sum::<f64>();
+        n[t as usize] += lp.logp.len() as u64;
+    }
+    sum.iter()
+        .zip(&n)
+        .map(|(&s, &c)| (c > 0).then(|| s / c as f64))
+        .collect()
+}
+
 /// The controls as a table.
 pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
     let cols = [
@@ -100,16 +127,18 @@ pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
         "tokens",
         "Pearson vs frequency rank",
         "Spearman vs frequency rank",
+        "Pearson vs predictability",
         "split null mean",
         "split null 97.5%",
         "same-style r (other seeds)",
         "null p of same-style r",
     ];
     let mut t = Table::new(cols.map(String::from).to_vec())
-        .with_title("Controls: frequency and the split null (Pearson)")
+        .with_title("Controls: frequency, predictability and the split null (Pearson)")
         .with_note(format!(
-            "split null: each run's primary-tower positions split twice at random into two \
-             pseudo-towers, {replicates} replicates; a null without head noise"
+            "predictability: the run's mean log p(target) of each token over its positions and \
+             both towers; split null: each run's primary-tower positions split twice at random \
+             into two pseudo-towers, {replicates} replicates; a null without head noise"
         ))
         .with_precision(3);
     for r in c {
@@ -118,6 +147,7 @@ pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
             Cell::from(r.tokens),
             Cell::from(r.pearson_vs_frequency_rank),
             Cell::from(r.spearman_vs_frequency_rank),
+            Cell::from(r.pearson_vs_predictability),
             Cell::from(r.null_mean),
             Cell::from(r.null_q975),
             Cell::from(r.same_style_r),
@@ -181,4 +211,26 @@ pub fn score_figures(
     };
     report::scatter(&fig8, &series, &opts)?;
     Ok(vec![fig3, fig8])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predictability_is_the_mean_log_p_over_positions_and_towers() {
+        let lp = PositionLogProbs {
+            vocab_size: 4,
+            targets: vec![1, 3, 1],
+            batch_index: vec![0; 3],
+            position: vec![0, 1, 2],
+            logp: vec![vec![-1.0, -4.0, -3.0], vec![-2.0, -6.0, -0.5]],
+            full: None,
+        };
+        let p = predictability(&lp);
+        assert_eq!(p.len(), 4);
+        assert_eq!((p[0], p[2]), (None, None));
+        assert!((p[1].unwrap() - (-1.0 - 3.0 - 2.0 - 0.5) / 4.0).abs() < 1e-12);
+        assert!((p[3].unwrap() + 5.0).abs() < 1e-12);
+    }
 }
