@@ -160,7 +160,10 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .iter()
         .all(|c| c.pearson_vs_predictability.is_some_and(|r| r.abs() <= 1.0)));
     let controls_md = std::fs::read_to_string(dir.path().join("controls.md")).unwrap();
-    assert!(controls_md.contains("Pearson vs predictability"), "{controls_md}");
+    assert!(
+        controls_md.contains("Pearson vs predictability"),
+        "{controls_md}"
+    );
     // The word-piece control: present exactly when continuation pieces were scored.
     let pieces_md = dir.path().join("pieces_pairs.md");
     match &out.pieces {

@@ -2,6 +2,7 @@
 //! whose model has no `"type"`), building a BERT WordPiece tokenizer from `vocab.txt`, training a
 //! WordPiece vocabulary, saving, named special tokens and encoding.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use tokenizers::decoders::wordpiece::WordPiece as WordPieceDecoder;
@@ -9,7 +10,10 @@ use tokenizers::models::wordpiece::{WordPiece, WordPieceTrainer};
 use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::processors::bert::BertProcessing;
-use tokenizers::AddedToken;
+use tokenizers::{
+    AddedToken, NormalizedString, Normalizer, OffsetReferential, OffsetType, PreTokenizedString,
+    PreTokenizer,
+};
 
 use crate::error::{CorpusError, Result};
 
@@ -242,30 +246,40 @@ impl Tokenizer {
 
     /// Trains a BERT-style WordPiece vocabulary of (at most) `vocab_size` pieces on `texts`.
     /// The five special tokens get ids 0..5 in the order of [`BERT_SPECIAL_TOKENS`].
+    ///
+    /// Deterministic: the same texts give the same vocabulary, ids included. The `tokenizers`
+    /// trainer alone does not: it numbers each continuation piece of one character (`##e`) the
+    /// first time it meets it while iterating a randomly seeded hash map of the words, and
+    /// breaks ties between merges of equal count by those numbers (huggingface/tokenizers
+    /// issue 1794). Here every such piece of the texts is numbered beforehand, in sorted order
+    /// right after the special tokens, so the trainer finds them all numbered; they are then
+    /// ordinary pieces of the vocabulary, not special tokens.
     pub fn train_wordpiece<I, S>(texts: I, vocab_size: usize, lowercase: bool) -> Result<Self>
     where
         I: Iterator<Item = S> + Send,
-        S: AsRef<str> + Send,
+        S: AsRef<str> + Send + Sync,
     {
         if vocab_size <= BERT_SPECIAL_TOKENS.len() {
             return Err(CorpusError::InvalidArgument(format!(
                 "vocab_size {vocab_size} leaves no room beside the 5 special tokens"
             )));
         }
+        let texts: Vec<S> = texts.collect();
         let mut t = Self::bert_pipeline(WordPiece::default(), lowercase)?;
+        let pieces = t.continuation_chars(&texts)?;
+        let numbered = BERT_SPECIAL_TOKENS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(pieces.iter().map(|c| format!("##{c}")));
         let trainer = WordPieceTrainer::builder()
             .vocab_size(vocab_size)
             .show_progress(false)
-            .special_tokens(
-                BERT_SPECIAL_TOKENS
-                    .iter()
-                    .map(|s| AddedToken::from(*s, true))
-                    .collect(),
-            )
+            .special_tokens(numbered.map(|s| AddedToken::from(s, true)).collect())
             .build();
         let mut trainer = tokenizers::models::TrainerWrapper::from(trainer);
-        t.inner.train(&mut trainer, texts).map_err(tok_err)?;
-        if t.vocab_size() <= BERT_SPECIAL_TOKENS.len() {
+        t.inner.train(&mut trainer, texts.iter()).map_err(tok_err)?;
+        t.keep_only_bert_special_tokens()?;
+        if t.vocab_size() <= BERT_SPECIAL_TOKENS.len() + pieces.len() {
             return Err(CorpusError::NotEnoughData(
                 "the training texts produced no word pieces".into(),
             ));
@@ -273,6 +287,44 @@ impl Tokenizer {
         t.set_bert_post_processor()?;
         t.special_tokens()?;
         Ok(t)
+    }
+
+    /// The characters that stand after the first character of a word of `texts` once
+    /// normalised and pre-tokenised as the trainer sees them: those of the `##c` pieces.
+    fn continuation_chars<S: AsRef<str>>(&self, texts: &[S]) -> Result<BTreeSet<char>> {
+        let mut chars = BTreeSet::new();
+        for text in texts {
+            let mut normalized = NormalizedString::from(text.as_ref());
+            if let Some(n) = self.inner.get_normalizer() {
+                n.normalize(&mut normalized).map_err(tok_err)?;
+            }
+            let mut words = PreTokenizedString::from(normalized);
+            if let Some(p) = self.inner.get_pre_tokenizer() {
+                p.pre_tokenize(&mut words).map_err(tok_err)?;
+            }
+            for (word, _, _) in words.get_splits(OffsetReferential::Original, OffsetType::Byte) {
+                chars.extend(word.chars().skip(1));
+            }
+        }
+        Ok(chars)
+    }
+
+    /// Drops every added token but the five BERT special tokens (the `##c` pieces numbered
+    /// for training stay in the model's vocabulary as ordinary pieces).
+    fn keep_only_bert_special_tokens(&mut self) -> Result<()> {
+        let mut json = serde_json::to_value(&self.inner).map_err(|e| tok_err(e.to_string()))?;
+        if let Some(added) = json
+            .get_mut("added_tokens")
+            .and_then(serde_json::Value::as_array_mut)
+        {
+            added.retain(|a| {
+                a.get("content")
+                    .and_then(serde_json::Value::as_str)
+                    .is_some_and(|c| BERT_SPECIAL_TOKENS.contains(&c))
+            });
+        }
+        self.inner = serde_json::from_value(json).map_err(|e| tok_err(e.to_string()))?;
+        Ok(())
     }
 
     /// Saves as a `tokenizer.json` (with a model `"type"`).

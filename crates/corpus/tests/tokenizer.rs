@@ -187,3 +187,37 @@ fn memoized_encoding_equals_plain_encoding() {
         tok.encode_ids_batch(&lines, false).unwrap()
     );
 }
+
+/// The `tokenizers` trainer alone numbers its `##c` pieces in hash-map order and breaks ties
+/// between merges by those numbers (huggingface/tokenizers issue 1794): without the numbering
+/// beforehand this fails within one process.
+#[test]
+fn wordpiece_training_is_deterministic() {
+    let docs = shared_data::wikitext2_docs("valid", 6);
+    let texts: Vec<String> = docs.into_iter().map(|d| d.text).collect();
+    let vocab = |t: &Tokenizer| -> Vec<Option<String>> {
+        (0..t.vocab_size() as u32)
+            .map(|i| t.id_to_token(i))
+            .collect()
+    };
+    let trained = Tokenizer::train_wordpiece(texts.iter(), 600, true).unwrap();
+    let first = vocab(&trained);
+    // The continuation pieces numbered before training are ordinary pieces: the only added
+    // (special) tokens are BERT's five.
+    let dir = tempfile::tempdir().unwrap();
+    trained.save(dir.path().join("t.json")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("t.json")).unwrap()).unwrap();
+    let added: Vec<&str> = json["added_tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(added, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]);
+    assert!(first.contains(&Some("##e".to_string())));
+    for _ in 0..4 {
+        let again = vocab(&Tokenizer::train_wordpiece(texts.iter(), 600, true).unwrap());
+        assert_eq!(again, first);
+    }
+}

@@ -36,7 +36,8 @@ impl CorpusData {
     /// Reads the documents (writing the synthetic corpus to `data_dir/synthetic.txt` first) and
     /// loads the tokenizer, or trains a WordPiece vocabulary of `spec.train_vocab` pieces on the
     /// training documents and saves it as `data_dir/tokenizer.json`, reused from then on
-    /// (WordPiece training is not reproducible bit for bit, and checkpoints hold token ids).
+    /// (checkpoints hold token ids: the study's runs read the vocabulary it saved, even if a
+    /// later version of the trainer would number it differently).
     /// The last tenth of the documents (at least one) is held out.
     ///
     /// Safe when N processes of one study load the same `data_dir` together: the files are
@@ -78,8 +79,8 @@ impl CorpusData {
             None => {
                 let saved = data_dir.join("tokenizer.json");
                 if !saved.is_file() {
-                    // Trained once per study: WordPiece training is not reproducible bit for
-                    // bit, so two processes must never train one each.
+                    // Trained once per study, under the lock: two processes never write the
+                    // file together.
                     let _lock = lock_data(data_dir)?;
                     if !saved.is_file() {
                         let t = Tokenizer::train_wordpiece(
