@@ -56,6 +56,16 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .path()
         .join("fig_table2_arithmetic_min-count-5.png")
         .is_file());
+    // Table 4: Spearman between runs, each run's ρ with the frequency rank in its last column.
+    let t4 = std::fs::read_to_string(dir.path().join("table4_spearman.md")).unwrap();
+    assert!(
+        t4.contains("vs frequency rank") && t4.contains("| bert-s0"),
+        "{t4}"
+    );
+    assert!(dir
+        .path()
+        .join("fig_table4_spearman_arithmetic.png")
+        .is_file());
     // A record written before machines were recorded still reads, as \"not recorded\".
     let record = r#"gpt-s0/run.json"#;
     let mut old: serde_json::Value =

@@ -327,6 +327,93 @@ pub(crate) fn pairs_matrix(
     m
 }
 
+/// Table 4 as the paper lays it out: Spearman ρ of every pair of runs below the diagonal, and on
+/// the diagonal each run's Spearman ρ with the frequency rank (`vs_frequency`, in the order of
+/// `labels`); NaN above the diagonal and where a value is missing. Row-major.
+pub(crate) fn spearman_matrix(
+    labels: &[String],
+    pairs: &[crate::analysis::PairComparison],
+    vs_frequency: &[Option<f64>],
+) -> Vec<f64> {
+    let n = labels.len();
+    let mut m = vec![f64::NAN; n * n];
+    let at = |l: &str| labels.iter().position(|x| x == l);
+    for p in pairs {
+        if let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) {
+            m[i.max(j) * n + i.min(j)] = p.spearman.r;
+        }
+    }
+    for (i, f) in vs_frequency.iter().enumerate().take(n) {
+        m[i * n + i] = f.unwrap_or(f64::NAN);
+    }
+    m
+}
+
+/// Table 4 as a table (`table4_spearman.{csv,md,json}`): one row per run, its Spearman ρ with
+/// every earlier run and with the frequency rank, over `selection`'s tokens.
+pub fn table4(
+    labels: &[String],
+    pairs: &[crate::analysis::PairComparison],
+    vs_frequency: &[Option<f64>],
+    selection: &str,
+) -> report::Table {
+    let n = labels.len();
+    let m = spearman_matrix(labels, pairs, vs_frequency);
+    let mut cols = vec!["run".to_string()];
+    cols.extend(labels.iter().take(n.saturating_sub(1)).cloned());
+    cols.push("vs frequency rank".into());
+    let mut t = report::Table::new(cols)
+        .with_title(format!(
+            "Table 4: Spearman ρ between runs, {selection} tokens"
+        ))
+        .with_note(
+            "each cell: Spearman ρ of the two runs' preference scores; vs frequency rank: the \
+             run's ρ with the tokens' frequency rank (1 = most frequent), over the 5000 most \
+             frequent tokens",
+        )
+        .with_precision(3);
+    for (i, l) in labels.iter().enumerate() {
+        let mut row = vec![report::Cell::from(l.as_str())];
+        for j in 0..n.saturating_sub(1) {
+            let v = m[i * n + j];
+            row.push(match j < i && v.is_finite() {
+                true => report::Cell::from(v),
+                false => report::Cell::from(""),
+            });
+        }
+        row.push(report::Cell::from(vs_frequency.get(i).copied().flatten()));
+        t.push_row(row);
+    }
+    t
+}
+
+/// `fig_table4_spearman.png`: [`spearman_matrix`] as an annotated heat map.
+pub fn table4_figure(
+    labels: &[String],
+    pairs: &[crate::analysis::PairComparison],
+    vs_frequency: &[Option<f64>],
+    title: &str,
+    path: &Path,
+) -> Result<()> {
+    let n = labels.len();
+    report::heatmap(
+        path,
+        &spearman_matrix(labels, pairs, vs_frequency),
+        n,
+        n,
+        labels,
+        labels,
+        &report::HeatmapOptions {
+            title: title.into(),
+            x_label: "below: Spearman ρ between runs · diagonal: ρ with frequency rank".into(),
+            y_label: "run".into(),
+            value_range: Some((-1.0, 1.0)),
+            annotate: true,
+        },
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,6 +453,38 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("t2.png");
         pairs_matrix_figure(&labels, &pairs, "Table 2", &f).unwrap();
+        assert!(std::fs::metadata(&f).unwrap().len() > 1000);
+    }
+
+    #[test]
+    fn table4_has_spearman_below_and_the_frequency_rank_on_the_diagonal() {
+        let labels: Vec<String> = ["gpt-s0", "gpt-s1", "bert-s0"].map(String::from).to_vec();
+        let pairs = [
+            pair("gpt-s1", "gpt-s0", 0.5, Some(0.6)),
+            pair("gpt-s0", "bert-s0", -0.2, None),
+        ];
+        let freq = [Some(0.1), None, Some(-0.3)];
+        let m = spearman_matrix(&labels, &pairs, &freq);
+        let at = |i: usize, j: usize| m[i * 3 + j];
+        assert_eq!((at(1, 0), at(2, 0)), (0.5, -0.2));
+        assert!(at(0, 1).is_nan() && at(2, 1).is_nan() && at(1, 1).is_nan());
+        assert_eq!((at(0, 0), at(2, 2)), (0.1, -0.3));
+        let md = table4(&labels, &pairs, &freq, "top-5000").to_markdown();
+        let row = |l: &str| {
+            md.lines()
+                .find(|r| r.starts_with(&format!("| {l}")))
+                .unwrap()
+                .to_string()
+        };
+        // bert-s0: ρ with gpt-s0, none with gpt-s1, then its frequency ρ.
+        let cells: Vec<String> = row("bert-s0")
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
+        assert_eq!(cells[2..5], ["-0.200", "", "-0.300"]);
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("t4.png");
+        table4_figure(&labels, &pairs, &freq, "Table 4", &f).unwrap();
         assert!(std::fs::metadata(&f).unwrap().len() > 1000);
     }
 }

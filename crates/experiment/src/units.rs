@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use prefscore::{Bootstrap, CorrOptions, ScoreKind};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{compare_runs, PairComparison, RunScores};
+use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
 use crate::controls::{controls_table, run_controls, score_figures, RunControl};
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
@@ -18,7 +18,9 @@ use crate::pos_by_run::{write_pos_by_run, RunTags};
 use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
-use crate::tables::{pairs_matrix_figure, pairs_table, pos_figure, runs_table, StudyRun};
+use crate::tables::{
+    pairs_matrix_figure, pairs_table, pos_figure, runs_table, table4, table4_figure, StudyRun,
+};
 use crate::Result;
 
 /// Split-null replicates per run in the controls table.
@@ -284,6 +286,30 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     )?;
     o.outputs
         .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(ctx.out, "controls")?);
+    // Table 4 over the same tokens as the frequency control (the paper's top 5000).
+    let top = TokenSelection::TopFrequent(TOP_TOKENS).to_string();
+    let spearman: Vec<PairComparison> = o
+        .pairs
+        .iter()
+        .filter(|(k, p)| k == kname && p.selection == top)
+        .map(|(_, p)| p.clone())
+        .collect();
+    if !spearman.is_empty() {
+        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+        let vs_freq: Vec<Option<f64>> = labels
+            .iter()
+            .map(|l| {
+                let c = o.controls.iter().find(|c| &c.label == l);
+                c.map(|c| c.spearman_vs_frequency_rank)
+            })
+            .collect();
+        let t = table4(&labels, &spearman, &vs_freq, &top);
+        o.outputs.extend(t.write_all(ctx.out, "table4_spearman")?);
+        let fig = ctx.out.join(format!("fig_table4_spearman_{kname}.png"));
+        let title = format!("Table 4: Spearman ρ, {kname}, {top}");
+        table4_figure(&labels, &spearman, &vs_freq, &title, &fig)?;
+        o.outputs.push(fig);
+    }
     o.outputs
         .extend(score_figures(rs, freq, TOP_TOKENS, ctx.out)?);
     Ok(())
