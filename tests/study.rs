@@ -174,6 +174,19 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         controls_md.contains("Pearson vs predictability"),
         "{controls_md}"
     );
+    // Across runs: every pair, and the two GPT seeds find the same tokens predictable (the
+    // tokens are aligned by id, so a misaligned or per-run-scaled predictability would not).
+    let pp: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("controls_predictability_pairs.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = pp["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{pp}");
+    let gpt = rows
+        .iter()
+        .find(|r| r[0] == "gpt-s0" && r[1] == "gpt-s1")
+        .unwrap();
+    assert!(gpt[3].as_f64().unwrap() > 0.8, "{pp}");
     // The word-piece control: present exactly when continuation pieces were scored.
     let pieces_md = dir.path().join("pieces_pairs.md");
     match &out.pieces {

@@ -120,6 +120,83 @@ pub fn predictability(lp: &PositionLogProbs) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// The predictability control across a pair of runs: how alike the two runs find the tokens to
+/// predict, beside how alike their scores are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictabilityPair {
+    /// First run.
+    pub a: String,
+    /// Second run.
+    pub b: String,
+    /// Tokens used (the `top_n` most frequent scored in both).
+    pub tokens: usize,
+    /// Pearson r of the two runs' [`predictability`].
+    pub pearson_predictability: f64,
+    /// Pearson r of the two runs' scores over the same tokens.
+    pub pearson_scores: f64,
+}
+
+/// [`PredictabilityPair`] for every pair of `runs` over their `top_n` most frequent tokens
+/// scored in both (frequencies `freq`).
+pub fn predictability_pairs(
+    runs: &[RunScores],
+    freq: &[u64],
+    top_n: usize,
+    opts: &CorrOptions,
+) -> Result<Vec<PredictabilityPair>> {
+    let preds: Vec<Vec<Option<f64>>> = runs.iter().map(|r| predictability(&r.logprobs)).collect();
+    let mut out = Vec::new();
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            let (a, b) = (&runs[i].scores.values, &runs[j].scores.values);
+            // The tokens scored in both runs, as in the pair tables.
+            let scored = |p: &[Option<f64>], s: &[Option<f64>]| -> Vec<Option<f64>> {
+                p.iter().zip(s).map(|(p, s)| s.and(*p)).collect()
+            };
+            let (pa, pb) = (scored(&preds[i], a), scored(&preds[j], b));
+            let pred = correlate(&pa, &pb, freq, top_n, Method::Pearson, opts)?;
+            let scores = correlate(a, b, freq, top_n, Method::Pearson, opts)?;
+            out.push(PredictabilityPair {
+                a: runs[i].label.clone(),
+                b: runs[j].label.clone(),
+                tokens: pred.n,
+                pearson_predictability: pred.r,
+                pearson_scores: scores.r,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The predictability pairs as a table.
+pub fn predictability_pairs_table(pairs: &[PredictabilityPair]) -> Table {
+    let cols = [
+        "run a",
+        "run b",
+        "tokens",
+        "Pearson of predictability",
+        "Pearson of scores",
+    ];
+    let mut t = Table::new(cols.map(String::from).to_vec())
+        .with_title("Predictability against preference, run pairs (Pearson)")
+        .with_note(
+            "predictability: each run's mean log p(target) of a token over its positions and \
+             both towers; two runs that agree on it but not on their scores divide the work \
+             differently while finding the same tokens easy",
+        )
+        .with_precision(3);
+    for p in pairs {
+        t.push_row(vec![
+            Cell::from(p.a.as_str()),
+            Cell::from(p.b.as_str()),
+            Cell::from(p.tokens),
+            Cell::from(p.pearson_predictability),
+            Cell::from(p.pearson_scores),
+        ]);
+    }
+    t
+}
+
 /// The controls as a table.
 pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
     let cols = [

@@ -8,7 +8,10 @@ use prefscore::{Bootstrap, CorrOptions, ScoreKind};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
-use crate::controls::{controls_table, run_controls, score_figures, RunControl};
+use crate::controls::{
+    controls_table, predictability_pairs, predictability_pairs_table, run_controls, score_figures,
+    RunControl,
+};
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
 use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
@@ -286,6 +289,12 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     )?;
     o.outputs
         .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(ctx.out, "controls")?);
+    let pp = predictability_pairs(rs, freq, TOP_TOKENS, &ctx.copts)?;
+    if !pp.is_empty() {
+        let t = predictability_pairs_table(&pp);
+        o.outputs
+            .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
+    }
     // Table 4 over the same tokens as the frequency control (the paper's top 5000).
     let top = TokenSelection::TopFrequent(TOP_TOKENS).to_string();
     let spearman: Vec<PairComparison> = o
