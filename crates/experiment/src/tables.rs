@@ -281,23 +281,52 @@ pub fn pairs_matrix_figure(
     title: &str,
     path: &Path,
 ) -> Result<()> {
+    run_matrix_figure(
+        labels,
+        &pairs_matrix(labels, pairs),
+        title,
+        "below: r · diagonal: reliability · above: disattenuated",
+        path,
+    )
+}
+
+/// A run × run matrix (row-major, NaN = no value) as an annotated heat map on −1..1.
+fn run_matrix_figure(
+    labels: &[String],
+    matrix: &[f64],
+    title: &str,
+    x_label: &str,
+    path: &Path,
+) -> Result<()> {
     let n = labels.len();
     report::heatmap(
         path,
-        &pairs_matrix(labels, pairs),
+        matrix,
         n,
         n,
         labels,
         labels,
         &report::HeatmapOptions {
             title: title.into(),
-            x_label: "below: r · diagonal: reliability · above: disattenuated".into(),
+            x_label: x_label.into(),
             y_label: "run".into(),
             value_range: Some((-1.0, 1.0)),
             annotate: true,
         },
     )?;
     Ok(())
+}
+
+/// Each pair of `pairs` whose runs are both in `labels`, as (index of `a`, index of `b`, pair);
+/// its cell below the diagonal of a run × run matrix is (larger index, smaller index).
+fn pair_cells<'a>(
+    labels: &'a [String],
+    pairs: &'a [crate::analysis::PairComparison],
+) -> impl Iterator<Item = (usize, usize, &'a crate::analysis::PairComparison)> + 'a {
+    let at = |l: &str| labels.iter().position(|x| x == l);
+    pairs
+        .iter()
+        .filter_map(move |p| Some((at(&p.a)?, at(&p.b)?, p)))
 }
 
 /// The row-major matrix of [`pairs_matrix_figure`]: Pearson r at (later run, earlier run),
@@ -309,11 +338,7 @@ pub(crate) fn pairs_matrix(
 ) -> Vec<f64> {
     let n = labels.len();
     let mut m = vec![f64::NAN; n * n];
-    let at = |l: &str| labels.iter().position(|x| x == l);
-    for p in pairs {
-        let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) else {
-            continue;
-        };
+    for (i, j, p) in pair_cells(labels, pairs) {
         let (late, early) = (i.max(j), i.min(j));
         m[late * n + early] = p.pearson.r;
         if let Some([ra, rb]) = p.reliability_head_seed {
@@ -337,11 +362,8 @@ pub(crate) fn spearman_matrix(
 ) -> Vec<f64> {
     let n = labels.len();
     let mut m = vec![f64::NAN; n * n];
-    let at = |l: &str| labels.iter().position(|x| x == l);
-    for p in pairs {
-        if let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) {
-            m[i.max(j) * n + i.min(j)] = p.spearman.r;
-        }
+    for (i, j, p) in pair_cells(labels, pairs) {
+        m[i.max(j) * n + i.min(j)] = p.spearman.r;
     }
     for (i, f) in vs_frequency.iter().enumerate().take(n) {
         m[i * n + i] = f.unwrap_or(f64::NAN);
@@ -395,23 +417,13 @@ pub fn table4_figure(
     title: &str,
     path: &Path,
 ) -> Result<()> {
-    let n = labels.len();
-    report::heatmap(
-        path,
+    run_matrix_figure(
+        labels,
         &spearman_matrix(labels, pairs, vs_frequency),
-        n,
-        n,
-        labels,
-        labels,
-        &report::HeatmapOptions {
-            title: title.into(),
-            x_label: "below: Spearman ρ between runs · diagonal: ρ with frequency rank".into(),
-            y_label: "run".into(),
-            value_range: Some((-1.0, 1.0)),
-            annotate: true,
-        },
-    )?;
-    Ok(())
+        title,
+        "below: Spearman ρ between runs · diagonal: ρ with frequency rank",
+        path,
+    )
 }
 
 #[cfg(test)]
