@@ -53,10 +53,12 @@ pub struct RunControl {
 }
 
 /// Computes the controls of `runs` over their `top_n` most frequent tokens, `replicates`
-/// split-null replicates each; `pairs` are the study's pair comparisons of the same score kind
-/// (for the same-style mean r).
+/// split-null replicates each; `preds` are the runs' [`scored_predictability`] in the same order and
+/// `pairs` the study's pair comparisons of the same score kind (for the same-style mean r).
+#[allow(clippy::too_many_arguments)]
 pub fn run_controls(
     runs: &[RunScores],
+    preds: &[Vec<Option<f64>>],
     pairs: &[PairComparison],
     freq: &[u64],
     top_n: usize,
@@ -70,7 +72,7 @@ pub fn run_controls(
         let fp = correlate_with_frequency(v, freq, top_n, Method::Pearson, opts)?;
         let fs = correlate_with_frequency(v, freq, top_n, Method::Spearman, opts)?;
         let lp = &r.logprobs;
-        let pred = correlate(v, &predictability(lp), freq, top_n, Method::Pearson, opts)?;
+        let pred = correlate(v, &preds[i], freq, top_n, Method::Pearson, &r_only(opts))?;
         let primary = &lp.logp[r.scores.towers[0]];
         let nd = split_null(
             &lp.targets,
@@ -120,6 +122,16 @@ pub fn predictability(lp: &PositionLogProbs) -> Vec<Option<f64>> {
         .collect()
 }
 
+/// [`predictability`] of `run`'s tokens where the run has a score (`None` elsewhere), so that
+/// pairs of runs compare it over the tokens their scores are compared on.
+pub fn scored_predictability(run: &RunScores) -> Vec<Option<f64>> {
+    predictability(&run.logprobs)
+        .into_iter()
+        .zip(&run.scores.values)
+        .map(|(p, s)| s.and(p))
+        .collect()
+}
+
 /// The predictability control across a pair of runs: how alike the two runs find the tokens to
 /// predict, beside how alike their scores are.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,36 +148,51 @@ pub struct PredictabilityPair {
     pub pearson_scores: f64,
 }
 
-/// [`PredictabilityPair`] for every pair of `runs` over their `top_n` most frequent tokens
-/// scored in both (frequencies `freq`).
+/// [`PredictabilityPair`] for each pair comparison of `pairs` (its scores' Pearson r is taken
+/// from it) whose two runs are in `labels`: the Pearson r of the two runs' predictability
+/// (`preds`, [`scored_predictability`] in the order of `labels`) over the `top_n` most frequent
+/// tokens scored in both.
 pub fn predictability_pairs(
-    runs: &[RunScores],
+    labels: &[String],
+    preds: &[Vec<Option<f64>>],
+    pairs: &[PairComparison],
     freq: &[u64],
     top_n: usize,
-    opts: &CorrOptions,
 ) -> Result<Vec<PredictabilityPair>> {
-    let preds: Vec<Vec<Option<f64>>> = runs.iter().map(|r| predictability(&r.logprobs)).collect();
+    let at = |l: &str| labels.iter().position(|x| x == l);
     let mut out = Vec::new();
-    for i in 0..runs.len() {
-        for j in i + 1..runs.len() {
-            let (a, b) = (&runs[i].scores.values, &runs[j].scores.values);
-            // The tokens scored in both runs, as in the pair tables.
-            let scored = |p: &[Option<f64>], s: &[Option<f64>]| -> Vec<Option<f64>> {
-                p.iter().zip(s).map(|(p, s)| s.and(*p)).collect()
-            };
-            let (pa, pb) = (scored(&preds[i], a), scored(&preds[j], b));
-            let pred = correlate(&pa, &pb, freq, top_n, Method::Pearson, opts)?;
-            let scores = correlate(a, b, freq, top_n, Method::Pearson, opts)?;
-            out.push(PredictabilityPair {
-                a: runs[i].label.clone(),
-                b: runs[j].label.clone(),
-                tokens: pred.n,
-                pearson_predictability: pred.r,
-                pearson_scores: scores.r,
-            });
-        }
+    for p in pairs {
+        let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) else {
+            continue;
+        };
+        let pred = correlate(
+            &preds[i],
+            &preds[j],
+            freq,
+            top_n,
+            Method::Pearson,
+            &r_only(&CorrOptions::default()),
+        )?;
+        out.push(PredictabilityPair {
+            a: p.a.clone(),
+            b: p.b.clone(),
+            tokens: pred.n,
+            pearson_predictability: pred.r,
+            pearson_scores: p.pearson.r,
+        });
     }
     Ok(out)
+}
+
+/// `opts` without its bootstrap interval and permutation p-value: for a coefficient alone.
+fn r_only(opts: &CorrOptions) -> CorrOptions {
+    CorrOptions {
+        bootstrap: prefscore::Bootstrap {
+            resamples: 0,
+            ..opts.bootstrap
+        },
+        permutations: 0,
+    }
 }
 
 /// The predictability pairs as a table.

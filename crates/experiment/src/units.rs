@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
 use crate::controls::{
     controls_table, predictability_pairs, predictability_pairs_table, run_controls, score_figures,
-    RunControl,
+    scored_predictability, RunControl,
 };
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
@@ -278,8 +278,10 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         .map(|(_, p)| p.clone())
         .collect();
     let freq = &ctx.data.freq;
+    let preds: Vec<Vec<Option<f64>>> = rs.iter().map(scored_predictability).collect();
     o.controls = run_controls(
         rs,
+        &preds,
         &main,
         freq,
         TOP_TOKENS,
@@ -289,22 +291,23 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     )?;
     o.outputs
         .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(ctx.out, "controls")?);
-    let pp = predictability_pairs(rs, freq, TOP_TOKENS, &ctx.copts)?;
-    if !pp.is_empty() {
-        let t = predictability_pairs_table(&pp);
-        o.outputs
-            .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
-    }
-    // Table 4 over the same tokens as the frequency control (the paper's top 5000).
+    // Predictability across pairs and Table 4, over the same tokens as the frequency control
+    // (the paper's top 5000).
     let top = TokenSelection::TopFrequent(TOP_TOKENS).to_string();
-    let spearman: Vec<PairComparison> = o
+    let top_pairs: Vec<PairComparison> = o
         .pairs
         .iter()
         .filter(|(k, p)| k == kname && p.selection == top)
         .map(|(_, p)| p.clone())
         .collect();
-    if !spearman.is_empty() {
-        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+    let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+    let pp = predictability_pairs(&labels, &preds, &top_pairs, freq, TOP_TOKENS)?;
+    if !pp.is_empty() {
+        let t = predictability_pairs_table(&pp);
+        o.outputs
+            .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
+    }
+    if !top_pairs.is_empty() {
         let vs_freq: Vec<Option<f64>> = labels
             .iter()
             .map(|l| {
@@ -312,11 +315,11 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
                 c.map(|c| c.spearman_vs_frequency_rank)
             })
             .collect();
-        let t = table4(&labels, &spearman, &vs_freq, &top);
+        let t = table4(&labels, &top_pairs, &vs_freq, &top);
         o.outputs.extend(t.write_all(ctx.out, "table4_spearman")?);
         let fig = ctx.out.join(format!("fig_table4_spearman_{kname}.png"));
         let title = format!("Table 4: Spearman ρ, {kname}, {top}");
-        table4_figure(&labels, &spearman, &vs_freq, &title, &fig)?;
+        table4_figure(&labels, &top_pairs, &vs_freq, &title, &fig)?;
         o.outputs.push(fig);
     }
     o.outputs
