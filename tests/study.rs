@@ -187,6 +187,18 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .find(|r| r[0] == "gpt-s0" && r[1] == "gpt-s1")
         .unwrap();
     assert!(gpt[3].as_f64().unwrap() > 0.8, "{pp}");
+    // The split-scoring control: every pair, each column a correlation.
+    let ss: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("controls_split_scoring.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = ss["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{ss}");
+    for row in rows {
+        for j in [3, 5, 6, 8, 9] {
+            assert!(row[j].as_f64().is_some_and(|r| r.abs() <= 1.0), "{ss}");
+        }
+    }
     // The word-piece control: present exactly when continuation pieces were scored.
     let pieces_md = dir.path().join("pieces_pairs.md");
     match &out.pieces {

@@ -185,7 +185,7 @@ pub fn predictability_pairs(
 }
 
 /// `opts` without its bootstrap interval and permutation p-value: for a coefficient alone.
-fn r_only(opts: &CorrOptions) -> CorrOptions {
+pub(crate) fn r_only(opts: &CorrOptions) -> CorrOptions {
     CorrOptions {
         bootstrap: prefscore::Bootstrap {
             resamples: 0,

@@ -12,7 +12,7 @@
 //!     ([`snapshots`]), resuming from checkpoints and reusing finished runs, one writer per
 //!     folder ([`lock`]);
 //!   - **analysis stage**: pure functions of scored runs ([`analysis`], [`controls`],
-//!     [`pieces`], [`emergence`], [`groups`]);
+//!     [`split_scoring`], [`pieces`], [`emergence`], [`groups`]);
 //!   - **report stage**: each result's tables and figures ([`tables`], `report`);
 //!   - **study**: [`protocol`] says what a study is; [`study::run_study`] runs the run stage,
 //!     then each analysis unit of [`units`] in turn; progress goes through the caller's
@@ -45,6 +45,7 @@ pub mod run;
 pub mod scoring;
 pub mod snapshots;
 pub mod spec;
+pub mod split_scoring;
 pub mod study;
 pub mod tables;
 pub mod training;

@@ -21,6 +21,7 @@ use crate::pos_by_run::{write_pos_by_run, RunTags};
 use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
+use crate::split_scoring::{split_scoring_pairs, split_scoring_table};
 use crate::tables::{
     pairs_matrix_figure, pairs_table, pos_figure, runs_table, table4, table4_figure, StudyRun,
 };
@@ -306,6 +307,12 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         let t = predictability_pairs_table(&pp);
         o.outputs
             .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
+    }
+    let split = split_scoring_pairs(rs, &top_pairs, freq, TOP_TOKENS)?;
+    if !split.is_empty() {
+        let t = split_scoring_table(&split, TOP_TOKENS);
+        o.outputs
+            .extend(t.write_all(ctx.out, "controls_split_scoring")?);
     }
     if !top_pairs.is_empty() {
         let vs_freq: Vec<Option<f64>> = labels

@@ -10,6 +10,11 @@
 //!    two independent splits is the null distribution of a score correlation at this corpus
 //!    size.
 //! 3. A permutation p-value for every correlation ([`crate::correlation`]).
+//! 4. Each tower on its own positions ([`own_positions`]): tower 1 scored on one fixed part of
+//!    the text and tower 2 on another, as a protocol that scores each tower in its own
+//!    evaluation pass would. The score then carries how hard the two parts' contexts are, which
+//!    is the same for every model that reads them, so it measures how much agreement such a
+//!    protocol makes from the text alone.
 //!
 //! The baseline of two single-tower models trained with different seeds needs no helper: pass
 //! their per-position log-probs as two "towers" to [`TokenStats::add`].
@@ -49,6 +54,38 @@ pub fn split_positions(
         let k = usize::from(rng.random::<bool>());
         st.count_position(t as usize);
         st.push(k, t as usize, l.min(0.0) as f64);
+    }
+    Ok(st)
+}
+
+/// Two-tower statistics with each tower scored on its own positions: position i counts for
+/// tower `side[i]` alone (`false`: tower 0, `true`: tower 1), with that tower's log-prob
+/// `log_probs[side[i]][i]`. `count(a)` counts every position; a token seen on one side only has
+/// a summary for that tower only (see [`TokenStats::scores_missing_as_zero`]).
+///
+/// Errors: `side`, a log-prob vector and `targets` of different lengths, targets outside the
+/// vocabulary, or log-probs that are NaN or above 0 beyond rounding.
+pub fn own_positions(
+    targets: &[u32],
+    log_probs: [&[f32]; 2],
+    side: &[bool],
+    vocab_size: usize,
+) -> Result<TokenStats> {
+    let mut st = TokenStats::new(vocab_size, 2)?;
+    for lp in log_probs {
+        st.check_single(targets, lp)?;
+    }
+    if side.len() != targets.len() {
+        return Err(Error::invalid(format!(
+            "{} sides for {} targets",
+            side.len(),
+            targets.len()
+        )));
+    }
+    for (i, (&t, &s)) in targets.iter().zip(side).enumerate() {
+        let k = usize::from(s);
+        st.count_position(t as usize);
+        st.push(k, t as usize, f64::from(log_probs[k][i].min(0.0)));
     }
     Ok(st)
 }

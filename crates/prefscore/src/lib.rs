@@ -13,7 +13,8 @@
 //!    most frequent tokens, with a seeded bootstrap interval and a permutation p-value;
 //!    [`correlate_with_frequency`] against frequency rank.
 //! 4. Controls: [`random_partition`] (single-tower pseudo-towers), [`split_positions`] and
-//!    [`split_null`] (the sampling-noise null of a correlation).
+//!    [`split_null`] (the sampling-noise null of a correlation), [`own_positions`] with
+//!    [`TokenStats::scores_missing_as_zero`] (each tower scored on its own part of the text).
 //! 5. Summaries: [`by_tag`] (POS, Fig. 4), [`group_summary`] (word groups, Table 3) and
 //!    [`sorted_profile`] (several runs in one run's score order, Fig. 3).
 //! 6. Reliability and the noise ceiling: [`split_half`] and [`split_half_reliability`]
@@ -34,7 +35,7 @@ mod score;
 mod stats;
 mod summary;
 
-pub use control::{random_partition, split_null, split_positions, NullDistribution};
+pub use control::{own_positions, random_partition, split_null, split_positions, NullDistribution};
 pub use corr::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, spearman,
     top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method,

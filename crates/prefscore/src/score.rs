@@ -77,13 +77,39 @@ impl TokenStats {
 
     /// Eq. 4 with a fixed order: s_a = log p̄_first,a − log p̄_second,a (no eq. 3 ordering).
     pub fn raw_scores(&self, kind: ScoreKind, first: usize, second: usize) -> Result<Scores> {
-        if first >= self.n_towers() || second >= self.n_towers() || first == second {
-            return Err(Error::invalid(format!(
-                "towers ({first}, {second}) must be two distinct indices below {}",
-                self.n_towers()
-            )));
-        }
+        self.check_pair(first, second)?;
         self.against(kind, first, &[second])
+    }
+
+    /// Eq. 4 with a fixed order where a tower that never saw a token counts its summary as 0,
+    /// the rule of the released code's per-token vector (`np.zeros`, filled where a token was
+    /// scored): s_a = m_first,a − m_second,a with m = log p̄ or mean log p, and a missing m
+    /// taken as 0 (as if p = 1). Tokens never seen at all stay `None`. With all towers on
+    /// identical positions this equals [`TokenStats::raw_scores`]; it differs only for
+    /// statistics built with towers on different positions ([`crate::own_positions`]), where
+    /// a token missing from one side gets the other side's summary, negated or not, as its score.
+    pub fn scores_missing_as_zero(
+        &self,
+        kind: ScoreKind,
+        first: usize,
+        second: usize,
+    ) -> Result<Scores> {
+        self.check_pair(first, second)?;
+        let m = |k: usize, a: u32| match kind {
+            ScoreKind::ArithmeticMean => self.log_mean_p(k, a),
+            ScoreKind::GeometricMean => self.mean_log_p(k, a),
+        };
+        let values = (0..self.vocab_size() as u32)
+            .map(|a| {
+                (self.count(a) > 0)
+                    .then(|| m(first, a).unwrap_or(0.0) - m(second, a).unwrap_or(0.0))
+            })
+            .collect();
+        Ok(Scores {
+            kind,
+            towers: vec![first, second],
+            values,
+        })
     }
 
     /// Scores of every tower against the rest, for K ≥ 2 towers, in eq. 3 order (most probable
@@ -104,6 +130,17 @@ impl TokenStats {
                 self.against(kind, k, &rest)
             })
             .collect()
+    }
+
+    /// Two distinct tower indices of these statistics.
+    fn check_pair(&self, first: usize, second: usize) -> Result<()> {
+        if first >= self.n_towers() || second >= self.n_towers() || first == second {
+            return Err(Error::invalid(format!(
+                "towers ({first}, {second}) must be two distinct indices below {}",
+                self.n_towers()
+            )));
+        }
+        Ok(())
     }
 
     /// Tower `k` against the towers `rest` (see [`TokenStats::scores_vs_rest`]).

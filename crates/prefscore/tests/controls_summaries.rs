@@ -1,8 +1,8 @@
 //! Controls (pseudo-tower splits, the split null) and the POS / word-group summaries.
 
 use prefscore::{
-    by_tag, correlate, group_summary, random_partition, split_null, split_positions, Bootstrap,
-    CorrOptions, Method, ScoreKind, TokenStats,
+    by_tag, correlate, group_summary, own_positions, random_partition, split_null, split_positions,
+    Bootstrap, CorrOptions, Method, ScoreKind, TokenStats,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -216,4 +216,48 @@ fn group_summary_matches_hand_values() {
     let t = group_summary(&tied, &[("t".into(), vec![0])], &[0, 1, 2], &boot).unwrap();
     close(t[0].mean_rank.unwrap(), 1.5, 1e-12);
     assert!(group_summary(&[None, None], &groups, &[0, 1], &boot).is_err());
+}
+
+#[test]
+fn own_positions_scores_each_tower_on_its_side_only() {
+    // Token 0 at positions 0..4, token 1 at 4..6 (side 0 only), token 2 nowhere.
+    let t = [0u32, 0, 0, 0, 1, 1];
+    let l0 = [-1.0f32, -3.0, -50.0, -50.0, -2.0, -4.0];
+    let l1 = [-50.0f32, -50.0, -0.5, -1.5, -50.0, -50.0];
+    let side = [false, false, true, true, false, false];
+    let st = own_positions(&t, [&l0, &l1], &side, 3).unwrap();
+    assert_eq!(st.counts(), &[4, 2, 0]);
+    // The -50s belong to the other side and must never enter a mean.
+    close(st.mean_log_p(0, 0).unwrap(), -2.0, 1e-12);
+    close(st.mean_log_p(1, 0).unwrap(), -1.0, 1e-12);
+    let am = |x: f64, y: f64| ((x.exp() + y.exp()) / 2.0).ln();
+    close(st.log_mean_p(0, 0).unwrap(), am(-1.0, -3.0), 1e-12);
+    assert_eq!(st.mean_log_p(1, 1), None);
+    let g = st.raw_scores(ScoreKind::GeometricMean, 0, 1).unwrap();
+    close(g.values[0].unwrap(), -1.0, 1e-12);
+    assert_eq!(g.values[1], None);
+    // The released rule: a side that never saw the token counts as 0.
+    let z = st
+        .scores_missing_as_zero(ScoreKind::GeometricMean, 0, 1)
+        .unwrap();
+    close(z.values[0].unwrap(), -1.0, 1e-12);
+    close(z.values[1].unwrap(), -3.0, 1e-12);
+    assert_eq!(z.values[2], None);
+    let za = st
+        .scores_missing_as_zero(ScoreKind::ArithmeticMean, 0, 1)
+        .unwrap();
+    close(za.values[1].unwrap(), am(-2.0, -4.0), 1e-12);
+    // On identical positions the rule changes nothing.
+    let mut same = TokenStats::new(3, 2).unwrap();
+    same.add(&t, &[&l0, &l1]).unwrap();
+    assert_eq!(
+        same.scores_missing_as_zero(ScoreKind::ArithmeticMean, 0, 1)
+            .unwrap(),
+        same.raw_scores(ScoreKind::ArithmeticMean, 0, 1).unwrap()
+    );
+    assert!(own_positions(&t, [&l0, &l1], &side[..5], 3).is_err());
+    assert!(own_positions(&t, [&l0, &l1[..5]], &side, 3).is_err());
+    assert!(st
+        .scores_missing_as_zero(ScoreKind::GeometricMean, 1, 1)
+        .is_err());
 }
