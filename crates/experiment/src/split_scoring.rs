@@ -18,7 +18,9 @@
 //! the same order; block k of each covers about the same stretch of text (up to one block at the
 //! edges), so their halves are aligned approximately, not exactly.
 
-use prefscore::{correlate, own_positions, CorrOptions, Method, ScoreKind, Scores, TokenStats};
+use prefscore::{
+    correlate, own_positions, top_tokens, CorrOptions, Method, ScoreKind, Scores, TokenStats,
+};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -99,6 +101,8 @@ pub struct SplitScoringPair {
     pub geometric: f64,
     /// Tokens of the top `n` with a score under the zero rule (seen on at least one half).
     pub tokens_zero_rule: usize,
+    /// Of those, the tokens one half of either run never saw (scored by the zero alone).
+    pub one_sided: usize,
     /// Geometric with the released code's rule: a half that never saw a token counts 0.
     pub geometric_zero_rule: f64,
     /// Arithmetic with tower 1 on both halves: the text's share alone, no second tower.
@@ -136,7 +140,15 @@ pub fn split_scoring_pairs(
         };
         let (x, y) = (&per_run[i], &per_run[j]);
         let arithmetic = r(&x.arithmetic, &y.arithmetic)?;
+        let (xz, yz) = (&x.geometric_zero_rule.values, &y.geometric_zero_rule.values);
         let zero = r(&x.geometric_zero_rule, &y.geometric_zero_rule)?;
+        let one_sided = top_tokens(freq, top_n, &[xz, yz])
+            .iter()
+            .filter(|&&t| {
+                let seen = |v: &[Option<f64>]| v[t as usize].is_some();
+                !(seen(&x.geometric.values) && seen(&y.geometric.values))
+            })
+            .count();
         out.push(SplitScoringPair {
             a: p.a.clone(),
             b: p.b.clone(),
@@ -147,6 +159,7 @@ pub fn split_scoring_pairs(
             arithmetic: arithmetic.r,
             geometric: r(&x.geometric, &y.geometric)?.r,
             tokens_zero_rule: zero.n,
+            one_sided,
             geometric_zero_rule: zero.r,
             one_tower: r(&x.one_tower, &y.one_tower)?.r,
         });
@@ -203,6 +216,7 @@ pub fn split_scoring_table(pairs: &[SplitScoringPair], top_n: usize) -> Table {
         "r, own halves, arithmetic",
         "r, own halves, geometric",
         "tokens (zero rule)",
+        "of them on one half only",
         "r, own halves, geometric, missing = 0",
         "r, one tower on both halves",
     ];
@@ -231,6 +245,7 @@ pub fn split_scoring_table(pairs: &[SplitScoringPair], top_n: usize) -> Table {
             Cell::from(p.arithmetic),
             Cell::from(p.geometric),
             Cell::from(p.tokens_zero_rule),
+            Cell::from(p.one_sided),
             Cell::from(p.geometric_zero_rule),
             Cell::from(p.one_tower),
         ]);
@@ -352,6 +367,7 @@ mod tests {
         assert!(p.arithmetic > p.same_positions + 0.3, "{p:?}");
         // The rarest token is missing from one half: only the zero rule scores it.
         assert_eq!(p.tokens_zero_rule, p.tokens + 1, "{p:?}");
+        assert_eq!(p.one_sided, 1, "{p:?}");
         assert!(p.geometric_zero_rule.is_finite());
         // Without context differences between the halves, own halves make no agreement.
         let flat = control(0.0);
