@@ -194,6 +194,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     .unwrap();
     let rows = ss["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 3, "{ss}");
+    assert!(dir.path().join("fig_split_scoring.png").is_file());
     for row in rows {
         for j in [3, 5, 6, 9, 10] {
             assert!(row[j].as_f64().is_some_and(|r| r.abs() <= 1.0), "{ss}");

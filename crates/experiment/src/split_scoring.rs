@@ -24,8 +24,10 @@ use prefscore::{
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use report::{Cell, Table};
+use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
+
+use std::path::Path;
 
 use heads::PositionLogProbs;
 
@@ -167,8 +169,10 @@ pub fn split_scoring_pairs(
     Ok(out)
 }
 
-/// One run's scores with its towers on the two halves.
+/// One run's scores with its towers on the two halves (and on identical positions), towers by
+/// index.
 struct RunSplit {
+    identical: Scores,
     arithmetic: Scores,
     geometric: Scores,
     geometric_zero_rule: Scores,
@@ -195,13 +199,70 @@ impl RunSplit {
             )?)
         };
         let (two, one) = (stats([0, 1])?, stats([0, 0])?);
+        let mut both = TokenStats::new(lp.vocab_size, 2)?;
+        both.add(&lp.targets, &[&lp.logp[0], &lp.logp[1]])?;
         Ok(Self {
+            identical: both.raw_scores(ScoreKind::ArithmeticMean, 0, 1)?,
             arithmetic: two.raw_scores(ScoreKind::ArithmeticMean, 0, 1)?,
             geometric: two.raw_scores(ScoreKind::GeometricMean, 0, 1)?,
             geometric_zero_rule: two.scores_missing_as_zero(ScoreKind::GeometricMean, 0, 1)?,
             one_tower: one.raw_scores(ScoreKind::ArithmeticMean, 0, 1)?,
         })
     }
+}
+
+/// Fig.: run `b`'s scores against run `a`'s over the `top_n` most frequent tokens (`freq`),
+/// eq. 4 with towers by index, once on identical positions and once with each tower on its own
+/// half of `blocks` blocks (as [`split_scoring_pairs`]), each series named with its Pearson r.
+pub fn split_scoring_figure(
+    runs: &[RunScores],
+    a: &str,
+    b: &str,
+    blocks: usize,
+    freq: &[u64],
+    top_n: usize,
+    path: &Path,
+) -> Result<()> {
+    let find = |l: &str| {
+        runs.iter()
+            .find(|r| r.label == l)
+            .ok_or_else(|| ExperimentError::UnknownRun {
+                label: l.to_string(),
+                runs: runs.iter().map(|r| r.label.clone()).collect(),
+            })
+    };
+    let (x, y) = (
+        RunSplit::new(find(a)?, blocks)?,
+        RunSplit::new(find(b)?, blocks)?,
+    );
+    let opts = r_only(&CorrOptions::default());
+    let series = |name: &str, u: &Scores, v: &Scores| -> Result<Series> {
+        let tokens = top_tokens(freq, top_n, &[&u.values, &v.values]);
+        let pick = |s: &Scores| -> Vec<f64> {
+            tokens
+                .iter()
+                .map(|&t| s.values[t as usize].unwrap_or(f64::NAN))
+                .collect()
+        };
+        let r = correlate(&u.values, &v.values, freq, top_n, Method::Pearson, &opts)?.r;
+        Ok(Series::new(
+            format!("{name} (r = {r:.2})"),
+            pick(u),
+            pick(v),
+        ))
+    };
+    let s = [
+        series("identical positions", &x.identical, &y.identical)?,
+        series("each tower on its own half", &x.arithmetic, &y.arithmetic)?,
+    ];
+    let po = PlotOptions {
+        title: format!("Split-scoring control: {b} against {a}, top {top_n} tokens"),
+        x_label: format!("{a}: log p̄ tower 1 − log p̄ tower 2 (eq. 4)"),
+        y_label: format!("{b}: same"),
+        ..Default::default()
+    };
+    report::scatter(path, &s, &po)?;
+    Ok(())
 }
 
 /// The control as a table.
@@ -335,13 +396,35 @@ mod tests {
         .unwrap()
     }
 
+    fn freq_of(t: &[u32]) -> Vec<u64> {
+        let mut freq = vec![0u64; V];
+        for &x in t {
+            freq[x as usize] += 1;
+        }
+        freq
+    }
+
     fn control(context: f64) -> SplitScoringPair {
         let (t, b, d) = text(context);
         let runs = [run(1, &t, &b, &d), run(2, &t, &b, &d)];
-        let mut freq = vec![0u64; V];
-        for &x in &t {
-            freq[x as usize] += 1;
-        }
+        let dir = tempfile::tempdir().unwrap();
+        let fig = dir.path().join("fig.png");
+        split_scoring_figure(
+            &runs,
+            "gpt-s1",
+            "gpt-s2",
+            SPLIT_BLOCKS,
+            &freq_of(&t),
+            V,
+            &fig,
+        )
+        .unwrap();
+        assert!(std::fs::read(&fig).unwrap().starts_with(b"\x89PNG"));
+        assert!(matches!(
+            split_scoring_figure(&runs, "gpt-s1", "bert-s0", 4, &freq_of(&t), V, &fig),
+            Err(ExperimentError::UnknownRun { .. })
+        ));
+        let freq = freq_of(&t);
         let pair = compare_runs(
             &runs[0],
             &runs[1],

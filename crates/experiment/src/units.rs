@@ -21,7 +21,9 @@ use crate::pos_by_run::{write_pos_by_run, RunTags};
 use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
-use crate::split_scoring::{split_scoring_pairs, split_scoring_table};
+use crate::split_scoring::{
+    split_scoring_figure, split_scoring_pairs, split_scoring_table, SplitScoringPair,
+};
 use crate::tables::{
     pairs_matrix_figure, pairs_table, pos_figure, runs_table, table4, table4_figure, StudyRun,
 };
@@ -313,6 +315,15 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         let t = split_scoring_table(&split, TOP_TOKENS);
         o.outputs
             .extend(t.write_all(ctx.out, "controls_split_scoring")?);
+        // The figure for the first pair of one model (seeds), else the first pair.
+        let same = |p: &&SplitScoringPair| {
+            let model = |l: &str| rs.iter().find(|r| r.label == l).map(|r| &r.model);
+            model(&p.a) == model(&p.b)
+        };
+        let p = split.iter().find(same).unwrap_or(&split[0]);
+        let fig = ctx.out.join("fig_split_scoring.png");
+        split_scoring_figure(rs, &p.a, &p.b, p.blocks, freq, TOP_TOKENS, &fig)?;
+        o.outputs.push(fig);
     }
     if !top_pairs.is_empty() {
         let vs_freq: Vec<Option<f64>> = labels
