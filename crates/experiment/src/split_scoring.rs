@@ -2,11 +2,13 @@
 //! scores each tower on its own part of the text.
 //!
 //! Our scores put both towers of a run on identical positions. The released two-tower code
-//! scores one tower per evaluation pass (phase 2 gives tower 1's head, phase 3 tower 2's) on a
-//! validation subset drawn by that pass's seed, and those seeds are the same for every model;
-//! its per-token vector starts at zeros, so a token the pass never saw counts as log p = 0. The
-//! code that turns two such vectors into the paper's score is not released, so whether the
-//! paper scored the towers on different text cannot be read from it. This control says what
+//! scores one tower per evaluation pass (phase 2 gives tower 1's head, phase 3 tower 2's) on the
+//! first windows of a validation set shuffled by the process's seed; phases 2 and 3 train under
+//! two fixed seeds, the same for every model, so a pass run under its own phase's seed reads
+//! other windows than the other tower's pass. Its per-token vector starts at zeros, so a token
+//! the pass never saw counts as log p = 0. The code that turns two such vectors into the
+//! paper's score is not released, so whether the paper scored the towers on different text
+//! cannot be read from it. This control says what
 //! such a protocol would give on our runs: the scoring set is cut into [`SPLIT_BLOCKS`] blocks in
 //! document order, half of them (a fixed draw, the same for every run and style) score tower 1
 //! and the other half tower 2. A token's score then also carries how hard its contexts are in
@@ -18,6 +20,8 @@
 //! the same order; block k of each covers about the same stretch of text (up to one block at the
 //! edges), so their halves are aligned approximately, not exactly.
 
+use std::path::Path;
+
 use prefscore::{
     correlate, own_positions, top_tokens, CorrOptions, Method, ScoreKind, Scores, TokenStats,
 };
@@ -26,8 +30,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
-
-use std::path::Path;
 
 use heads::PositionLogProbs;
 
