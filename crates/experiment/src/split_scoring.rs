@@ -22,6 +22,7 @@
 
 use std::path::Path;
 
+use heads::PositionLogProbs;
 use prefscore::{
     correlate, own_positions, top_tokens, CorrOptions, Method, ScoreKind, Scores, TokenStats,
 };
@@ -30,8 +31,6 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
-
-use heads::PositionLogProbs;
 
 use crate::analysis::{PairComparison, RunScores};
 use crate::controls::r_only;
