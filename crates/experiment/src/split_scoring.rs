@@ -252,13 +252,14 @@ pub fn split_scoring_figure(
             pick(v),
         ))
     };
+    // The own-halves cloud is the wider one: drawn first, so the other stays visible on top.
     let s = [
-        series("identical positions", &x.identical, &y.identical)?,
         series("each tower on its own half", &x.arithmetic, &y.arithmetic)?,
+        series("identical positions", &x.identical, &y.identical)?,
     ];
     let po = PlotOptions {
         title: format!("Split-scoring control: {b} against {a}, top {top_n} tokens"),
-        x_label: format!("{a}: log p̄ tower 1 − log p̄ tower 2 (eq. 4)"),
+        x_label: format!("{a}: log mean p, tower 1 − tower 2 (eq. 4)"),
         y_label: format!("{b}: same"),
         ..Default::default()
     };
