@@ -47,15 +47,9 @@ pub fn split_positions(
     vocab_size: usize,
     seed: u64,
 ) -> Result<TokenStats> {
-    let mut st = TokenStats::new(vocab_size, 2)?;
-    st.check_single(targets, log_probs)?;
     let mut rng = rng_for(seed, 1);
-    for (&t, &l) in targets.iter().zip(log_probs) {
-        let k = usize::from(rng.random::<bool>());
-        st.count_position(t as usize);
-        st.push(k, t as usize, l.min(0.0) as f64);
-    }
-    Ok(st)
+    let side: Vec<bool> = targets.iter().map(|_| rng.random::<bool>()).collect();
+    own_positions(targets, [log_probs, log_probs], &side, vocab_size)
 }
 
 /// Two-tower statistics with each tower scored on its own positions: position i counts for

@@ -95,15 +95,9 @@ impl TokenStats {
         second: usize,
     ) -> Result<Scores> {
         self.check_pair(first, second)?;
-        let m = |k: usize, a: u32| match kind {
-            ScoreKind::ArithmeticMean => self.log_mean_p(k, a),
-            ScoreKind::GeometricMean => self.mean_log_p(k, a),
-        };
+        let m = |k: usize, a: u32| self.summary(kind, k, a).unwrap_or(0.0);
         let values = (0..self.vocab_size() as u32)
-            .map(|a| {
-                (self.count(a) > 0)
-                    .then(|| m(first, a).unwrap_or(0.0) - m(second, a).unwrap_or(0.0))
-            })
+            .map(|a| (self.count(a) > 0).then(|| m(first, a) - m(second, a)))
             .collect();
         Ok(Scores {
             kind,
@@ -132,6 +126,15 @@ impl TokenStats {
             .collect()
     }
 
+    /// What `kind` takes of `tower`'s probabilities of token `a`: log p̄ (arithmetic) or mean
+    /// log p (geometric); `None` when the tower never saw the token.
+    fn summary(&self, kind: ScoreKind, tower: usize, a: u32) -> Option<f64> {
+        match kind {
+            ScoreKind::ArithmeticMean => self.log_mean_p(tower, a),
+            ScoreKind::GeometricMean => self.mean_log_p(tower, a),
+        }
+    }
+
     /// Two distinct tower indices of these statistics.
     fn check_pair(&self, first: usize, second: usize) -> Result<()> {
         if first >= self.n_towers() || second >= self.n_towers() || first == second {
@@ -145,10 +148,7 @@ impl TokenStats {
 
     /// Tower `k` against the towers `rest` (see [`TokenStats::scores_vs_rest`]).
     fn against(&self, kind: ScoreKind, k: usize, rest: &[usize]) -> Result<Scores> {
-        let summary = |tower: usize, a: u32| match kind {
-            ScoreKind::ArithmeticMean => self.log_mean_p(tower, a),
-            ScoreKind::GeometricMean => self.mean_log_p(tower, a),
-        };
+        let summary = |tower: usize, a: u32| self.summary(kind, tower, a);
         let values = (0..self.vocab_size() as u32)
             .map(|a| {
                 let own = summary(k, a)?;
