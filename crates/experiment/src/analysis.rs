@@ -223,6 +223,19 @@ pub struct PairComparison {
     pub flagged: bool,
 }
 
+/// Each pair of `pairs` whose runs are both in `labels`, as (index of `a`, index of `b`, pair):
+/// the runs' places in a per-run list (and, below the diagonal of a run × run matrix, the cell
+/// (larger index, smaller index)).
+pub(crate) fn pair_cells<'a>(
+    labels: &'a [String],
+    pairs: &'a [PairComparison],
+) -> impl Iterator<Item = (usize, usize, &'a PairComparison)> + 'a {
+    let at = |l: &str| labels.iter().position(|x| x == l);
+    pairs
+        .iter()
+        .filter_map(move |p| Some((at(&p.a)?, at(&p.b)?, p)))
+}
+
 /// Compares two runs over a token selection (see the module docs). Runs scored on different
 /// scoring sets are refused ([`ExperimentError::ScoringSetMismatch`]).
 pub fn compare_runs(

@@ -24,7 +24,7 @@ use prefscore::{
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{PairComparison, RunScores};
+use crate::analysis::{pair_cells, PairComparison, RunScores};
 use crate::Result;
 
 /// The controls of one run (top-`n` tokens, Pearson unless said).
@@ -159,12 +159,8 @@ pub fn predictability_pairs(
     freq: &[u64],
     top_n: usize,
 ) -> Result<Vec<PredictabilityPair>> {
-    let at = |l: &str| labels.iter().position(|x| x == l);
     let mut out = Vec::new();
-    for p in pairs {
-        let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) else {
-            continue;
-        };
+    for (i, j, p) in pair_cells(labels, pairs) {
         let pred = correlate(
             &preds[i],
             &preds[j],

@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{PairComparison, RunScores};
+use crate::analysis::{pair_cells, PairComparison, RunScores};
 use crate::controls::r_only;
 use crate::{ExperimentError, Result};
 
@@ -131,16 +131,13 @@ pub fn split_scoring_pairs(
     for r in runs {
         per_run.push(RunSplit::new(r, blocks)?);
     }
-    let at = |l: &str| runs.iter().position(|r| r.label == l);
+    let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
     let opts = r_only(&CorrOptions::default());
     let r = |x: &Scores, y: &Scores| {
         correlate(&x.values, &y.values, freq, top_n, Method::Pearson, &opts)
     };
     let mut out = Vec::new();
-    for p in pairs {
-        let (Some(i), Some(j)) = (at(&p.a), at(&p.b)) else {
-            continue;
-        };
+    for (i, j, p) in pair_cells(&labels, pairs) {
         let (x, y) = (&per_run[i], &per_run[j]);
         let arithmetic = r(&x.arithmetic, &y.arithmetic)?;
         let (xz, yz) = (&x.geometric_zero_rule.values, &y.geometric_zero_rule.values);

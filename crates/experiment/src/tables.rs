@@ -317,18 +317,6 @@ fn run_matrix_figure(
     Ok(())
 }
 
-/// Each pair of `pairs` whose runs are both in `labels`, as (index of `a`, index of `b`, pair);
-/// its cell below the diagonal of a run × run matrix is (larger index, smaller index).
-fn pair_cells<'a>(
-    labels: &'a [String],
-    pairs: &'a [crate::analysis::PairComparison],
-) -> impl Iterator<Item = (usize, usize, &'a crate::analysis::PairComparison)> + 'a {
-    let at = |l: &str| labels.iter().position(|x| x == l);
-    pairs
-        .iter()
-        .filter_map(move |p| Some((at(&p.a)?, at(&p.b)?, p)))
-}
-
 /// The row-major matrix of [`pairs_matrix_figure`]: Pearson r at (later run, earlier run),
 /// the disattenuated value at (earlier, later), the head-seed reliability at (run, run), NaN
 /// where a value is missing.
@@ -338,7 +326,7 @@ pub(crate) fn pairs_matrix(
 ) -> Vec<f64> {
     let n = labels.len();
     let mut m = vec![f64::NAN; n * n];
-    for (i, j, p) in pair_cells(labels, pairs) {
+    for (i, j, p) in crate::analysis::pair_cells(labels, pairs) {
         let (late, early) = (i.max(j), i.min(j));
         m[late * n + early] = p.pearson.r;
         if let Some([ra, rb]) = p.reliability_head_seed {
@@ -362,7 +350,7 @@ pub(crate) fn spearman_matrix(
 ) -> Vec<f64> {
     let n = labels.len();
     let mut m = vec![f64::NAN; n * n];
-    for (i, j, p) in pair_cells(labels, pairs) {
+    for (i, j, p) in crate::analysis::pair_cells(labels, pairs) {
         m[i.max(j) * n + i.min(j)] = p.spearman.r;
     }
     for (i, f) in vs_frequency.iter().enumerate().take(n) {
