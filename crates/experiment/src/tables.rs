@@ -31,7 +31,8 @@ pub struct StudyRun {
     /// Token positions of phase 1.
     #[serde(default)]
     pub phase1_tokens: u64,
-    /// Phase 1's throughput (tokens/s, as the run measured it where it trained).
+    /// Phase 1's throughput: its tokens over its update time summed over every call that
+    /// trained it (`towers::TrainSummary::tokens_per_s`).
     #[serde(default)]
     pub phase1_tokens_per_s: f64,
     /// The machine that finished the run, when its record names one.
@@ -217,7 +218,7 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             "run",
             "phase-1 tokens",
             "tokens/s",
-            "phase-1 wall (min)",
+            "phase-1 update time (min)",
             "scoring set",
             "positions",
             "head 1 NLL",
@@ -238,7 +239,8 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
     .with_title("Runs: heads against the joint head and the unigram model (validation, nats)")
     .with_note(
         "budget: tokens of phase 1 (the paper's rule was equal wall-clock, about a day each); \
-         tokens/s and wall time of phase 1 as the run measured them; machine: the one that \
+         tokens/s: phase 1's tokens over its update time summed over every call that trained it \
+         (validation and checkpoints excluded), and that time in minutes; machine: the one that \
          finished the run (\"not recorded\" for runs finished before records named it)",
     )
     .with_precision(3);

@@ -215,8 +215,10 @@ pub struct TrainSummary {
     pub val_loss: Option<f64>,
     /// exp(val_loss).
     pub val_ppl: Option<f64>,
-    /// Token positions per second in this call; for a finished run resumed (no update in this
-    /// call), over the training time of the runs that did the updates.
+    /// Token positions per second of update time over every call that trained the run (its
+    /// tokens over [`TrainState::elapsed_s`]), so a run stopped and resumed, or one trained in
+    /// stretches (snapshots), reports the same kind of rate as one trained in a single call;
+    /// validation and checkpoint time are excluded.
     pub tokens_per_s: f64,
     /// The final checkpoint, if an output directory was given.
     pub checkpoint: Option<PathBuf>,
@@ -613,7 +615,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         } else {
             None
         };
-        Ok(self.summary(start, tokens0, val_loss, checkpoint, interrupted))
+        Ok(self.summary(val_loss, checkpoint, interrupted))
     }
 
     /// The progress bar of a training call (hidden unless `TrainConfig::progress`).
@@ -694,22 +696,18 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         Ok(val_loss)
     }
 
-    /// The summary of a training call that began at `start` with `tokens0` tokens done.
+    /// The summary of a training call, from the run's state after it.
     fn summary(
         &self,
-        start: Instant,
-        tokens0: u64,
         val_loss: Option<f64>,
         checkpoint: Option<PathBuf>,
         interrupted: bool,
     ) -> TrainSummary {
-        let secs = start.elapsed().as_secs_f64().max(1e-9);
         let recent = &self.state.recent_losses;
-        let tokens_per_s = if self.state.tokens > tokens0 {
-            (self.state.tokens - tokens0) as f64 / secs
-        } else {
-            // A finished run resumed: report the rate of the runs that did the updates.
-            self.state.tokens as f64 / self.state.elapsed_s.max(1e-9)
+        // Over all calls, not this one: a call's own rate would describe only its last stretch.
+        let tokens_per_s = match self.state.elapsed_s > 0.0 {
+            true => self.state.tokens as f64 / self.state.elapsed_s,
+            false => 0.0,
         };
         TrainSummary {
             steps: self.state.step,

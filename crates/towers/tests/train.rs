@@ -91,6 +91,12 @@ fn killed_run_resumes_to_identical_weights() {
     let again = done.train(&mut sa2, &valid).unwrap();
     assert_eq!((again.steps, again.train_loss), (8, summary_a.train_loss));
     assert!(again.tokens_per_s.is_finite() && again.tokens_per_s > 0.0);
+    // The rate is the run's, not the call's: the same whether the call trained or not, and
+    // over both stretches of the interrupted run.
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * y.abs();
+    assert!(close(again.tokens_per_s, summary_a.tokens_per_s));
+    let st = tr.state();
+    assert!(close(s.tokens_per_s, st.tokens as f64 / st.elapsed_s));
 
     assert_same_weights(&a, &b2, "after resume");
     // A checkpoint of another model is refused.
