@@ -193,10 +193,17 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     )
     .unwrap();
     let rows = ss["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 3, "{ss}");
+    // Each pair twice: the text dealt in 64 long blocks, and in the released code's windows.
+    assert_eq!(rows.len(), 6, "{ss}");
+    let deals: Vec<&str> = rows.iter().map(|r| r[2].as_str().unwrap()).collect();
+    assert_eq!(
+        deals.iter().filter(|d| **d == "64 blocks").count(),
+        3,
+        "{ss}"
+    );
     assert!(dir.path().join("fig_split_scoring.png").is_file());
     for row in rows {
-        for j in [3, 5, 6, 9, 10] {
+        for j in [5, 7, 8, 11, 12] {
             assert!(row[j].as_f64().is_some_and(|r| r.abs() <= 1.0), "{ss}");
         }
     }

@@ -9,16 +9,23 @@
 //! the pass never saw counts as log p = 0. The code that turns two such vectors into the
 //! paper's score is not released, so whether the paper scored the towers on different text
 //! cannot be read from it. This control says what
-//! such a protocol would give on our runs: the scoring set is cut into [`SPLIT_BLOCKS`] blocks in
-//! document order, half of them (a fixed draw, the same for every run and style) score tower 1
-//! and the other half tower 2. A token's score then also carries how hard its contexts are in
-//! one half against the other, which every model reading that text finds alike, so runs agree
-//! without sharing any division of labour; the "one tower on both halves" column measures that
-//! part alone (a run's tower 1 on both halves, no second tower at all).
+//! such a protocol would give on our runs: the scoring text is cut into blocks in document order,
+//! half of them (a fixed draw, the same for every run and style) score tower 1 and the other half
+//! tower 2. Two deals: [`Deal::Blocks`] of [`SPLIT_BLOCKS`] long stretches, and
+//! [`Deal::Windows`] of about [`RELEASED_WINDOW`] scored positions each, the released code's
+//! 128-token windows, drawn at random across the text (its passes of 12,800 windows from a
+//! validation set of many more read nearly disjoint windows). A token's score then also carries
+//! how hard its contexts are in one half against the other, which every model reading that
+//! text finds alike, so runs agree without sharing any division of labour: through long-range
+//! differences of the text (blocks) and through which few contexts of a rare token each half
+//! happens to hold (windows as well). The "one tower on both halves" column measures that part
+//! alone (a run's tower 1 on both halves, no second tower at all).
 //!
 //! Runs of different styles have different scoring sets cut from the same held-out documents in
-//! the same order; block k of each covers about the same stretch of text (up to one block at the
-//! edges), so their halves are aligned approximately, not exactly.
+//! the same order; a position's place in its set's text (its batch, and its place inside the
+//! batch) cuts every set at the same fractions of the text, so block k of each covers about the
+//! same stretch (up to the sets' small differences of density), aligned approximately, not
+//! exactly.
 
 use std::path::Path;
 
@@ -36,12 +43,60 @@ use crate::analysis::{pair_cells, PairComparison, RunScores};
 use crate::controls::r_only;
 use crate::{ExperimentError, Result};
 
-/// Blocks of the scoring set (in document order) that are dealt to the two halves.
+/// Blocks of the scoring text (in document order) that [`Deal::Blocks`] deals to the halves.
 pub const SPLIT_BLOCKS: usize = 64;
+
+/// Scored positions per block of [`Deal::Windows`]: the released code's window (128 tokens).
+pub const RELEASED_WINDOW: usize = 128;
 
 /// Seed of the draw of blocks: a constant, so the halves never depend on a run (as the released
 /// code's phase-2 and phase-3 evaluation seeds do not).
 const SPLIT_SEED: u64 = 0x0bad_5eed;
+
+/// How the scoring text is cut into blocks, which a fixed draw deals to the two halves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Deal {
+    /// This many blocks in all: long stretches of text ([`SPLIT_BLOCKS`]).
+    Blocks(usize),
+    /// Blocks of about this many scored positions of the smallest scoring set compared
+    /// ([`RELEASED_WINDOW`]: the released code's windows).
+    Windows(usize),
+}
+
+impl Deal {
+    /// The two deals of the control: long stretches, and the released code's windows.
+    pub const BOTH: [Deal; 2] = [Deal::Blocks(SPLIT_BLOCKS), Deal::Windows(RELEASED_WINDOW)];
+
+    /// Blocks in all when the smallest scoring set has `positions` scored positions.
+    pub fn blocks(self, positions: usize) -> usize {
+        match self {
+            Deal::Blocks(n) => n.min(positions),
+            Deal::Windows(w) => positions / w.max(1),
+        }
+    }
+}
+
+impl std::fmt::Display for Deal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Deal::Blocks(n) => write!(f, "{n} blocks"),
+            Deal::Windows(w) => write!(f, "windows of ~{w} positions"),
+        }
+    }
+}
+
+/// Where each scored position of `lp` lies in its scoring text, as a fraction in [0, 1): its
+/// batch plus its flat place inside the batch (out of the largest flat place of any batch),
+/// over the batches. Batches hold the text's windows in order, so this grows with the text.
+fn text_coordinate(lp: &PositionLogProbs) -> Vec<f64> {
+    let n_batches = n_batches(lp).max(1) as f64;
+    let flat = lp.position.iter().max().map_or(1, |&p| p as usize + 1) as f64;
+    lp.batch_index
+        .iter()
+        .zip(&lp.position)
+        .map(|(&b, &p)| (b as f64 + p as f64 / flat) / n_batches)
+        .collect()
+}
 
 /// Scoring batches of `lp` (one more than its largest batch index).
 fn n_batches(lp: &PositionLogProbs) -> usize {
@@ -50,9 +105,9 @@ fn n_batches(lp: &PositionLogProbs) -> usize {
 
 /// The side of each scored position of `lp`: `false` for the first half (scores tower 1),
 /// `true` for the second. Positions are grouped into `blocks` equal stretches of the scoring
-/// batches in order; a fixed draw deals half of the blocks to each side.
+/// text in order (by their place in it, [`text_coordinate`]); a fixed draw deals half of the
+/// blocks to each side.
 pub fn scoring_halves(lp: &PositionLogProbs, blocks: usize) -> Result<Vec<bool>> {
-    let n_batches = n_batches(lp);
     if blocks < 2 {
         return Err(ExperimentError::BadSetting {
             field: "split-scoring blocks".into(),
@@ -60,10 +115,10 @@ pub fn scoring_halves(lp: &PositionLogProbs, blocks: usize) -> Result<Vec<bool>>
             why: "two halves need at least 2 blocks".into(),
         });
     }
-    if n_batches < blocks {
+    if lp.len() < blocks {
         return Err(ExperimentError::TooLittleData {
-            what: "the scoring set, for the split-scoring control (batches)".into(),
-            have: n_batches,
+            what: "the scoring set, for the split-scoring control (positions)".into(),
+            have: lp.len(),
             need: blocks,
         });
     }
@@ -73,10 +128,9 @@ pub fn scoring_halves(lp: &PositionLogProbs, blocks: usize) -> Result<Vec<bool>>
     for &b in &order[blocks / 2..] {
         second[b] = true;
     }
-    Ok(lp
-        .batch_index
+    Ok(text_coordinate(lp)
         .iter()
-        .map(|&b| second[b as usize * blocks / n_batches])
+        .map(|&c| second[((c * blocks as f64) as usize).min(blocks - 1)])
         .collect())
 }
 
@@ -88,8 +142,9 @@ pub struct SplitScoringPair {
     pub a: String,
     /// Second run.
     pub b: String,
-    /// Blocks dealt to the halves ([`SPLIT_BLOCKS`], fewer when a scoring set has fewer
-    /// batches).
+    /// How the text was dealt.
+    pub deal: Deal,
+    /// Blocks dealt to the halves ([`Deal::blocks`] of the smallest scoring set compared).
     pub blocks: usize,
     /// The runs' primary towers (eq. 3, 0-based index): where they differ, the by-index
     /// scores below are oriented oppositely to the eq. 3 scores.
@@ -113,17 +168,18 @@ pub struct SplitScoringPair {
 }
 
 /// The split-scoring control for each pair of `pairs` (the study's comparisons on its main
-/// score kind and top-`top_n` selection), over the `top_n` most frequent tokens (`freq`). The
-/// halves deal [`SPLIT_BLOCKS`] blocks, or as many as the smallest scoring set of `runs` has
-/// batches; with fewer than 2 there are no halves and no pairs.
+/// score kind and top-`top_n` selection), over the `top_n` most frequent tokens (`freq`), the
+/// text dealt by `deal` (the same blocks for every run: [`Deal::blocks`] of the smallest
+/// scoring set of `runs`); with fewer than 2 blocks there are no halves and no pairs.
 pub fn split_scoring_pairs(
     runs: &[RunScores],
     pairs: &[PairComparison],
     freq: &[u64],
     top_n: usize,
+    deal: Deal,
 ) -> Result<Vec<SplitScoringPair>> {
-    let fewest = runs.iter().map(|r| n_batches(&r.logprobs)).min();
-    let blocks = fewest.unwrap_or(0).min(SPLIT_BLOCKS);
+    let fewest = runs.iter().map(|r| r.logprobs.len()).min();
+    let blocks = deal.blocks(fewest.unwrap_or(0));
     if blocks < 2 {
         return Ok(Vec::new());
     }
@@ -152,6 +208,7 @@ pub fn split_scoring_pairs(
         out.push(SplitScoringPair {
             a: p.a.clone(),
             b: p.b.clone(),
+            deal,
             blocks,
             primary: [runs[i].scores.towers[0], runs[j].scores.towers[0]],
             same_positions: p.pearson.r,
@@ -210,13 +267,14 @@ impl RunSplit {
 }
 
 /// Fig.: run `b`'s scores against run `a`'s over the `top_n` most frequent tokens (`freq`),
-/// eq. 4 with towers by index, once on identical positions and once with each tower on its own
-/// half of `blocks` blocks (as [`split_scoring_pairs`]), each series named with its Pearson r.
+/// eq. 4 with towers by index, on identical positions and with each tower on its own half of
+/// each of `deals` (how the text was dealt, and into how many blocks, as
+/// [`split_scoring_pairs`] reports them), each series named with its Pearson r.
 pub fn split_scoring_figure(
     runs: &[RunScores],
     a: &str,
     b: &str,
-    blocks: usize,
+    deals: &[(Deal, usize)],
     freq: &[u64],
     top_n: usize,
     path: &Path,
@@ -229,10 +287,11 @@ pub fn split_scoring_figure(
                 runs: runs.iter().map(|r| r.label.clone()).collect(),
             })
     };
-    let (x, y) = (
-        RunSplit::new(find(a)?, blocks)?,
-        RunSplit::new(find(b)?, blocks)?,
-    );
+    let (ra, rb) = (find(a)?, find(b)?);
+    if deals.is_empty() {
+        let why = "the figure needs at least one deal of the text";
+        return Err(ExperimentError::bad_setting("split-scoring deals", 0, why));
+    }
     let opts = r_only(&CorrOptions::default());
     let series = |name: &str, u: &Scores, v: &Scores| -> Result<Series> {
         let tokens = top_tokens(freq, top_n, &[&u.values, &v.values]);
@@ -249,11 +308,16 @@ pub fn split_scoring_figure(
             pick(v),
         ))
     };
-    // The own-halves cloud is the wider one: drawn first, so the other stays visible on top.
-    let s = [
-        series("each tower on its own half", &x.arithmetic, &y.arithmetic)?,
-        series("identical positions", &x.identical, &y.identical)?,
-    ];
+    // The own-halves clouds are the wider ones: drawn first, so the others stay visible on top.
+    let mut s = Vec::with_capacity(deals.len() + 1);
+    let mut identical = None;
+    for &(deal, blocks) in deals {
+        let (x, y) = (RunSplit::new(ra, blocks)?, RunSplit::new(rb, blocks)?);
+        let name = format!("each tower on its own half, {deal}");
+        s.push(series(&name, &x.arithmetic, &y.arithmetic)?);
+        identical = Some(series("identical positions", &x.identical, &y.identical)?);
+    }
+    s.extend(identical);
     let po = PlotOptions {
         title: format!("Split-scoring control: {b} against {a}, top {top_n} tokens"),
         x_label: format!("{a}: log mean p, tower 1 − tower 2 (eq. 4)"),
@@ -266,10 +330,11 @@ pub fn split_scoring_figure(
 
 /// The control as a table.
 pub fn split_scoring_table(pairs: &[SplitScoringPair], top_n: usize) -> Table {
-    let blocks = pairs.first().map_or(SPLIT_BLOCKS, |p| p.blocks);
     let cols = [
         "run a",
         "run b",
+        "halves dealt as",
+        "blocks",
         "primary tower a / b",
         "r, identical positions (the study)",
         "tokens",
@@ -286,19 +351,23 @@ pub fn split_scoring_table(pairs: &[SplitScoringPair], top_n: usize) -> Table {
              {top_n} tokens (Pearson)"
         ))
         .with_note(format!(
-            "halves: {blocks} blocks of the scoring set in document order, dealt by one \
-             fixed draw for every run (aligned approximately across styles); tower 1 (by index) \
-             scored on the first half, tower 2 on the second, so a pair whose primary towers \
-             differ has its sign flipped against the study's; missing = 0: the released code's \
-             per-token vector, where a half that never saw a token counts log p = 0; one tower: \
-             tower 1 on both halves, no division of labour at all. The paper's scoring code is \
-             not released: this says what such a protocol would give, not what the paper did"
+            "halves: blocks of the scoring text in document order, {SPLIT_BLOCKS} long \
+             stretches or windows of about {RELEASED_WINDOW} scored positions (the released \
+             code's windows), dealt by one fixed draw for every run (aligned approximately \
+             across styles); tower 1 (by index) scored on the first half, tower 2 on the \
+             second, so a pair whose primary towers differ has its sign flipped against the \
+             study's; missing = 0: the released code's per-token vector, where a half that never \
+             saw a token counts log p = 0; one tower: tower 1 on both halves, no division of \
+             labour at all. The paper's scoring code is not released: this says what such a \
+             protocol would give, not what the paper did"
         ))
         .with_precision(3);
     for p in pairs {
         t.push_row(vec![
             Cell::from(p.a.as_str()),
             Cell::from(p.b.as_str()),
+            Cell::from(p.deal.to_string()),
+            Cell::from(p.blocks),
             Cell::from(format!("{} / {}", p.primary[0] + 1, p.primary[1] + 1)),
             Cell::from(p.same_positions),
             Cell::from(p.tokens),
@@ -324,55 +393,69 @@ mod tests {
 
     const V: usize = 60;
     const BATCHES: usize = 128;
-    const PER_BATCH: usize = 400;
 
     fn normal(rng: &mut ChaCha8Rng) -> f64 {
         let (u, v): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
 
-    /// The shared text: targets (a skewed draw over `V` tokens, the rarest seen in a few batches
-    /// only) and per-(block, token) context difficulty of spread `context` (the same for every
-    /// model reading the text).
-    fn text(context: f64) -> (Vec<u32>, Vec<u32>, Vec<f64>) {
+    /// A text that every model reads alike: how hard each context is, the same for every run.
+    struct Text {
+        /// Positions per batch.
+        per_batch: usize,
+        /// Spread of a token's difficulty per (block of [`SPLIT_BLOCKS`], token): long-range
+        /// differences of the text.
+        block_context: f64,
+        /// Spread of each position's own difficulty: which contexts of a token a half holds.
+        position_context: f64,
+        /// Token V-1 only in the first 2 batches (missing from one half of the blocks deal).
+        rare_token: bool,
+    }
+
+    /// The text's targets (skewed over `V` tokens), batch indices, flat places inside the
+    /// batch, and difficulties.
+    fn text(x: &Text) -> (Vec<u32>, Vec<u32>, Vec<u32>, Vec<f64>) {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let ctx: Vec<f64> = (0..SPLIT_BLOCKS * V)
-            .map(|_| context * normal(&mut rng))
+            .map(|_| x.block_context * normal(&mut rng))
             .collect();
-        let (mut targets, mut batch, mut difficulty) = (vec![], vec![], vec![]);
+        let (mut targets, mut batch, mut place, mut difficulty) = (vec![], vec![], vec![], vec![]);
         for b in 0..BATCHES {
-            for _ in 0..PER_BATCH {
+            for i in 0..x.per_batch {
                 let u: f64 = rng.random();
                 let mut t = ((u * u * u) * (V - 2) as f64) as usize;
-                // Token V-1 occurs in the first batches only (missing from one half).
-                if b < 2 && rng.random::<f64>() < 0.05 {
+                if x.rare_token && b < 2 && rng.random::<f64>() < 0.05 {
                     t = V - 1;
                 }
                 let block = b * SPLIT_BLOCKS / BATCHES;
                 targets.push(t as u32);
                 batch.push(b as u32);
-                difficulty.push(ctx[block * V + t]);
+                place.push(i as u32);
+                let own = x.position_context * normal(&mut rng);
+                difficulty.push(ctx[block * V + t] + own);
             }
         }
-        (targets, batch, difficulty)
+        (targets, batch, place, difficulty)
     }
 
     /// A run whose towers divide the tokens by the run's own random preference.
-    fn run(seed: u64, targets: &[u32], batch: &[u32], difficulty: &[f64]) -> RunScores {
+    fn run(seed: u64, x: &Text) -> RunScores {
+        let (targets, batch, place, difficulty) = text(x);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let pref: Vec<f64> = (0..V).map(|_| 0.3 * normal(&mut rng)).collect();
         let mut logp = vec![vec![], vec![]];
-        for (&t, &d) in targets.iter().zip(difficulty) {
+        for (&t, &d) in targets.iter().zip(&difficulty) {
             for (k, sign) in [(0, 0.5), (1, -0.5)] {
-                let l = -4.0 + d + sign * pref[t as usize] + 0.3 * normal(&mut rng);
+                let l = -15.0 + d + sign * pref[t as usize] + 0.3 * normal(&mut rng);
                 logp[k].push(l.min(-0.01) as f32);
             }
         }
+        let n = targets.len();
         let lp = PositionLogProbs {
             vocab_size: V,
-            targets: targets.to_vec(),
-            batch_index: batch.to_vec(),
-            position: (0..targets.len() as u32).collect(),
+            targets,
+            batch_index: batch,
+            position: place,
             logp,
             full: None,
         };
@@ -380,7 +463,7 @@ mod tests {
             style: Style::Gpt,
             fingerprint: "synthetic".into(),
             text_fingerprint: "synthetic".into(),
-            positions: targets.len() as u64,
+            positions: n as u64,
         };
         let label = format!("gpt-s{seed}");
         RunScores::from_logprobs(
@@ -403,27 +486,11 @@ mod tests {
         freq
     }
 
-    fn control(context: f64) -> SplitScoringPair {
-        let (t, b, d) = text(context);
-        let runs = [run(1, &t, &b, &d), run(2, &t, &b, &d)];
-        let dir = tempfile::tempdir().unwrap();
-        let fig = dir.path().join("fig.png");
-        split_scoring_figure(
-            &runs,
-            "gpt-s1",
-            "gpt-s2",
-            SPLIT_BLOCKS,
-            &freq_of(&t),
-            V,
-            &fig,
-        )
-        .unwrap();
-        assert!(std::fs::read(&fig).unwrap().starts_with(b"\x89PNG"));
-        assert!(matches!(
-            split_scoring_figure(&runs, "gpt-s1", "bert-s0", 4, &freq_of(&t), V, &fig),
-            Err(ExperimentError::UnknownRun { .. })
-        ));
-        let freq = freq_of(&t);
+    /// The control of two runs with independent divisions of labour reading text `x`, the
+    /// text dealt by `deal`; the figure drawn on the way.
+    fn control(x: &Text, deal: Deal) -> SplitScoringPair {
+        let runs = [run(1, x), run(2, x)];
+        let freq = freq_of(&runs[0].logprobs.targets);
         let pair = compare_runs(
             &runs[0],
             &runs[1],
@@ -433,16 +500,33 @@ mod tests {
             &r_only(&CorrOptions::default()),
         )
         .unwrap();
-        let out = split_scoring_pairs(&runs, &[pair], &freq, V).unwrap();
+        let out = split_scoring_pairs(&runs, &[pair], &freq, V, deal).unwrap();
         assert_eq!(out.len(), 1);
-        out.into_iter().next().unwrap()
+        let p = out.into_iter().next().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let fig = dir.path().join("fig.png");
+        let deals = [(deal, p.blocks)];
+        split_scoring_figure(&runs, "gpt-s1", "gpt-s2", &deals, &freq, V, &fig).unwrap();
+        assert!(std::fs::read(&fig).unwrap().starts_with(b"\x89PNG"));
+        assert!(matches!(
+            split_scoring_figure(&runs, "gpt-s1", "bert-s0", &deals, &freq, V, &fig),
+            Err(ExperimentError::UnknownRun { .. })
+        ));
+        p
     }
 
     #[test]
     fn own_halves_make_runs_agree_through_the_text_alone() {
         // Two runs with independent divisions of labour, reading one text whose contexts make
-        // each token harder in some blocks than in others.
-        let p = control(1.0);
+        // each token harder in some long stretches than in others.
+        let x = Text {
+            per_batch: 400,
+            block_context: 1.0,
+            position_context: 0.0,
+            rare_token: true,
+        };
+        let p = control(&x, Deal::Blocks(SPLIT_BLOCKS));
+        assert_eq!(p.blocks, SPLIT_BLOCKS);
         assert!(p.same_positions.abs() < 0.3, "{p:?}");
         assert!(p.one_tower > 0.9, "{p:?}");
         assert!(p.arithmetic > 0.5 && p.geometric > 0.5, "{p:?}");
@@ -452,19 +536,58 @@ mod tests {
         assert_eq!(p.one_sided, 1, "{p:?}");
         assert!(p.geometric_zero_rule.is_finite());
         // Without context differences between the halves, own halves make no agreement.
-        let flat = control(0.0);
-        assert!(flat.arithmetic.abs() < 0.3, "{flat:?}");
-        assert!(flat.one_tower.abs() < 0.3, "{flat:?}");
-        assert_eq!(flat.same_positions, control(0.0).same_positions);
+        let flat = Text {
+            block_context: 0.0,
+            ..x
+        };
+        let f = control(&flat, Deal::Blocks(SPLIT_BLOCKS));
+        assert!(f.arithmetic.abs() < 0.3, "{f:?}");
+        assert!(f.one_tower.abs() < 0.3, "{f:?}");
+        assert_eq!(
+            f.same_positions,
+            control(&flat, Deal::Blocks(4)).same_positions
+        );
+    }
+
+    #[test]
+    fn short_windows_make_runs_agree_through_which_contexts_each_half_holds() {
+        // No long-range differences at all: every position's context is hard or easy on its
+        // own, alike for both runs. Windows of 8 positions dealt at random still give each half
+        // its own few contexts of a token (about 50 per half here), and the runs agree.
+        let x = Text {
+            per_batch: 50,
+            block_context: 0.0,
+            position_context: 3.0,
+            rare_token: false,
+        };
+        let p = control(&x, Deal::Windows(8));
+        assert_eq!(p.blocks, BATCHES * 50 / 8);
+        assert!(p.same_positions.abs() < 0.3, "{p:?}");
+        assert!(p.one_tower > 0.5, "{p:?}");
+        assert!(p.arithmetic > p.same_positions + 0.3, "{p:?}");
+        // Contexts that differ only from run to run (the runs' own noise) make no agreement.
+        let flat = Text {
+            position_context: 0.0,
+            ..x
+        };
+        let f = control(&flat, Deal::Windows(8));
+        assert!(f.arithmetic.abs() < 0.3, "{f:?}");
+        assert!(f.one_tower.abs() < 0.3, "{f:?}");
     }
 
     #[test]
     fn halves_are_a_fixed_deal_of_whole_blocks() {
-        let (t, b, d) = text(0.0);
-        let lp = run(1, &t, &b, &d).logprobs;
+        let x = Text {
+            per_batch: 400,
+            block_context: 0.0,
+            position_context: 0.0,
+            rare_token: false,
+        };
+        let lp = run(1, &x).logprobs;
         let side = scoring_halves(&lp, SPLIT_BLOCKS).unwrap();
         assert_eq!(side, scoring_halves(&lp, SPLIT_BLOCKS).unwrap());
-        // Every position of a block is on one side; half of the blocks on each.
+        // Every position of a block (2 batches here) is on one side; half of the blocks on
+        // each.
         let mut block_side = [None; SPLIT_BLOCKS];
         for (&bi, &s) in lp.batch_index.iter().zip(&side) {
             let k = bi as usize * SPLIT_BLOCKS / BATCHES;
@@ -472,13 +595,27 @@ mod tests {
         }
         let second = block_side.iter().filter(|s| **s == Some(true)).count();
         assert_eq!(second, SPLIT_BLOCKS / 2);
+        // Finer than a batch: blocks of 100 positions, 4 to a batch, each on one side.
+        let fine = scoring_halves(&lp, BATCHES * 4).unwrap();
+        for (i, (&bi, &pl)) in lp.batch_index.iter().zip(&lp.position).enumerate() {
+            let first = lp
+                .batch_index
+                .iter()
+                .zip(&lp.position)
+                .position(|(&b, &q)| b == bi && q / 100 == pl / 100);
+            assert_eq!(fine[first.unwrap()], fine[i]);
+        }
+        let halves = fine.iter().filter(|&&s| s).count();
+        assert_eq!(halves, lp.len() / 2);
         assert!(matches!(
-            scoring_halves(&lp, BATCHES + 1),
+            scoring_halves(&lp, lp.len() + 1),
             Err(ExperimentError::TooLittleData { .. })
         ));
         assert!(matches!(
             scoring_halves(&lp, 1),
             Err(ExperimentError::BadSetting { .. })
         ));
+        assert_eq!(Deal::Windows(RELEASED_WINDOW).blocks(1280), 10);
+        assert_eq!(Deal::Blocks(SPLIT_BLOCKS).blocks(10), 10);
     }
 }

@@ -22,7 +22,7 @@ use crate::progress::Progress;
 use crate::protocol::StudySpec;
 use crate::run::ScoredRun;
 use crate::split_scoring::{
-    split_scoring_figure, split_scoring_pairs, split_scoring_table, SplitScoringPair,
+    split_scoring_figure, split_scoring_pairs, split_scoring_table, Deal, SplitScoringPair,
 };
 use crate::tables::{
     pairs_matrix_figure, pairs_table, pos_figure, runs_table, table4, table4_figure, StudyRun,
@@ -310,7 +310,10 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         o.outputs
             .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
     }
-    let split = split_scoring_pairs(rs, &top_pairs, freq, TOP_TOKENS)?;
+    let mut split = Vec::new();
+    for deal in Deal::BOTH {
+        split.extend(split_scoring_pairs(rs, &top_pairs, freq, TOP_TOKENS, deal)?);
+    }
     if !split.is_empty() {
         let t = split_scoring_table(&split, TOP_TOKENS);
         o.outputs
@@ -322,7 +325,12 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         };
         let p = split.iter().find(same).unwrap_or(&split[0]);
         let fig = ctx.out.join("fig_split_scoring.png");
-        split_scoring_figure(rs, &p.a, &p.b, p.blocks, freq, TOP_TOKENS, &fig)?;
+        let deals: Vec<(Deal, usize)> = split
+            .iter()
+            .filter(|q| (&q.a, &q.b) == (&p.a, &p.b))
+            .map(|q| (q.deal, q.blocks))
+            .collect();
+        split_scoring_figure(rs, &p.a, &p.b, &deals, freq, TOP_TOKENS, &fig)?;
         o.outputs.push(fig);
     }
     if !top_pairs.is_empty() {
