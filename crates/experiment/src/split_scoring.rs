@@ -25,7 +25,8 @@
 //! the same order; a position's place in its set's text (its batch, and its place inside the
 //! batch) cuts every set at the same fractions of the text, so block k of each covers about the
 //! same stretch (up to the sets' small differences of density), aligned approximately, not
-//! exactly.
+//! exactly. At the scale of a window the styles' sets do not align (each style cuts its own
+//! windows), so [`Deal::Windows`] compares only runs scored on one set.
 
 use std::path::Path;
 
@@ -59,7 +60,10 @@ pub enum Deal {
     /// This many blocks in all: long stretches of text ([`SPLIT_BLOCKS`]).
     Blocks(usize),
     /// Blocks of about this many scored positions of the smallest scoring set compared
-    /// ([`RELEASED_WINDOW`]: the released code's windows).
+    /// ([`RELEASED_WINDOW`]: the released code's windows). Only pairs of runs scored on one
+    /// scoring set: the styles' sets cut the text into windows differently, so at this scale
+    /// only one set's blocks are the same text for both runs (the released code's passes read
+    /// the same windows for every model).
     Windows(usize),
 }
 
@@ -170,7 +174,8 @@ pub struct SplitScoringPair {
 /// The split-scoring control for each pair of `pairs` (the study's comparisons on its main
 /// score kind and top-`top_n` selection), over the `top_n` most frequent tokens (`freq`), the
 /// text dealt by `deal` (the same blocks for every run: [`Deal::blocks`] of the smallest
-/// scoring set of `runs`); with fewer than 2 blocks there are no halves and no pairs.
+/// scoring set of `runs`; [`Deal::Windows`] only for pairs on one scoring set); with fewer than
+/// 2 blocks there are no halves and no pairs.
 pub fn split_scoring_pairs(
     runs: &[RunScores],
     pairs: &[PairComparison],
@@ -194,6 +199,10 @@ pub fn split_scoring_pairs(
     };
     let mut out = Vec::new();
     for (i, j, p) in pair_cells(&labels, pairs) {
+        let same_set = runs[i].scoring.fingerprint == runs[j].scoring.fingerprint;
+        if matches!(deal, Deal::Windows(_)) && !same_set {
+            continue;
+        }
         let (x, y) = (&per_run[i], &per_run[j]);
         let arithmetic = r(&x.arithmetic, &y.arithmetic)?;
         let (xz, yz) = (&x.geometric_zero_rule.values, &y.geometric_zero_rule.values);
@@ -352,9 +361,10 @@ pub fn split_scoring_table(pairs: &[SplitScoringPair], top_n: usize) -> Table {
         ))
         .with_note(format!(
             "halves: blocks of the scoring text in document order, {SPLIT_BLOCKS} long \
-             stretches or windows of about {RELEASED_WINDOW} scored positions (the released \
-             code's windows), dealt by one fixed draw for every run (aligned approximately \
-             across styles); tower 1 (by index) scored on the first half, tower 2 on the \
+             stretches (aligned approximately across styles) or windows of about \
+             {RELEASED_WINDOW} scored positions (the released code's windows; pairs on one \
+             scoring set only, the only windows that are the same text for both runs), dealt by \
+             one fixed draw for every run; tower 1 (by index) scored on the first half, tower 2 on the \
              second, so a pair whose primary towers differ has its sign flipped against the \
              study's; missing = 0: the released code's per-token vector, where a half that never \
              saw a token counts log p = 0; one tower: tower 1 on both halves, no division of \
@@ -573,6 +583,20 @@ mod tests {
         let f = control(&flat, Deal::Windows(8));
         assert!(f.arithmetic.abs() < 0.3, "{f:?}");
         assert!(f.one_tower.abs() < 0.3, "{f:?}");
+        // Runs on different scoring sets (styles) are dealt windows of different text: no row.
+        let mut runs = [run(1, &x), run(2, &x)];
+        runs[1].scoring.style = Style::Bert;
+        runs[1].scoring.fingerprint = "another set".into();
+        let freq = freq_of(&runs[0].logprobs.targets);
+        let opts = r_only(&CorrOptions::default());
+        let top = TokenSelection::TopFrequent(V);
+        let kind = ScoreKind::ArithmeticMean;
+        let pair = compare_runs(&runs[0], &runs[1], &freq, top, kind, &opts).unwrap();
+        let pairs = [pair];
+        let windows = split_scoring_pairs(&runs, &pairs, &freq, V, Deal::Windows(8)).unwrap();
+        assert!(windows.is_empty());
+        let blocks = split_scoring_pairs(&runs, &pairs, &freq, V, Deal::Blocks(64)).unwrap();
+        assert_eq!(blocks.len(), 1);
     }
 
     #[test]
