@@ -209,6 +209,22 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
             assert!(row[j].as_f64().is_some_and(|r| r.abs() <= 1.0), "{ss}");
         }
     }
+    // Agreement up to orientation: one sign per run (the first +1), and a null p.
+    let or: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("controls_orientation.json")).unwrap(),
+    )
+    .unwrap();
+    let rows = or["rows"].as_array().unwrap();
+    let value = |what: &str| rows.iter().find(|r| r[0] == what).map(|r| r[1].clone());
+    assert_eq!(value("orientation of gpt-s0"), Some("+1".into()), "{or}");
+    assert!(value("orientation of bert-s0").is_some(), "{or}");
+    let p = value("null: p").and_then(|v| v.as_f64()).unwrap();
+    assert!(p > 0.0 && p <= 1.0, "{or}");
+    let oriented = value("mean oriented r").and_then(|v| v.as_f64()).unwrap();
+    let measured = value("mean r as measured")
+        .and_then(|v| v.as_f64())
+        .unwrap();
+    assert!(oriented >= measured, "{or}");
     // The word-piece control: present exactly when continuation pieces were scored.
     let pieces_md = dir.path().join("pieces_pairs.md");
     match &out.pieces {

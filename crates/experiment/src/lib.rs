@@ -12,7 +12,7 @@
 //!     ([`snapshots`]), resuming from checkpoints and reusing finished runs, one writer per
 //!     folder ([`lock`]);
 //!   - **analysis stage**: pure functions of scored runs ([`analysis`], [`controls`],
-//!     [`split_scoring`], [`pieces`], [`emergence`], [`groups`]);
+//!     [`split_scoring`], [`orientation`], [`pieces`], [`emergence`], [`groups`]);
 //!   - **report stage**: each result's tables and figures ([`tables`], `report`);
 //!   - **study**: [`protocol`] says what a study is; [`study::run_study`] runs the run stage,
 //!     then each analysis unit of [`units`] in turn; progress goes through the caller's
@@ -35,6 +35,7 @@ pub mod lmd_planted;
 pub mod lmd_study;
 pub mod lock;
 pub mod machine;
+pub mod orientation;
 pub mod pieces;
 pub mod pos;
 pub mod pos_by_run;

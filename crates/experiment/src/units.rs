@@ -15,6 +15,7 @@ use crate::controls::{
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
 use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
+use crate::orientation::{orientation, orientation_table, MAX_RUNS};
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
 use crate::pos_by_run::{write_pos_by_run, RunTags};
@@ -332,6 +333,12 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             .collect();
         split_scoring_figure(rs, &p.a, &p.b, &deals, freq, TOP_TOKENS, &fig)?;
         o.outputs.push(fig);
+    }
+    if top_pairs.len() >= 2 && rs.len() <= MAX_RUNS {
+        let orient = orientation(rs, &top_pairs, freq, TOP_TOKENS, NULL_REPLICATES)?;
+        let t = orientation_table(&orient, TOP_TOKENS);
+        o.outputs
+            .extend(t.write_all(ctx.out, "controls_orientation")?);
     }
     if !top_pairs.is_empty() {
         let vs_freq: Vec<Option<f64>> = labels

@@ -1,0 +1,319 @@
+//! Agreement up to orientation: whether the runs share one division of the vocabulary whose
+//! side each run's towers take at random.
+//!
+//! A run's score (eq. 4) is oriented by its primary tower (eq. 3). If every run divided the
+//! vocabulary along one shared axis but the primary tower fell on either side of it by chance,
+//! Table 2 would show cells of both signs whose signs still follow one orientation per run:
+//! r_ij ≈ s_i s_j |r_ij|. This analysis finds the orientation s (one sign per run, the first
+//! run's +) that maximises the mean oriented correlation s_i s_j r_ij over the pairs, by
+//! exhaustive search, and calibrates that maximum against runs that share nothing: each run's
+//! scores over its `top_n` most frequent tokens permuted among those tokens (a seeded
+//! permutation per run and replicate), the same search repeated. Free orientation makes even
+//! unrelated runs look alike; the null says how much.
+
+use prefscore::{correlate, top_tokens, CorrOptions, Method};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use report::{Cell, Table};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis::{pair_cells, PairComparison, RunScores};
+use crate::controls::r_only;
+use crate::{ExperimentError, Result};
+
+/// Most runs the exhaustive search takes (2^(n-1) orientations).
+pub const MAX_RUNS: usize = 20;
+
+/// Seed of the null's permutations: a constant, so the null never depends on a run.
+const NULL_SEED: u64 = 0x0e1e_17a7;
+
+/// The orientation that makes the runs agree most, and its null.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Orientation {
+    /// The runs, in study order.
+    pub labels: Vec<String>,
+    /// +1 or -1 per run (the first run +1).
+    pub signs: Vec<i8>,
+    /// Pairs compared.
+    pub pairs: usize,
+    /// Mean Pearson r of the pairs as measured (eq.-3 orientation).
+    pub mean_r: f64,
+    /// Mean s_i s_j r_ij under the best orientation.
+    pub mean_oriented_r: f64,
+    /// Pairs whose r has the sign s_i s_j.
+    pub sign_matches: usize,
+    /// Of the pairs with |r| > 0.1, those whose r has the sign s_i s_j, and how many there are.
+    pub strong_matches: [usize; 2],
+    /// Null replicates (runs with permuted scores).
+    pub replicates: usize,
+    /// Mean of the null's best mean oriented r.
+    pub null_mean: f64,
+    /// Its 97.5% quantile.
+    pub null_q975: f64,
+    /// (1 + replicates at least as high as the runs') / (1 + replicates).
+    pub null_p: f64,
+}
+
+/// The best orientation of `n` runs for the pair correlations `cells` (i, j, r): the signs and
+/// the mean oriented r. At most [`MAX_RUNS`] runs.
+pub fn best_orientation(n: usize, cells: &[(usize, usize, f64)]) -> Result<(Vec<i8>, f64)> {
+    if n > MAX_RUNS {
+        let why = format!("the exhaustive search takes at most {MAX_RUNS} runs");
+        return Err(ExperimentError::bad_setting("orientation runs", n, &why));
+    }
+    if cells.is_empty() {
+        return Err(ExperimentError::too_little(
+            "run pairs, for the orientation",
+            0,
+            1,
+        ));
+    }
+    let sign = |mask: u32, i: usize| {
+        if i > 0 && mask >> (i - 1) & 1 == 1 {
+            -1.0
+        } else {
+            1.0
+        }
+    };
+    let mut best = (0u32, f64::NEG_INFINITY);
+    for mask in 0..(1u32 << n.saturating_sub(1)) {
+        let sum: f64 = cells
+            .iter()
+            .map(|&(i, j, r)| sign(mask, i) * sign(mask, j) * r)
+            .sum();
+        if sum > best.1 {
+            best = (mask, sum);
+        }
+    }
+    let signs = (0..n).map(|i| sign(best.0, i) as i8).collect();
+    Ok((signs, best.1 / cells.len() as f64))
+}
+
+/// The orientation analysis of `runs` over `pairs` (the study's comparisons on its main score
+/// kind and top-`top_n` selection; Pearson r), with `replicates` null replicates.
+pub fn orientation(
+    runs: &[RunScores],
+    pairs: &[PairComparison],
+    freq: &[u64],
+    top_n: usize,
+    replicates: usize,
+) -> Result<Orientation> {
+    let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
+    let cells: Vec<(usize, usize, f64)> = pair_cells(&labels, pairs)
+        .map(|(i, j, p)| (i, j, p.pearson.r))
+        .collect();
+    let (signs, mean_oriented_r) = best_orientation(runs.len(), &cells)?;
+    let agrees =
+        |&&(i, j, r): &&(usize, usize, f64)| r * f64::from(signs[i]) * f64::from(signs[j]) > 0.0;
+    let strong: Vec<&(usize, usize, f64)> = cells.iter().filter(|c| c.2.abs() > 0.1).collect();
+    let opts = r_only(&CorrOptions::default());
+    let mut null = Vec::with_capacity(replicates);
+    let mut rng = ChaCha8Rng::seed_from_u64(NULL_SEED);
+    for _ in 0..replicates {
+        let permuted: Vec<Vec<Option<f64>>> = runs
+            .iter()
+            .map(|r| permuted_top(&r.scores.values, freq, top_n, &mut rng))
+            .collect();
+        let mut shuffled = Vec::with_capacity(cells.len());
+        for &(i, j, _) in &cells {
+            let c = correlate(
+                &permuted[i],
+                &permuted[j],
+                freq,
+                top_n,
+                Method::Pearson,
+                &opts,
+            )?;
+            shuffled.push((i, j, c.r));
+        }
+        null.push(best_orientation(runs.len(), &shuffled)?.1);
+    }
+    null.sort_by(f64::total_cmp);
+    let at_least = null.iter().filter(|&&x| x >= mean_oriented_r).count();
+    Ok(Orientation {
+        pairs: cells.len(),
+        mean_r: cells.iter().map(|c| c.2).sum::<f64>() / cells.len() as f64,
+        mean_oriented_r,
+        sign_matches: cells.iter().filter(|c| agrees(c)).count(),
+        strong_matches: [strong.iter().filter(|c| agrees(c)).count(), strong.len()],
+        replicates,
+        null_mean: null.iter().sum::<f64>() / null.len().max(1) as f64,
+        null_q975: quantile(&null, 0.975),
+        null_p: (1 + at_least) as f64 / (1 + replicates) as f64,
+        labels,
+        signs,
+    })
+}
+
+/// `scores` with the values of its `top_n` most frequent scored tokens permuted among them.
+fn permuted_top(
+    scores: &[Option<f64>],
+    freq: &[u64],
+    top_n: usize,
+    rng: &mut ChaCha8Rng,
+) -> Vec<Option<f64>> {
+    let top = top_tokens(freq, top_n, &[scores]);
+    let mut values: Vec<Option<f64>> = top.iter().map(|&t| scores[t as usize]).collect();
+    values.shuffle(rng);
+    let mut out = scores.to_vec();
+    for (&t, v) in top.iter().zip(values) {
+        out[t as usize] = v;
+    }
+    out
+}
+
+/// The `q` quantile of sorted `x` (nearest rank; NaN when empty).
+fn quantile(x: &[f64], q: f64) -> f64 {
+    match x.len() {
+        0 => f64::NAN,
+        n => x[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
+    }
+}
+
+/// The analysis as a table: one row per run (its orientation), then the summary.
+pub fn orientation_table(o: &Orientation, top_n: usize) -> Table {
+    let mut t = Table::new(vec!["what".into(), "value".into()])
+        .with_title(format!(
+            "Agreement up to orientation: one sign per run that makes the runs agree most, top \
+             {top_n} tokens (Pearson)"
+        ))
+        .with_note(format!(
+            "orientation: +1 keeps a run's eq.-3 orientation, -1 swaps its towers; the best of \
+             all orientations (the first run +1) maximises the mean of s_i s_j r_ij; null: each \
+             run's scores permuted over its top {top_n} tokens, the search repeated ({} \
+             replicates); a mean oriented r well above the null's says the runs share one \
+             division whose side each run's primary tower takes by chance",
+            o.replicates
+        ))
+        .with_precision(3);
+    for (l, s) in o.labels.iter().zip(&o.signs) {
+        let sign = if *s > 0 { "+1" } else { "-1" };
+        t.push_row(vec![
+            Cell::from(format!("orientation of {l}")),
+            Cell::from(sign),
+        ]);
+    }
+    let rows: [(&str, Cell); 8] = [
+        ("pairs", Cell::from(o.pairs)),
+        ("mean r as measured", Cell::from(o.mean_r)),
+        ("mean oriented r", Cell::from(o.mean_oriented_r)),
+        (
+            "pairs whose sign the orientation gives",
+            Cell::from(format!("{} of {}", o.sign_matches, o.pairs)),
+        ),
+        (
+            "of them with |r| > 0.1",
+            Cell::from(format!(
+                "{} of {}",
+                o.strong_matches[0], o.strong_matches[1]
+            )),
+        ),
+        ("null: mean oriented r, mean", Cell::from(o.null_mean)),
+        ("null: mean oriented r, 97.5%", Cell::from(o.null_q975)),
+        ("null: p", Cell::from(o.null_p)),
+    ];
+    for (what, v) in rows {
+        t.push_row(vec![Cell::from(what), v]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::Rng;
+
+    use super::*;
+
+    fn normal(rng: &mut ChaCha8Rng) -> f64 {
+        let (u, v): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// Pearson r of `x` and `y`.
+    fn pearson(x: &[f64], y: &[f64]) -> f64 {
+        let n = x.len() as f64;
+        let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+        for (a, b) in x.iter().zip(y) {
+            sxy += (a - mx) * (b - my);
+            sxx += (a - mx) * (a - mx);
+            syy += (b - my) * (b - my);
+        }
+        sxy / (sxx * syy).sqrt()
+    }
+
+    #[test]
+    fn finds_the_planted_orientation_of_a_shared_axis() {
+        // Six runs share one axis of 400 tokens at loading 0.5, each on a planted side.
+        let planted = [1i8, -1, -1, 1, -1, 1];
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let axis: Vec<f64> = (0..400).map(|_| normal(&mut rng)).collect();
+        let scores = |strength: f64, rng: &mut ChaCha8Rng| -> Vec<Vec<f64>> {
+            planted
+                .iter()
+                .map(|&s| {
+                    axis.iter()
+                        .map(|a| f64::from(s) * strength * a + normal(rng))
+                        .collect()
+                })
+                .collect()
+        };
+        let cells_of = |x: &[Vec<f64>]| -> Vec<(usize, usize, f64)> {
+            let mut c = vec![];
+            for i in 0..x.len() {
+                for j in i + 1..x.len() {
+                    c.push((i, j, pearson(&x[i], &x[j])));
+                }
+            }
+            c
+        };
+        let x = scores(0.5, &mut rng);
+        let cells = cells_of(&x);
+        let (signs, mean) = best_orientation(6, &cells).unwrap();
+        assert_eq!(signs, planted);
+        // Loading 0.5 against unit noise: r = 0.25 / 1.25 = 0.2 per oriented pair.
+        assert!((mean - 0.2).abs() < 0.05, "{mean}");
+        let raw: f64 = cells.iter().map(|c| c.2).sum::<f64>() / cells.len() as f64;
+        assert!(raw < mean - 0.1, "{raw} {mean}");
+        // No shared axis: the best orientation still finds a little, far less.
+        let (_, flat) = best_orientation(6, &cells_of(&scores(0.0, &mut rng))).unwrap();
+        assert!(flat < 0.06, "{flat}");
+        assert!(flat > 0.0, "{flat}");
+    }
+
+    #[test]
+    fn orientation_refuses_too_many_runs_and_no_pairs() {
+        assert!(matches!(
+            best_orientation(MAX_RUNS + 1, &[(0, 1, 0.5)]),
+            Err(ExperimentError::BadSetting { .. })
+        ));
+        assert!(matches!(
+            best_orientation(3, &[]),
+            Err(ExperimentError::TooLittleData { .. })
+        ));
+        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.0);
+        assert!(quantile(&[], 0.5).is_nan());
+    }
+
+    #[test]
+    fn permuting_keeps_a_runs_top_values_and_moves_them() {
+        let scores: Vec<Option<f64>> = (0..50).map(|i| (i % 7 != 0).then_some(i as f64)).collect();
+        let freq: Vec<u64> = (0..50).map(|i| 100 - i as u64).collect();
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let p = permuted_top(&scores, &freq, 20, &mut rng);
+        let top = top_tokens(&freq, 20, &[&scores]);
+        let mut before: Vec<f64> = top.iter().map(|&t| scores[t as usize].unwrap()).collect();
+        let mut after: Vec<f64> = top.iter().map(|&t| p[t as usize].unwrap()).collect();
+        assert_ne!(before, after);
+        before.sort_by(f64::total_cmp);
+        after.sort_by(f64::total_cmp);
+        assert_eq!(before, after);
+        // Tokens outside the top and unscored tokens are untouched.
+        for t in 0..50 {
+            if !top.contains(&(t as u32)) {
+                assert_eq!(p[t], scores[t]);
+            }
+        }
+    }
+}
