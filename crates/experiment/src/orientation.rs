@@ -282,6 +282,93 @@ mod tests {
         assert!(flat > 0.0, "{flat}");
     }
 
+    /// A run of `V` tokens, 20 positions each, whose towers split along `axis` on side `side`
+    /// at loading `load`, plus the run's own division (unit spread).
+    fn run(seed: u64, axis: &[f64], side: f64, load: f64) -> RunScores {
+        use heads::PositionLogProbs;
+        use prefscore::ScoreKind;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let own: Vec<f64> = axis.iter().map(|_| normal(&mut rng)).collect();
+        let v = axis.len();
+        let (mut targets, mut logp) = (vec![], vec![vec![], vec![]]);
+        for t in 0..v {
+            let d = 0.2 * (side * load * axis[t] + own[t]);
+            for _ in 0..20 {
+                let base = -6.0 + 0.5 * normal(&mut rng);
+                targets.push(t as u32);
+                logp[0].push((base + d) as f32);
+                logp[1].push((base - d) as f32);
+            }
+        }
+        let n = targets.len();
+        let lp = PositionLogProbs {
+            vocab_size: v,
+            targets,
+            batch_index: vec![0; n],
+            position: (0..n as u32).collect(),
+            logp,
+            full: None,
+        };
+        let id = crate::ScoringSetId {
+            style: towers::Style::Gpt,
+            fingerprint: "synthetic".into(),
+            text_fingerprint: "synthetic".into(),
+            positions: n as u64,
+        };
+        let label = format!("gpt-s{seed}");
+        let kind = ScoreKind::ArithmeticMean;
+        RunScores::from_logprobs(label, "gpt".into(), id, lp, None, false, kind).unwrap()
+    }
+
+    /// The orientation of six runs on planted sides of one axis at loading `load`, with the
+    /// sides the runs' eq.-3 primary towers give the planted ones.
+    fn planted(load: f64) -> (Orientation, Vec<i8>) {
+        use crate::analysis::{compare_runs, TokenSelection};
+        let sides = [1.0, -1.0, -1.0, 1.0, -1.0, 1.0];
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let axis: Vec<f64> = (0..300).map(|_| normal(&mut rng)).collect();
+        let runs: Vec<RunScores> = (0..6)
+            .map(|i| run(i as u64, &axis, sides[i], load))
+            .collect();
+        // Distinct frequencies: the pairs' partial correlation on log frequency needs spread.
+        let freq: Vec<u64> = (0..axis.len() as u64).map(|t| 1000 - t).collect();
+        let opts = r_only(&CorrOptions::default());
+        let (top, kind) = (TokenSelection::TopFrequent(300), runs[0].scores.kind);
+        let mut pairs = vec![];
+        for i in 0..6 {
+            for j in i + 1..6 {
+                pairs.push(compare_runs(&runs[i], &runs[j], &freq, top, kind, &opts).unwrap());
+            }
+        }
+        // Eq. 3 orients each run by its primary tower: the planted side, flipped where tower 2
+        // is the primary one; signs are only defined up to the first run's.
+        let seen: Vec<f64> = (0..6)
+            .map(|i| {
+                sides[i]
+                    * if runs[i].scores.towers[0] == 0 {
+                        1.0
+                    } else {
+                        -1.0
+                    }
+            })
+            .collect();
+        let expect = seen.iter().map(|s| (s * seen[0]) as i8).collect();
+        (orientation(&runs, &pairs, &freq, 300, 99).unwrap(), expect)
+    }
+
+    #[test]
+    fn recovers_planted_sides_through_eq3_and_beats_the_null() {
+        let (o, expect) = planted(1.0);
+        assert_eq!(o.signs, expect, "{o:?}");
+        assert_eq!(o.sign_matches, o.pairs, "{o:?}");
+        assert!(o.mean_oriented_r > 0.3 && o.null_p <= 0.01, "{o:?}");
+        assert!(o.null_q975 < o.mean_oriented_r, "{o:?}");
+        // Without the axis the best orientation is within the null.
+        let (flat, _) = planted(0.0);
+        assert!(flat.null_p > 0.05, "{flat:?}");
+        assert!(flat.mean_oriented_r < 0.1, "{flat:?}");
+    }
+
     #[test]
     fn orientation_refuses_too_many_runs_and_no_pairs() {
         assert!(matches!(
