@@ -334,7 +334,15 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         split_scoring_figure(rs, &p.a, &p.b, &deals, freq, TOP_TOKENS, &fig)?;
         o.outputs.push(fig);
     }
-    if top_pairs.len() >= 2 && rs.len() <= MAX_RUNS {
+    if top_pairs.len() >= 2 && rs.len() > MAX_RUNS {
+        ctx.progress.say(|| {
+            format!(
+                "agreement up to orientation skipped: {} runs, the exhaustive search takes at \
+                 most {MAX_RUNS} (use --only)",
+                rs.len()
+            )
+        });
+    } else if top_pairs.len() >= 2 {
         let orient = orientation(rs, &top_pairs, freq, TOP_TOKENS, NULL_REPLICATES)?;
         let t = orientation_table(&orient, TOP_TOKENS);
         o.outputs
