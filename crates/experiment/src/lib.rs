@@ -49,6 +49,8 @@ pub mod spec;
 pub mod split_scoring;
 pub mod study;
 pub mod tables;
+#[cfg(test)]
+mod test_rng;
 pub mod training;
 pub mod units;
 pub mod workspace;

@@ -11,7 +11,7 @@
 //! permutation per run and replicate), the same search repeated. Free orientation makes even
 //! unrelated runs look alike; the null says how much.
 
-use prefscore::{correlate, top_tokens, CorrOptions, Method};
+use prefscore::{correlate, quantile_sorted, top_tokens, CorrOptions, Method};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -139,7 +139,7 @@ pub fn orientation(
         strong_matches: [strong.iter().filter(|c| agrees(c)).count(), strong.len()],
         replicates,
         null_mean: null.iter().sum::<f64>() / null.len().max(1) as f64,
-        null_q975: quantile(&null, 0.975),
+        null_q975: quantile_sorted(&null, 0.975).unwrap_or(f64::NAN),
         null_p: (1 + at_least) as f64 / (1 + replicates) as f64,
         labels,
         signs,
@@ -161,14 +161,6 @@ fn permuted_top(
         out[t as usize] = v;
     }
     out
-}
-
-/// The `q` quantile of sorted `x` (nearest rank; NaN when empty).
-fn quantile(x: &[f64], q: f64) -> f64 {
-    match x.len() {
-        0 => f64::NAN,
-        n => x[((q * n as f64).ceil() as usize).clamp(1, n) - 1],
-    }
 }
 
 /// The analysis as a table: one row per run (its orientation), then the summary.
@@ -221,27 +213,8 @@ pub fn orientation_table(o: &Orientation, top_n: usize) -> Table {
 
 #[cfg(test)]
 mod tests {
-    use rand::Rng;
-
     use super::*;
-
-    fn normal(rng: &mut ChaCha8Rng) -> f64 {
-        let (u, v): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-
-    /// Pearson r of `x` and `y`.
-    fn pearson(x: &[f64], y: &[f64]) -> f64 {
-        let n = x.len() as f64;
-        let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
-        let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
-        for (a, b) in x.iter().zip(y) {
-            sxy += (a - mx) * (b - my);
-            sxx += (a - mx) * (a - mx);
-            syy += (b - my) * (b - my);
-        }
-        sxy / (sxx * syy).sqrt()
-    }
+    use crate::test_rng::normal;
 
     #[test]
     fn finds_the_planted_orientation_of_a_shared_axis() {
@@ -263,7 +236,7 @@ mod tests {
             let mut c = vec![];
             for i in 0..x.len() {
                 for j in i + 1..x.len() {
-                    c.push((i, j, pearson(&x[i], &x[j])));
+                    c.push((i, j, prefscore::pearson(&x[i], &x[j]).unwrap()));
                 }
             }
             c
@@ -379,8 +352,6 @@ mod tests {
             best_orientation(3, &[]),
             Err(ExperimentError::TooLittleData { .. })
         ));
-        assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.0);
-        assert!(quantile(&[], 0.5).is_nan());
     }
 
     #[test]

@@ -324,7 +324,9 @@ pub fn split_scoring_figure(
         let (x, y) = (RunSplit::new(ra, blocks)?, RunSplit::new(rb, blocks)?);
         let name = format!("each tower on its own half, {deal}");
         s.push(series(&name, &x.arithmetic, &y.arithmetic)?);
-        identical = Some(series("identical positions", &x.identical, &y.identical)?);
+        if identical.is_none() {
+            identical = Some(series("identical positions", &x.identical, &y.identical)?);
+        }
     }
     s.extend(identical);
     let po = PlotOptions {
@@ -399,15 +401,11 @@ mod tests {
 
     use super::*;
     use crate::analysis::{compare_runs, TokenSelection};
+    use crate::test_rng::normal;
     use crate::ScoringSetId;
 
     const V: usize = 60;
     const BATCHES: usize = 128;
-
-    fn normal(rng: &mut ChaCha8Rng) -> f64 {
-        let (u, v): (f64, f64) = (rng.random::<f64>().max(1e-12), rng.random());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
 
     /// A text that every model reads alike: how hard each context is, the same for every run.
     struct Text {
