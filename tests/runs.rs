@@ -122,3 +122,40 @@ fn a_run_naming_another_corpus_than_its_workspace_is_refused() {
     // Refused before anything was written.
     assert!(!run_dir.exists());
 }
+
+#[test]
+fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = tiny_spec(5);
+    let mut new = old.clone();
+    new.heads.max_budget_tokens *= 3;
+    new.heads.patience += 1;
+
+    let fresh = run_in(&new, dir.path(), "fresh").unwrap();
+    let first = run_in(&old, dir.path(), "changed").unwrap();
+    let weights = dir
+        .path()
+        .join("changed/phase1/checkpoint/weights.safetensors");
+    let before = std::fs::read(&weights).unwrap();
+    // A snapshot-heads cache trained under the old settings must not be read back.
+    let stale = dir.path().join("changed/emergence/step-0000001");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("logprobs-0.json"), "{}").unwrap();
+
+    let changed = run_in(&new, dir.path(), "changed").unwrap();
+    assert!(!changed.reused, "the heads were not retrained");
+    assert_eq!(
+        std::fs::read(&weights).unwrap(),
+        before,
+        "phase 1 was trained again"
+    );
+    assert!(!dir.path().join("changed/emergence").exists());
+    let (a, b) = (fresh.result().unwrap(), changed.result().unwrap());
+    assert_eq!(b.phase1, first.result().unwrap().phase1);
+    // The same heads as a run trained under the new settings from the start.
+    assert_eq!(a.heads, b.heads);
+    assert_eq!(fresh.logprobs.logp, changed.logprobs.logp);
+    assert_eq!(changed.record.spec, new);
+    // Once retrained, the run is reused as it is.
+    assert!(run_in(&new, dir.path(), "changed").unwrap().reused);
+}

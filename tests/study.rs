@@ -330,6 +330,12 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
     for r in &spec.runs {
         assert_eq!(r.corpus, spec.corpus.clone());
         assert_eq!(r.phase1.budget_tokens, 8_000_000, "{}", r.label());
+        // One head cap in targets: BERT labels 15% of its positions.
+        let cap = match r.style {
+            Style::Bert => 13_333_333,
+            _ => 2_000_000,
+        };
+        assert_eq!(r.heads.max_budget_tokens, cap, "{}", r.label());
         assert_eq!(
             r.elmo_mode == ElmoMode::AsReleased,
             r.label().starts_with("elmo_released")

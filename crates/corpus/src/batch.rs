@@ -53,6 +53,18 @@ pub enum Objective {
     BidirectionalLm,
 }
 
+impl Objective {
+    /// The expected share of a batch's positions that are targets: the masking rate for a
+    /// masked LM, 1 for the others (every position is predicted). A budget counted in targets
+    /// divided by it gives the positions that hold as many targets.
+    pub fn target_share(&self) -> f64 {
+        match self {
+            Objective::MaskedLm(m) => m.mask_prob,
+            Objective::CausalLm | Objective::BidirectionalLm => 1.0,
+        }
+    }
+}
+
 /// Where a run stands in the batch stream: batch `position` of epoch `epoch`.
 ///
 /// Serialize it with a checkpoint; [`Batcher::iter_from`] resumes at exactly that batch, with

@@ -117,6 +117,34 @@ fn mlm_batches_label_only_masked_positions() {
 }
 
 #[test]
+fn target_share_is_the_share_of_maskable_positions_that_get_a_label() {
+    assert_eq!(Objective::CausalLm.target_share(), 1.0);
+    assert_eq!(Objective::BidirectionalLm.target_share(), 1.0);
+    for p in [0.15, 0.4] {
+        let objective = Objective::MaskedLm(MaskingConfig {
+            mask_prob: p,
+            ..MaskingConfig::default()
+        });
+        assert_eq!(objective.target_share(), p);
+        let b = batcher(objective, 7, false);
+        let (mut targets, mut maskable) = (0usize, 0usize);
+        for (_, batch) in take(&b, BatchCursor::default(), b.batches_per_epoch() as usize) {
+            targets += batch.n_targets();
+            maskable += batch
+                .input_ids
+                .iter()
+                .zip(&batch.labels)
+                .filter(|(&id, &l)| l != IGNORE_LABEL || !SP.contains(id))
+                .count();
+        }
+        // Each window masks round(p * n), at least one, of its n maskable positions: the pooled
+        // share is p up to that rounding (under one position per window, 23 windows).
+        let share = targets as f64 / maskable as f64;
+        assert!((share - p).abs() < 23.0 / maskable as f64, "{share} vs {p}");
+    }
+}
+
+#[test]
 fn order_is_a_seeded_permutation_per_epoch() {
     let b = batcher(mlm(), 11, false);
     let e0 = b.epoch_order(0);

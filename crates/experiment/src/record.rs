@@ -18,6 +18,8 @@ pub const RUN_FILE: &str = "run.json";
 pub const LOGPROBS_FILE: &str = "logprobs.json";
 /// File name of the retest heads' log-probabilities.
 pub const RETEST_FILE: &str = "logprobs_retest.json";
+/// Folder of a run's snapshot heads and their scores (one `step-<N>/` per phase-1 snapshot).
+pub const SNAPSHOT_HEADS_DIR: &str = "emergence";
 
 /// How well the heads of a run fit, measured on the validation batches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,10 @@
 //! (`snapshots`).
 //!
 //! A run lives in one folder: `run.json` ([`RunRecord`]: the spec, the scoring set it was
-//! scored on, the results), `phase1/` and `heads/` (checkpoints, metrics), `logprobs.json`.
+//! scored on, the results), `phase1/` and `heads/` (checkpoints, metrics), `logprobs.json`,
+//! `emergence/` (the snapshot heads). The same spec reuses the folder; new head settings
+//! retrain the heads on the kept phase 1; a larger budget under the constant schedule
+//! continues phase 1; any other spec is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -18,6 +21,7 @@ use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
 pub use crate::record::{
     HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, LOGPROBS_FILE, RETEST_FILE, RUN_FILE,
+    SNAPSHOT_HEADS_DIR,
 };
 use crate::scoring::ScoringSet;
 use crate::snapshots::{snapshot_scores, SnapshotScores};
@@ -175,7 +179,8 @@ fn open_record(
 }
 
 /// A saved record whose spec differs from `spec` only by a larger phase-1 budget (under the
-/// constant schedule) is continued: its heads and scores are removed and the new spec saved.
+/// constant schedule), or only in its head settings, is continued: its heads, snapshot heads
+/// and scores are removed and the new spec saved, and phase 1 goes on (or is kept as it is).
 /// The same spec leaves it as it is; any other difference is refused.
 fn continue_record(
     mut saved: RunRecord,
@@ -187,10 +192,13 @@ fn continue_record(
     if fields.is_empty() {
         return Ok(saved);
     }
-    check_continuation(&saved.spec, spec, dir, fields)?;
-    // Heads and scores belong to the shorter phase 1: remove them before the record names the
-    // new budget, so a kill in between never reuses them.
-    for d in ["heads", "heads_retest"] {
+    let heads_only = fields.iter().all(|f| f.starts_with("heads."));
+    if !heads_only {
+        check_continuation(&saved.spec, spec, dir, fields.clone())?;
+    }
+    // Heads and scores belong to the old spec: remove them before the record names the new
+    // one, so a kill in between never reuses them.
+    for d in ["heads", "heads_retest", SNAPSHOT_HEADS_DIR] {
         remove_if_present(&dir.join(d))?;
     }
     for f in [LOGPROBS_FILE, RETEST_FILE] {
@@ -199,12 +207,17 @@ fn continue_record(
     saved.spec = spec.clone();
     saved.result = None;
     write_json_atomic(&dir.join(RUN_FILE), &saved)?;
-    opts.progress.say(|| {
-        format!(
+    opts.progress.say(|| match heads_only {
+        true => format!(
+            "{}: {} changed: phase 1 kept, heads retrained",
+            spec.label(),
+            fields.join(", ")
+        ),
+        false => format!(
             "{}: continuing phase 1 to {} tokens (heads retrained)",
             spec.label(),
             spec.phase1.budget_tokens
-        )
+        ),
     });
     Ok(saved)
 }

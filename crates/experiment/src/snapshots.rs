@@ -10,7 +10,7 @@ use towers::TwoTowerLm;
 
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
-use crate::record::{HeadQuality, RunOptions, RunRecord, Snapshot};
+use crate::record::{HeadQuality, RunOptions, RunRecord, Snapshot, SNAPSHOT_HEADS_DIR};
 use crate::scoring::ScoringSet;
 use crate::training::{train_heads_in, validation_batches};
 use crate::Result;
@@ -106,7 +106,9 @@ pub fn snapshot_scores(
             data,
             scoring,
             opts,
-            dir: dir.join("emergence").join(format!("step-{:07}", snap.step)),
+            dir: dir
+                .join(SNAPSHOT_HEADS_DIR)
+                .join(format!("step-{:07}", snap.step)),
             model: None,
         };
         let (logprobs, heads) = s.heads(spec.head_seed)?;
