@@ -198,7 +198,10 @@ pub fn emergence(
 /// Whether a class of pairs is still gaining agreement at the end of phase 1: the mean
 /// disattenuated r at the last two points, and whether the end's mean exceeds the previous
 /// point's by more than the mean half-width of the end's intervals (else: levelled off, or too
-/// noisy to tell).
+/// noisy to tell). The same again up to orientation: a run's two towers may take either side
+/// of a shared division, so a class mean of signed r can cancel; the oriented mean first
+/// multiplies each pair by the signs of [`crate::orientation::best_orientation`] over the raw r
+/// of every pair at the end of phase 1.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassTrend {
     /// `<model a> × <model b>`.
@@ -211,11 +214,49 @@ pub struct ClassTrend {
     pub half_width: f64,
     /// `end − before > half_width`.
     pub rising: bool,
+    /// Mean oriented disattenuated r before the end and at the end (none when the end's runs
+    /// could not be oriented: no pair, or more than [`crate::orientation::MAX_RUNS`] runs).
+    pub oriented: Option<(f64, f64)>,
+    /// Its gain exceeds `half_width`.
+    pub oriented_rising: Option<bool>,
+}
+
+/// The orientation sign of every run of the pairs at the end of phase 1 (fraction 1), from
+/// their raw r; none where it cannot be found.
+fn end_orientation(e: &Emergence) -> Option<Vec<(String, f64)>> {
+    let end: Vec<&EmergencePair> = e.pairs.iter().filter(|p| p.fraction == 1.0).collect();
+    let mut labels: Vec<&str> = Vec::new();
+    for p in &end {
+        for l in [&p.a, &p.b] {
+            if !labels.contains(&l.as_str()) {
+                labels.push(l);
+            }
+        }
+    }
+    let at = |l: &str| labels.iter().position(|x| *x == l);
+    let cells: Vec<(usize, usize, f64)> = end
+        .iter()
+        .filter_map(|p| Some((at(&p.a)?, at(&p.b)?, p.pearson)))
+        .collect();
+    let (signs, _) = crate::orientation::best_orientation(labels.len(), &cells).ok()?;
+    Some(
+        labels
+            .iter()
+            .zip(signs)
+            .map(|(l, s)| (l.to_string(), s as f64))
+            .collect(),
+    )
 }
 
 /// The trend of every class of pairs (see [`ClassTrend`]); classes with fewer than two points
 /// with a disattenuated value are left out.
 pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
+    let signs = end_orientation(e);
+    let sign_of = |p: &EmergencePair| -> Option<f64> {
+        let s = signs.as_ref()?;
+        let of = |l: &str| s.iter().find(|(x, _)| x == l).map(|(_, v)| *v);
+        Some(of(&p.a)? * of(&p.b)?)
+    };
     let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
     classes.sort();
     classes.dedup();
@@ -241,6 +282,13 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
         let mean = |ps: &[&EmergencePair]| {
             ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
         };
+        let oriented_mean = |ps: &[&EmergencePair]| -> Option<f64> {
+            let v: Option<Vec<f64>> = ps
+                .iter()
+                .map(|p| Some(sign_of(p)? * p.disattenuated?))
+                .collect();
+            v.map(|v| v.iter().sum::<f64>() / v.len() as f64)
+        };
         let (pb, pe) = (at(before), at(end));
         let widths: Vec<f64> = pe
             .iter()
@@ -248,12 +296,15 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             .collect();
         let half_width = widths.iter().sum::<f64>() / widths.len().max(1) as f64;
         let (mb, me) = (mean(&pb), mean(&pe));
+        let oriented = oriented_mean(&pb).zip(oriented_mean(&pe));
         out.push(ClassTrend {
             class: c.to_string(),
             before: (before, mb),
             end: (end, me),
             half_width,
             rising: me - mb > half_width,
+            oriented,
+            oriented_rising: oriented.map(|(b, e)| e - b > half_width),
         });
     }
     out
@@ -407,7 +458,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals")
+        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of the end's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel")
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -416,7 +467,9 @@ fn emergence_table(e: &Emergence) -> report::Table {
         t.push_row(pair_row(p));
     }
     for c in &class_trends(e) {
-        t.push_row(trend_row(c));
+        for r in trend_rows(c) {
+            t.push_row(r);
+        }
     }
     t
 }
@@ -475,26 +528,39 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
     ]
 }
 
-/// A class's trend over its last two points.
-fn trend_row(c: &ClassTrend) -> Vec<report::Cell> {
-    let verdict = match c.rising {
+/// A class's trend over its last two points, and up to orientation where the runs have one.
+fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
+    let verdict = |rising: bool| match rising {
         true => "still rising",
         false => "not rising beyond its interval",
     };
-    vec![
-        format!("trend {}: {verdict}", c.class).into(),
-        c.end.0.into(),
-        "".into(),
-        c.before.1.into(),
-        format!("at {}", fraction_name(c.before.0)).into(),
-        c.end.1.into(),
-        format!("± {:.3} at the end", c.half_width).into(),
-        "".into(),
-        no_value(),
-        no_value(),
-        no_value(),
-        "".into(),
-    ]
+    let row = |what: String, (before, end): (f64, f64)| -> Vec<report::Cell> {
+        vec![
+            what.into(),
+            c.end.0.into(),
+            "".into(),
+            before.into(),
+            format!("at {}", fraction_name(c.before.0)).into(),
+            end.into(),
+            format!("± {:.3} at the end", c.half_width).into(),
+            "".into(),
+            no_value(),
+            no_value(),
+            no_value(),
+            "".into(),
+        ]
+    };
+    let mut rows = vec![row(
+        format!("trend {}: {}", c.class, verdict(c.rising)),
+        (c.before.1, c.end.1),
+    )];
+    if let (Some(o), Some(r)) = (c.oriented, c.oriented_rising) {
+        rows.push(row(
+            format!("trend {}, oriented: {}", c.class, verdict(r)),
+            o,
+        ));
+    }
+    rows
 }
 
 #[cfg(test)]
@@ -537,6 +603,52 @@ mod tests {
         let names: Vec<(&str, bool)> = t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
         assert_eq!(names, [("gpt × bert", false), ("gpt × gpt", true)]);
         assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn oriented_trends_do_not_let_runs_on_opposite_sides_cancel() {
+        // gpt-s0's towers took the other side: its pairs are negative, the third positive.
+        let between = |a: &str, b: &str, fraction: f64, d: f64| EmergencePair {
+            a: a.into(),
+            b: b.into(),
+            ..pair("gpt × gpt", fraction, d, 0.05)
+        };
+        let mut pairs = Vec::new();
+        for (f, r) in [(0.5, 0.3), (1.0, 0.5)] {
+            pairs.push(between("gpt-s0", "gpt-s1", f, -r));
+            pairs.push(between("gpt-s0", "gpt-s2", f, -r));
+            pairs.push(between("gpt-s1", "gpt-s2", f, r));
+        }
+        let e = Emergence {
+            points: Vec::new(),
+            pairs,
+        };
+        let [t] = &class_trends(&e)[..] else {
+            panic!("one class")
+        };
+        // Signed means cancel: -0.1 then -1/6, not rising.
+        assert!((t.before.1 + 0.1).abs() < 1e-12 && (t.end.1 + 0.5 / 3.0).abs() < 1e-12);
+        assert!(!t.rising);
+        let (b, end) = t.oriented.unwrap();
+        assert!(
+            (b - 0.3).abs() < 1e-12 && (end - 0.5).abs() < 1e-12,
+            "{b} {end}"
+        );
+        assert_eq!(t.oriented_rising, Some(true));
+        let rows = trend_rows(t);
+        assert_eq!(rows.len(), 2);
+        // Without an end point there is no orientation, and no oriented row.
+        let early = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                pair("gpt × gpt", 0.25, 0.3, 0.05),
+                pair("gpt × gpt", 0.5, 0.4, 0.05),
+            ],
+        };
+        let [t] = &class_trends(&early)[..] else {
+            panic!("one class")
+        };
+        assert_eq!((t.oriented, trend_rows(t).len()), (None, 1));
     }
 
     #[test]
