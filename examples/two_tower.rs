@@ -68,7 +68,8 @@ struct Args {
     /// Token positions of phase 1.
     #[arg(long, default_value_t = 200_000)]
     budget_tokens: u64,
-    /// The most token positions of phases 2/3 (early stopping usually ends them sooner).
+    /// The most token positions of phases 2/3 (early stopping usually ends them sooner); for
+    /// BERT only its masked 15% are targets, and the protocols give it 1/0.15 times the cap.
     #[arg(long, default_value_t = 400_000)]
     heads_max_tokens: u64,
     /// Sequence length.
