@@ -232,6 +232,10 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
             assert_eq!((p.runs.len(), p.pairs.len()), (3, 3));
             assert!(p.runs.iter().any(|r| r.continuation > 0));
             assert!(p.pairs[0].r_all.is_finite() && pieces_md.is_file());
+            // The orientation read within each piece class.
+            let po = std::fs::read_to_string(dir.path().join("pieces_orientation.md")).unwrap();
+            assert!(po.contains("within word-initial pieces"), "{po}");
+            assert!(out.orientation.is_some());
         }
         None => assert!(!pieces_md.exists()),
     }
@@ -330,12 +334,18 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
     for r in &spec.runs {
         assert_eq!(r.corpus, spec.corpus.clone());
         assert_eq!(r.phase1.budget_tokens, 8_000_000, "{}", r.label());
-        // One head cap in targets: BERT labels 15% of its positions.
-        let cap = match r.style {
-            Style::Bert => 13_333_333,
-            _ => 2_000_000,
+        // The heads' cap and validation interval in targets: BERT labels 15% of its positions.
+        let (cap, every) = match r.style {
+            Style::Bert => (13_333_333, 667),
+            _ => (2_000_000, 100),
         };
-        assert_eq!(r.heads.max_budget_tokens, cap, "{}", r.label());
+        let h = &r.heads;
+        assert_eq!(
+            (h.max_budget_tokens, h.eval_every),
+            (cap, every),
+            "{}",
+            r.label()
+        );
         assert_eq!(
             r.elmo_mode == ElmoMode::AsReleased,
             r.label().starts_with("elmo_released")

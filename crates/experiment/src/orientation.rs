@@ -146,6 +146,89 @@ pub fn orientation(
     })
 }
 
+/// Other correlations of the same runs (e.g. within one class of tokens) read under a found
+/// orientation: how many follow its signs, and their mean oriented r.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrientedCells {
+    /// What the cells are (e.g. `within word-initial pieces`).
+    pub what: String,
+    /// Cells whose two runs the orientation has.
+    pub pairs: usize,
+    /// Their mean r as measured.
+    pub mean_r: f64,
+    /// Their mean s_i s_j r_ij.
+    pub mean_oriented_r: f64,
+    /// Cells whose r has the sign s_i s_j.
+    pub sign_matches: usize,
+    /// Of the cells with |r| > 0.1, those whose r has the sign s_i s_j, and how many there are.
+    pub strong_matches: [usize; 2],
+}
+
+impl Orientation {
+    /// The cells `(run a, run b, r)` under this orientation (the signs are not searched
+    /// again); cells naming a run it does not have are left out. A typed error when none is
+    /// left.
+    pub fn apply(&self, what: &str, cells: &[(String, String, f64)]) -> Result<OrientedCells> {
+        let sign = |l: &str| {
+            let i = self.labels.iter().position(|x| x == l)?;
+            Some(f64::from(self.signs[i]))
+        };
+        let oriented: Vec<(f64, f64)> = cells
+            .iter()
+            .filter_map(|(a, b, r)| Some((*r, sign(a)? * sign(b)? * r)))
+            .collect();
+        if oriented.is_empty() {
+            return Err(ExperimentError::too_little("cells of oriented runs", 0, 1));
+        }
+        let n = oriented.len() as f64;
+        let strong: Vec<&(f64, f64)> = oriented.iter().filter(|c| c.0.abs() > 0.1).collect();
+        Ok(OrientedCells {
+            what: what.to_string(),
+            pairs: oriented.len(),
+            mean_r: oriented.iter().map(|c| c.0).sum::<f64>() / n,
+            mean_oriented_r: oriented.iter().map(|c| c.1).sum::<f64>() / n,
+            sign_matches: oriented.iter().filter(|c| c.1 > 0.0).count(),
+            strong_matches: [strong.iter().filter(|c| c.1 > 0.0).count(), strong.len()],
+        })
+    }
+}
+
+/// Cell groups read under one orientation, one row each.
+pub fn oriented_cells_table(rows: &[OrientedCells], top_n: usize) -> Table {
+    let cols = [
+        "cells",
+        "pairs",
+        "mean r as measured",
+        "mean oriented r",
+        "sign as oriented",
+        "of them with |r| > 0.1",
+    ];
+    let mut t = Table::new(cols.map(String::from).to_vec())
+        .with_title(format!(
+            "The orientation of all top-{top_n} tokens applied within classes of tokens"
+        ))
+        .with_note(
+            "orientation: the signs of controls_orientation (found over all top tokens), not \
+             searched again; a class whose cells follow them shares the runs' division within \
+             itself",
+        )
+        .with_precision(3);
+    for c in rows {
+        t.push_row(vec![
+            Cell::from(c.what.clone()),
+            Cell::from(c.pairs),
+            Cell::from(c.mean_r),
+            Cell::from(c.mean_oriented_r),
+            Cell::from(format!("{} of {}", c.sign_matches, c.pairs)),
+            Cell::from(format!(
+                "{} of {}",
+                c.strong_matches[0], c.strong_matches[1]
+            )),
+        ]);
+    }
+    t
+}
+
 /// `scores` with the values of its `top_n` most frequent scored tokens permuted among them.
 fn permuted_top(
     scores: &[Option<f64>],
@@ -212,9 +295,50 @@ pub fn orientation_table(o: &Orientation, top_n: usize) -> Table {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::test_rng::normal;
+
+    /// An orientation of runs a, b, c: a and b on one side, c on the other.
+    pub(crate) fn abc_orientation() -> Orientation {
+        Orientation {
+            labels: ["a", "b", "c"].map(String::from).to_vec(),
+            signs: vec![1, 1, -1],
+            pairs: 3,
+            mean_r: 0.0,
+            mean_oriented_r: 0.0,
+            sign_matches: 0,
+            strong_matches: [0, 0],
+            replicates: 0,
+            null_mean: 0.0,
+            null_q975: 0.0,
+            null_p: 1.0,
+        }
+    }
+
+    #[test]
+    fn a_found_orientation_reads_other_cells_without_searching_again() {
+        let o = abc_orientation();
+        let cell = |a: &str, b: &str, r: f64| (a.to_string(), b.to_string(), r);
+        let cells = [
+            cell("a", "b", 0.4),
+            cell("a", "c", -0.2),
+            cell("b", "c", 0.05),
+            // A run the orientation does not have: left out.
+            cell("a", "z", 0.9),
+        ];
+        let c = o.apply("within x", &cells).unwrap();
+        assert_eq!((c.what.as_str(), c.pairs), ("within x", 3));
+        assert!((c.mean_r - 0.25 / 3.0).abs() < 1e-12);
+        assert!((c.mean_oriented_r - (0.4 + 0.2 - 0.05) / 3.0).abs() < 1e-12);
+        assert_eq!((c.sign_matches, c.strong_matches), (2, [2, 2]));
+        assert!(matches!(
+            o.apply("none", &[cell("y", "z", 0.5)]),
+            Err(ExperimentError::TooLittleData { .. })
+        ));
+        let t = oriented_cells_table(&[c], 5000).to_markdown();
+        assert!(t.contains("| within x") && t.contains("2 of 3"), "{t}");
+    }
 
     #[test]
     fn finds_the_planted_orientation_of_a_shared_axis() {

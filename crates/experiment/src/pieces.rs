@@ -11,6 +11,7 @@ use report::{Cell, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::RunScores;
+use crate::orientation::{Orientation, OrientedCells};
 use crate::Result;
 
 /// The class of a word-initial piece.
@@ -238,6 +239,32 @@ pub struct PieceControl {
     pub pairs: Vec<PiecePair>,
 }
 
+impl PieceControl {
+    /// The pairs over all classed tokens, within word-initial and within continuation pieces,
+    /// read under `orientation` (found over all top tokens): does the runs' shared division
+    /// hold inside each piece class, or is it the split between them?
+    pub fn oriented(&self, orientation: &Orientation) -> Result<Vec<OrientedCells>> {
+        let cells = |r: PairValue| -> Vec<(String, String, f64)> {
+            self.pairs
+                .iter()
+                .filter_map(|p| Some((p.a.clone(), p.b.clone(), r(p)?)))
+                .collect()
+        };
+        let groups: [(&str, PairValue); 3] = [
+            ("all classed tokens", |p| Some(p.r_all)),
+            ("within word-initial pieces", |p| p.r_initial),
+            ("within continuation pieces", |p| p.r_continuation),
+        ];
+        groups
+            .iter()
+            .map(|(what, r)| orientation.apply(what, &cells(*r)))
+            .collect()
+    }
+}
+
+/// One of a pair's correlations.
+type PairValue = fn(&PiecePair) -> Option<f64>;
+
 /// The control over every run and pair; `None` when the vocabulary has no continuation piece
 /// among the `top_n` most frequent tokens (not a WordPiece vocabulary).
 pub fn piece_control(
@@ -324,5 +351,46 @@ mod tests {
         // Only the 10 most frequent tokens (ids 0..10, id 0 unclassed): 4 initial, 5 continuation.
         let r = run_of("a", &a, &freq, &classes, 10).unwrap();
         assert_eq!((r.initial, r.continuation), (4, 5));
+    }
+
+    #[test]
+    fn the_orientation_of_all_tokens_is_read_within_each_piece_class() {
+        let (classes, freq) = setup();
+        // One division within both classes; run c took the other side of it, as the
+        // orientation (a +, b +, c -) says.
+        let a: Vec<Option<f64>> = (0..40).map(|i| Some((i as f64 * 0.7).sin())).collect();
+        let scaled = |k: f64| -> Vec<Option<f64>> { a.iter().map(|v| v.map(|x| k * x)).collect() };
+        let (b, c) = (scaled(2.0), scaled(-1.0));
+        let runs = [
+            ("a", a.as_slice()),
+            ("b", b.as_slice()),
+            ("c", c.as_slice()),
+        ];
+        let pairs = [(0, 1), (0, 2), (1, 2)]
+            .map(|(i, j)| pair_of(runs[i], runs[j], &freq, &classes, 40).unwrap())
+            .to_vec();
+        let pc = PieceControl {
+            top_n: 40,
+            runs: Vec::new(),
+            pairs,
+        };
+        let rows = pc
+            .oriented(&crate::orientation::tests::abc_orientation())
+            .unwrap();
+        let what: Vec<&str> = rows.iter().map(|r| r.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "all classed tokens",
+                "within word-initial pieces",
+                "within continuation pieces"
+            ]
+        );
+        for r in &rows {
+            // As measured: 1, -1, -1; oriented: 1 each.
+            assert!((r.mean_r + 1.0 / 3.0).abs() < 1e-9, "{r:?}");
+            assert!((r.mean_oriented_r - 1.0).abs() < 1e-9, "{r:?}");
+            assert_eq!((r.sign_matches, r.strong_matches), (3, [3, 3]));
+        }
     }
 }

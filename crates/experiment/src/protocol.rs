@@ -110,13 +110,18 @@ fn run_maker<'a>(
     }
 }
 
-/// `run` with its head cap counted in targets: the protocol's cap is the target positions of a
-/// style that predicts every position, and a masked LM predicts only its masked share, so its
-/// cap in positions is divided by that share (BERT: 2M / 0.15 ≈ 13.3M positions, 2M targets).
-/// Without this BERT's heads saw 300k targets and stopped 0.5–0.9 nats above the joint head.
-fn targets_capped(mut run: RunSpec) -> RunSpec {
+/// `run` with its heads' schedule counted in targets: the protocol's cap and validation
+/// interval are in target positions of a style that predicts every position, and a masked LM
+/// predicts only its masked share, so both are divided by that share in positions and updates
+/// (BERT: a cap of 2M / 0.15 ≈ 13.3M positions, 2M targets; a validation every 667 updates,
+/// 200k targets, so early stopping waits as many targets as GPT's). Without this BERT's heads
+/// saw 300k targets and stopped 0.5–0.9 nats above the joint head, and with the cap alone a
+/// retest head stopped early on a plateau of 300 updates (46k targets).
+fn heads_in_targets(mut run: RunSpec) -> RunSpec {
     let share = crate::data::objective(run.style).target_share();
-    run.heads.max_budget_tokens = (run.heads.max_budget_tokens as f64 / share).round() as u64;
+    let h = &mut run.heads;
+    h.max_budget_tokens = (h.max_budget_tokens as f64 / share).round() as u64;
+    h.eval_every = (h.eval_every as f64 / share).round() as u64;
     run
 }
 
@@ -247,7 +252,7 @@ fn real_text_runs(gpu: bool, corpus: &CorpusSpec) -> Vec<RunSpec> {
         false => ("peer_small", "peer_large"),
     };
     let make = run_maker(preset, corpus, &phase1, &heads);
-    let run = |style, seed| targets_capped(make(style, seed));
+    let run = |style, seed| heads_in_targets(make(style, seed));
     let released = |seed| run(Style::Elmo, seed).with_elmo_mode(ElmoMode::AsReleased);
     let mut gpt_large = run(Style::Gpt, 0).named("gpt_large");
     gpt_large.preset = large.into();

@@ -167,7 +167,8 @@ impl Default for Phase1Settings {
 pub struct HeadSettings {
     /// The most token positions the heads may train on (early stopping usually ends sooner).
     /// A masked LM's positions are targets only at its masked share: the real-text protocols
-    /// divide its cap by that share so every style's heads may see as many targets.
+    /// divide its cap (and `eval_every`) by that share so every style's heads may see as many
+    /// targets.
     pub max_budget_tokens: u64,
     /// Peak learning rate.
     pub lr: f64,

@@ -15,7 +15,9 @@ use crate::controls::{
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
 use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
-use crate::orientation::{orientation, orientation_table, MAX_RUNS};
+use crate::orientation::{
+    orientation, orientation_table, oriented_cells_table, Orientation, MAX_RUNS,
+};
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
 use crate::pos_by_run::{write_pos_by_run, RunTags};
@@ -81,6 +83,9 @@ pub struct StudyOutcome {
     pub emergence: Option<Emergence>,
     /// The word-piece control (first score kind; WordPiece vocabularies only).
     pub pieces: Option<PieceControl>,
+    /// The orientation that makes the runs agree most (top tokens, first score kind), when
+    /// there are at least two pairs and at most `orientation::MAX_RUNS` runs.
+    pub orientation: Option<Orientation>,
     /// Files written.
     pub outputs: Vec<PathBuf>,
 }
@@ -97,6 +102,7 @@ impl StudyOutcome {
             word_groups: None,
             emergence: None,
             pieces: None,
+            orientation: None,
             outputs: Vec::new(),
         }
     }
@@ -347,6 +353,7 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         let t = orientation_table(&orient, TOP_TOKENS);
         o.outputs
             .extend(t.write_all(ctx.out, "controls_orientation")?);
+        o.orientation = Some(orient);
     }
     if !top_pairs.is_empty() {
         let vs_freq: Vec<Option<f64>> = labels
@@ -379,6 +386,10 @@ fn pieces(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         let (t, p) = piece_tables(&pc.runs, &pc.pairs, TOP_TOKENS);
         ctx.write(&t, "pieces_runs", o)?;
         ctx.write(&p, "pieces_pairs", o)?;
+    }
+    if let (Some(pc), Some(orient)) = (&o.pieces, &o.orientation) {
+        let t = oriented_cells_table(&pc.oriented(orient)?, TOP_TOKENS);
+        ctx.write(&t, "pieces_orientation", o)?;
     }
     Ok(())
 }
