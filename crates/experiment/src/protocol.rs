@@ -116,7 +116,7 @@ fn run_maker<'a>(
 /// (BERT: a cap of 2M / 0.15 ≈ 13.3M positions, 2M targets; a validation every 667 updates,
 /// 200k targets, so early stopping waits as many targets as GPT's). Without this BERT's heads
 /// saw 300k targets and stopped 0.5–0.9 nats above the joint head, and with the cap alone a
-/// retest head stopped early on a plateau of 300 updates (46k targets).
+/// retest head stopped early on a plateau of 300 updates (92k targets).
 fn heads_in_targets(mut run: RunSpec) -> RunSpec {
     let share = crate::data::objective(run.style).target_share();
     let h = &mut run.heads;
