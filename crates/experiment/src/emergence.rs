@@ -17,6 +17,7 @@ use report::{IntervalGroup, IntervalPoint, PlotOptions, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
+use crate::orientation::{apply_signs, labelled_orientation};
 use crate::run::{HeadQuality, ScoredRun};
 use crate::Result;
 
@@ -221,42 +222,22 @@ pub struct ClassTrend {
     pub oriented_rising: Option<bool>,
 }
 
-/// The orientation sign of every run of the pairs at the end of phase 1 (fraction 1), from
-/// their raw r; none where it cannot be found.
-fn end_orientation(e: &Emergence) -> Option<Vec<(String, f64)>> {
-    let end: Vec<&EmergencePair> = e.pairs.iter().filter(|p| p.fraction == 1.0).collect();
-    let mut labels: Vec<&str> = Vec::new();
-    for p in &end {
-        for l in [&p.a, &p.b] {
-            if !labels.contains(&l.as_str()) {
-                labels.push(l);
-            }
-        }
-    }
-    let at = |l: &str| labels.iter().position(|x| *x == l);
-    let cells: Vec<(usize, usize, f64)> = end
+/// The runs of the pairs at the end of phase 1 (fraction 1) and their orientation signs, from
+/// the pairs' raw r; none where it cannot be found.
+fn end_orientation(e: &Emergence) -> Option<(Vec<String>, Vec<i8>)> {
+    let cells: Vec<(String, String, f64)> = e
+        .pairs
         .iter()
-        .filter_map(|p| Some((at(&p.a)?, at(&p.b)?, p.pearson)))
+        .filter(|p| p.fraction == 1.0)
+        .map(|p| (p.a.clone(), p.b.clone(), p.pearson))
         .collect();
-    let (signs, _) = crate::orientation::best_orientation(labels.len(), &cells).ok()?;
-    Some(
-        labels
-            .iter()
-            .zip(signs)
-            .map(|(l, s)| (l.to_string(), s as f64))
-            .collect(),
-    )
+    labelled_orientation(&cells).ok()
 }
 
 /// The trend of every class of pairs (see [`ClassTrend`]); classes with fewer than two points
 /// with a disattenuated value are left out.
 pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
     let signs = end_orientation(e);
-    let sign_of = |p: &EmergencePair| -> Option<f64> {
-        let s = signs.as_ref()?;
-        let of = |l: &str| s.iter().find(|(x, _)| x == l).map(|(_, v)| *v);
-        Some(of(&p.a)? * of(&p.b)?)
-    };
     let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
     classes.sort();
     classes.dedup();
@@ -283,11 +264,13 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
         };
         let oriented_mean = |ps: &[&EmergencePair]| -> Option<f64> {
-            let v: Option<Vec<f64>> = ps
+            let (labels, signs) = signs.as_ref()?;
+            let cells: Vec<(String, String, f64)> = ps
                 .iter()
-                .map(|p| Some(sign_of(p)? * p.disattenuated?))
+                .filter_map(|p| Some((p.a.clone(), p.b.clone(), p.disattenuated?)))
                 .collect();
-            v.map(|v| v.iter().sum::<f64>() / v.len() as f64)
+            let o = apply_signs(labels, signs, c, &cells).ok()?;
+            Some(o.mean_oriented_r)
         };
         let (pb, pe) = (at(before), at(end));
         let widths: Vec<f64> = pe

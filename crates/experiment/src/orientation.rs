@@ -169,28 +169,58 @@ impl Orientation {
     /// again); cells naming a run it does not have are left out. A typed error when none is
     /// left.
     pub fn apply(&self, what: &str, cells: &[(String, String, f64)]) -> Result<OrientedCells> {
-        let sign = |l: &str| {
-            let i = self.labels.iter().position(|x| x == l)?;
-            Some(f64::from(self.signs[i]))
-        };
-        let oriented: Vec<(f64, f64)> = cells
-            .iter()
-            .filter_map(|(a, b, r)| Some((*r, sign(a)? * sign(b)? * r)))
-            .collect();
-        if oriented.is_empty() {
-            return Err(ExperimentError::too_little("cells of oriented runs", 0, 1));
-        }
-        let n = oriented.len() as f64;
-        let strong: Vec<&(f64, f64)> = oriented.iter().filter(|c| c.0.abs() > 0.1).collect();
-        Ok(OrientedCells {
-            what: what.to_string(),
-            pairs: oriented.len(),
-            mean_r: oriented.iter().map(|c| c.0).sum::<f64>() / n,
-            mean_oriented_r: oriented.iter().map(|c| c.1).sum::<f64>() / n,
-            sign_matches: oriented.iter().filter(|c| c.1 > 0.0).count(),
-            strong_matches: [strong.iter().filter(|c| c.1 > 0.0).count(), strong.len()],
-        })
+        apply_signs(&self.labels, &self.signs, what, cells)
     }
+}
+
+/// The best orientation ([`best_orientation`]) of the runs named by the cells `(run a, run b,
+/// r)`: their labels, in first-seen order, and one sign each (the first run's +).
+pub fn labelled_orientation(cells: &[(String, String, f64)]) -> Result<(Vec<String>, Vec<i8>)> {
+    let mut labels: Vec<String> = Vec::new();
+    let mut index = |l: &String| match labels.iter().position(|x| x == l) {
+        Some(i) => i,
+        None => {
+            labels.push(l.clone());
+            labels.len() - 1
+        }
+    };
+    let indexed: Vec<(usize, usize, f64)> = cells
+        .iter()
+        .map(|(a, b, r)| (index(a), index(b), *r))
+        .collect();
+    let (signs, _) = best_orientation(labels.len(), &indexed)?;
+    Ok((labels, signs))
+}
+
+/// The cells `(run a, run b, r)` under the signs of `labels` (not searched again); cells naming
+/// a run without a sign are left out. A typed error when none is left.
+pub fn apply_signs(
+    labels: &[String],
+    signs: &[i8],
+    what: &str,
+    cells: &[(String, String, f64)],
+) -> Result<OrientedCells> {
+    let sign = |l: &str| {
+        let i = labels.iter().position(|x| x == l)?;
+        Some(f64::from(*signs.get(i)?))
+    };
+    let oriented: Vec<(f64, f64)> = cells
+        .iter()
+        .filter_map(|(a, b, r)| Some((*r, sign(a)? * sign(b)? * r)))
+        .collect();
+    if oriented.is_empty() {
+        return Err(ExperimentError::too_little("cells of oriented runs", 0, 1));
+    }
+    let n = oriented.len() as f64;
+    let strong: Vec<&(f64, f64)> = oriented.iter().filter(|c| c.0.abs() > 0.1).collect();
+    Ok(OrientedCells {
+        what: what.to_string(),
+        pairs: oriented.len(),
+        mean_r: oriented.iter().map(|c| c.0).sum::<f64>() / n,
+        mean_oriented_r: oriented.iter().map(|c| c.1).sum::<f64>() / n,
+        sign_matches: oriented.iter().filter(|c| c.1 > 0.0).count(),
+        strong_matches: [strong.iter().filter(|c| c.1 > 0.0).count(), strong.len()],
+    })
 }
 
 /// Cell groups read under one orientation, one row each.
