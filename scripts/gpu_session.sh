@@ -10,7 +10,11 @@
 #   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
 #   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
 #                                                                             -> $OUT/throughput.jsonl
-#   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable)
+#   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
+#                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
+#                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
+#   scripts/gpu_session.sh fetch LABEL    one run's folder without weights, checkpoints or
+#                                         snapshots (all the tables read) -> $OUT/LABEL.tar.xz
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
 #                                         weights, heads' scores), xz in parts of 15 MiB: call K
@@ -77,11 +81,18 @@ throughput() {
 }
 
 study() {
-  $BIN/reproduce --protocol cpu --out "$STUDY" --only "$1" --quiet >"$OUT/study-$1.json" \
-    2>"$OUT/study-$1.err"
+  # shellcheck disable=SC2086
+  timeout -s TERM "${STUDY_TIMEOUT:-0}" $BIN/reproduce --protocol cpu --out "$STUDY" \
+    --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$1.json" 2>>"$OUT/study-$1.err"
   local rc=$?
   tail -c 3000 "$OUT/study-$1.err"
   return $rc
+}
+
+fetch() {
+  (cd "$STUDY" && tar -cf - --exclude='*.safetensors' --exclude=checkpoint --exclude=snapshots \
+    --exclude='*.lock' "$1") | xz -6 -T0 >"$OUT/$1.tar.xz"
+  ls -la "$OUT"
 }
 
 pack() {
