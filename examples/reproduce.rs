@@ -28,12 +28,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use lmsplit::experiment::lock::WRITER_LOCK;
-use lmsplit::experiment::record::{LOGPROBS_FILE, RUN_FILE};
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::{
-    run_study, ExperimentError, Progress, Protocol, RunOptions, RunRecord, StudySpec,
-};
+use lmsplit::experiment::{run_study, ExperimentError, Progress, Protocol, RunOptions, StudySpec};
 
 #[derive(Parser, Debug)]
 #[command(about = "Two-tower reproduction protocols: smoke, cpu, gpu")]
@@ -80,46 +76,15 @@ fn main() -> ExitCode {
     common::exit_stopped_or_finish(run(Args::parse()))
 }
 
-/// Every run of `spec` has finished under `out/<label>/` (results in its `run.json`, scores
-/// beside it); else an error naming each run that has not, and why.
+/// Every run of `spec` has finished under `out/<label>/`; else an error naming each run that
+/// has not, and why.
 fn check_finished(spec: &StudySpec, out: &std::path::Path) -> Result<(), ExperimentError> {
-    let mut missing = Vec::new();
-    for r in &spec.runs {
-        let label = r.label();
-        let dir = out.join(&label);
-        let rec = dir.join(RUN_FILE);
-        let why = if !rec.is_file() {
-            Some("never started".to_string())
-        } else {
-            let text = std::fs::read(&rec).map_err(|source| ExperimentError::Io {
-                path: rec.clone(),
-                source,
-            })?;
-            let record: RunRecord =
-                serde_json::from_slice(&text).map_err(|source| ExperimentError::Json {
-                    path: rec.clone(),
-                    source,
-                })?;
-            if record.result.is_none() || !dir.join(LOGPROBS_FILE).is_file() {
-                Some(match dir.join(WRITER_LOCK).is_file() {
-                    true => "still running (its writer.lock is held)".to_string(),
-                    false => "not finished (stopped or failed: run its job again)".to_string(),
-                })
-            } else {
-                None
-            }
-        };
-        if let Some(why) = why {
-            missing.push(format!("{label} ({why})"));
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(ExperimentError::Unfinished {
-        runs: missing,
-        total: spec.runs.len(),
-    })
+    let runs: Vec<_> = spec
+        .runs
+        .iter()
+        .map(|r| (r.label(), out.join(r.label())))
+        .collect();
+    lmsplit::experiment::run::check_finished(&runs)
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {

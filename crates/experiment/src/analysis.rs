@@ -236,6 +236,23 @@ pub(crate) fn pair_cells<'a>(
         .filter_map(move |p| Some((at(&p.a)?, at(&p.b)?, p)))
 }
 
+/// Every pair (i < j, in the order of `runs`) compared with [`compare_runs`].
+pub fn compare_all(
+    runs: &[RunScores],
+    freq: &[u64],
+    sel: TokenSelection,
+    kind: ScoreKind,
+    opts: &CorrOptions,
+) -> Result<Vec<PairComparison>> {
+    let mut pairs = Vec::new();
+    for i in 0..runs.len() {
+        for j in i + 1..runs.len() {
+            pairs.push(compare_runs(&runs[i], &runs[j], freq, sel, kind, opts)?);
+        }
+    }
+    Ok(pairs)
+}
+
 /// Compares two runs over a token selection (see the module docs). Runs scored on different
 /// scoring sets are refused ([`ExperimentError::ScoringSetMismatch`]).
 pub fn compare_runs(

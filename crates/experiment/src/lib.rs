@@ -16,7 +16,8 @@
 //!   - **report stage**: each result's tables and figures ([`tables`], `report`);
 //!   - **study**: [`protocol`] says what a study is; [`study::run_study`] runs the run stage,
 //!     then each analysis unit of [`units`] in turn; progress goes through the caller's
-//!     [`Progress`];
+//!     [`Progress`]; [`compare::compare_run_folders`] puts finished runs of any folders
+//!     through the same pair analysis and tables (e.g. one run trained on two machines);
 //! - the LMD study (Zhang): extraction, moments, analysis and tables ([`lmd_study`]).
 //!
 //! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod compare;
 pub mod controls;
 pub mod data;
 pub mod emergence;

@@ -322,6 +322,41 @@ pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
     Ok(table.to_vec2()?)
 }
 
+/// Why the run folder `dir` has not finished (no `run.json`, no results in it, or no scores
+/// beside it), or `None` when it has.
+pub fn why_unfinished(dir: &Path) -> Result<Option<&'static str>> {
+    let rec = dir.join(RUN_FILE);
+    if !rec.is_file() {
+        return Ok(Some("never started"));
+    }
+    let record: RunRecord = read_json(&rec)?;
+    if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() {
+        return Ok(None);
+    }
+    Ok(Some(match dir.join(WRITER_LOCK).is_file() {
+        true => "still running (its writer.lock is held)",
+        false => "not finished (stopped or failed: run its job again)",
+    }))
+}
+
+/// Every run of `runs` (label, folder) has finished; else [`ExperimentError::Unfinished`]
+/// naming each one that has not, and why.
+pub fn check_finished(runs: &[(String, PathBuf)]) -> Result<()> {
+    let mut missing = Vec::new();
+    for (label, dir) in runs {
+        if let Some(why) = why_unfinished(dir)? {
+            missing.push(format!("{label} ({why})"));
+        }
+    }
+    match missing.is_empty() {
+        true => Ok(()),
+        false => Err(ExperimentError::Unfinished {
+            runs: missing,
+            total: runs.len(),
+        }),
+    }
+}
+
 /// A saved run may be continued only to a larger phase-1 budget under the constant schedule;
 /// any other difference is a [`ExperimentError::SpecMismatch`] naming the fields.
 fn check_continuation(

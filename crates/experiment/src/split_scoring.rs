@@ -109,7 +109,7 @@ fn n_batches(lp: &PositionLogProbs) -> usize {
 
 /// The side of each scored position of `lp`: `false` for the first half (scores tower 1),
 /// `true` for the second. Positions are grouped into `blocks` equal stretches of the scoring
-/// text in order (by their place in it, [`text_coordinate`]); a fixed draw deals half of the
+/// text in order (by their place in it, `text_coordinate`); a fixed draw deals half of the
 /// blocks to each side.
 pub fn scoring_halves(lp: &PositionLogProbs, blocks: usize) -> Result<Vec<bool>> {
     if blocks < 2 {

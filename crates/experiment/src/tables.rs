@@ -185,6 +185,26 @@ pub fn pairs_table(
     Ok(t)
 }
 
+/// The pairs of one score kind (`kname`) and selection as Table 2: `pairs_<kname>_<sel>` (md,
+/// csv, json) and, when there is a pair, `fig_table2_<kname>_<sel>.png` (the run × run matrix
+/// of `labels`) in `out`. Returns the table and the files written.
+pub fn write_pairs(
+    pairs: &[crate::analysis::PairComparison],
+    labels: &[String],
+    kname: &str,
+    sel: crate::analysis::TokenSelection,
+    out: &Path,
+) -> Result<(report::Table, Vec<std::path::PathBuf>)> {
+    let t = pairs_table(pairs, &format!("Run pairs, {kname} score, {sel} tokens"))?;
+    let mut files = t.write_all(out, &format!("pairs_{kname}_{sel}"))?;
+    if !pairs.is_empty() {
+        let fig = out.join(format!("fig_table2_{kname}_{sel}.png"));
+        pairs_matrix_figure(labels, pairs, &format!("Table 2: {kname}, {sel}"), &fig)?;
+        files.push(fig);
+    }
+    Ok((t, files))
+}
+
 /// The paper's Pearson correlation of the preference scores for a pair of models (He &
 /// Toyoizumi, section 4, Table 2), where it reports one: GPT seed to seed 0.94, GPT × ELMo
 /// 0.91, GPT × BERT about 0.6, and base × large 0.72 (the paper's size pair is BERT's; ours is
@@ -399,7 +419,7 @@ pub fn table4(
     t
 }
 
-/// `fig_table4_spearman.png`: [`spearman_matrix`] as an annotated heat map.
+/// `fig_table4_spearman.png`: the Spearman matrix (`spearman_matrix`) as an annotated heat map.
 pub fn table4_figure(
     labels: &[String],
     pairs: &[crate::analysis::PairComparison],

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use prefscore::{Bootstrap, CorrOptions, ScoreKind};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{compare_runs, PairComparison, RunScores, TokenSelection};
+use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
 use crate::controls::{
     controls_table, predictability_pairs, predictability_pairs_table, run_controls, score_figures,
     scored_predictability, RunControl,
@@ -27,9 +27,7 @@ use crate::run::ScoredRun;
 use crate::split_scoring::{
     split_scoring_figure, split_scoring_pairs, split_scoring_table, Deal, SplitScoringPair,
 };
-use crate::tables::{
-    pairs_matrix_figure, pairs_table, pos_figure, runs_table, table4, table4_figure, StudyRun,
-};
+use crate::tables::{pos_figure, runs_table, table4, table4_figure, write_pairs, StudyRun};
 use crate::Result;
 
 /// Split-null replicates per run in the controls table.
@@ -195,29 +193,12 @@ pub const UNITS: [(&str, Unit); 6] = [
 fn pairs(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     for (kind, rs) in &ctx.scores {
         let kname = kind_name(*kind);
+        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
         for sel in &ctx.spec.selections {
-            let mut these = Vec::new();
-            for i in 0..rs.len() {
-                for j in i + 1..rs.len() {
-                    these.push(compare_runs(
-                        &rs[i],
-                        &rs[j],
-                        &ctx.data.freq,
-                        *sel,
-                        *kind,
-                        &ctx.copts,
-                    )?);
-                }
-            }
-            let t = pairs_table(&these, &format!("Run pairs, {kname} score, {sel} tokens"))?;
-            ctx.write(&t, &format!("pairs_{kname}_{sel}"), o)?;
-            if !these.is_empty() {
-                let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
-                let fig = ctx.out.join(format!("fig_table2_{kname}_{sel}.png"));
-                let title = format!("Table 2: {kname}, {sel}");
-                pairs_matrix_figure(&labels, &these, &title, &fig)?;
-                o.outputs.push(fig);
-            }
+            let these = compare_all(rs, &ctx.data.freq, *sel, *kind, &ctx.copts)?;
+            let (t, files) = write_pairs(&these, &labels, kname, *sel, ctx.out)?;
+            ctx.progress.say(|| t.to_markdown());
+            o.outputs.extend(files);
             o.pairs
                 .extend(these.into_iter().map(|p| (kname.to_string(), p)));
         }

@@ -1,0 +1,160 @@
+//! Finished runs compared across study folders (`experiment::compare`): the same run copied to
+//! another folder agrees with itself exactly, under the names given; unfinished, doubly named
+//! and other-corpus runs are refused with typed errors.
+
+mod common;
+
+use std::path::Path;
+
+use common::{run_in, tiny_spec};
+use lmsplit::experiment::analysis::{compare_runs, RunScores, TokenSelection};
+use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
+use lmsplit::experiment::{CorpusSpec, ExperimentError, Progress};
+use lmsplit::prefscore::{Bootstrap, CorrOptions, ScoreKind};
+
+/// A run folder copied elsewhere, as one brought back from another machine.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        match e.file_type().unwrap().is_dir() {
+            true => copy_dir(&e.path(), &dest),
+            false => {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+}
+
+fn compare(runs: &[NamedRun], out: &Path) -> Result<Vec<(String, String, f64)>, ExperimentError> {
+    let sel = [TokenSelection::MinCount(1)];
+    let found = compare_run_folders(
+        runs,
+        &sel,
+        ScoreKind::ArithmeticMean,
+        50,
+        out,
+        &Progress::silent(),
+    )?;
+    for f in &found.outputs {
+        assert!(f.is_file(), "{} was not written", f.display());
+    }
+    Ok(found
+        .pairs
+        .into_iter()
+        .map(|p| (p.a, p.b, p.pearson.r))
+        .collect())
+}
+
+#[test]
+fn a_run_copied_to_another_study_folder_agrees_with_itself_under_the_names_given() {
+    let root = tempfile::tempdir().unwrap();
+    let s0 = run_in(&tiny_spec(0), root.path(), "one/gpt-s0").unwrap();
+    let s1 = run_in(&tiny_spec(1), root.path(), "one/gpt-s1").unwrap();
+    copy_dir(
+        &root.path().join("one/gpt-s0"),
+        &root.path().join("two/gpt-s0"),
+    );
+    let runs = [
+        NamedRun::from_dir(root.path().join("one/gpt-s0")),
+        NamedRun::from_dir(root.path().join("two/gpt-s0")),
+        NamedRun {
+            name: "seed 1".into(),
+            dir: root.path().join("one/gpt-s1"),
+        },
+    ];
+    let out = root.path().join("compare");
+    let pairs = compare(&runs, &out).unwrap();
+    let names: Vec<(&str, &str)> = pairs
+        .iter()
+        .map(|(a, b, _)| (a.as_str(), b.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("one/gpt-s0", "two/gpt-s0"),
+            ("one/gpt-s0", "seed 1"),
+            ("two/gpt-s0", "seed 1"),
+        ]
+    );
+    assert!(
+        (pairs[0].2 - 1.0).abs() < 1e-12,
+        "a copy gave r {}",
+        pairs[0].2
+    );
+    // Two seeds do not agree exactly, and the folder path gives what the runs themselves give.
+    let r = pairs[1].2;
+    assert!(r.is_finite() && r < 0.999, "two seeds gave r {r}");
+    assert_eq!(pairs[2].2, r);
+    let data = lmsplit::experiment::Workspace::open(&tiny_spec(0).corpus, root.path().join("data"))
+        .unwrap()
+        .into_data();
+    let kind = ScoreKind::ArithmeticMean;
+    let opts = CorrOptions {
+        bootstrap: Bootstrap {
+            resamples: 50,
+            ..Bootstrap::default()
+        },
+        permutations: 50,
+    };
+    let direct = compare_runs(
+        &RunScores::new(&s0, kind).unwrap(),
+        &RunScores::new(&s1, kind).unwrap(),
+        &data.freq,
+        TokenSelection::MinCount(1),
+        kind,
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(direct.pearson.r, r);
+    let table = std::fs::read_to_string(out.join("pairs_arithmetic_min-count-1.md")).unwrap();
+    assert!(
+        table.contains("two/gpt-s0") && table.contains("seed 1"),
+        "{table}"
+    );
+}
+
+#[test]
+fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    run_in(&tiny_spec(0), root.path(), "gpt-s0").unwrap();
+    let out = root.path().join("compare");
+    let at = |name: &str, dir: &str| NamedRun {
+        name: name.into(),
+        dir: root.path().join(dir),
+    };
+
+    let err = compare(&[at("a", "gpt-s0"), at("b", "never")], &out).unwrap_err();
+    match &err {
+        ExperimentError::Unfinished { runs, total: 2 } => {
+            assert_eq!(runs, &["b (never started)"])
+        }
+        e => panic!("expected Unfinished, got {e:?}"),
+    }
+    assert!(matches!(
+        compare(&[at("a", "gpt-s0"), at("a", "gpt-s0")], &out),
+        Err(ExperimentError::DuplicateRun(name)) if name == "a"
+    ));
+    assert!(matches!(
+        compare(&[at("a", "gpt-s0")], &out),
+        Err(ExperimentError::TooLittleData {
+            have: 1,
+            need: 2,
+            ..
+        })
+    ));
+
+    let mut other = tiny_spec(0);
+    other.corpus = CorpusSpec {
+        train_vocab: 256,
+        ..CorpusSpec::synthetic(120, 7)
+    };
+    let other_root = root.path().join("other");
+    run_in(&other, &other_root, "gpt-s0").unwrap();
+    let err = compare(&[at("a", "gpt-s0"), at("b", "other/gpt-s0")], &out).unwrap_err();
+    match &err {
+        ExperimentError::Mismatch { run, .. } => assert_eq!(run, "b"),
+        e => panic!("expected Mismatch, got {e:?}"),
+    }
+}
