@@ -294,58 +294,85 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 }
 
 /// Writes the emergence table (`emergence.{csv,md,json}`, with the trend of every class of
-/// pairs) and two figures: `fig_emergence_correlation.png` (every pair's disattenuated r, filled,
-/// and its raw r, hollow, in one colour per class, with bootstrap intervals, at each point of
-/// phase 1; a line joins each class's mean) and `fig_emergence_heads.png` (share won by the primary tower
-/// and the mean head gap against tokens trained). Returns the files.
+/// pairs) and the figures: `fig_emergence_correlation.png` (every pair's disattenuated r,
+/// filled, and its raw r, hollow, in one colour per class, with bootstrap intervals, at each
+/// point of phase 1; a line joins each class's mean), `fig_emergence_oriented.png` (the same up
+/// to the end's orientation, where one is found) and `fig_emergence_heads.png` (share won by
+/// the primary tower and the mean head gap against tokens trained). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
-    files.extend(correlation_figure(e, out)?);
+    files.extend(correlation_figures(e, out)?);
     files.extend(heads_figure(e, out)?);
     Ok(files)
 }
 
 /// `fig_emergence_correlation.png`: each class's pairs with intervals at each fraction of
-/// phase 1 (none without pairs).
-fn correlation_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
+/// phase 1, and `fig_emergence_oriented.png`: the same up to the end's orientation (each pair
+/// times its runs' signs, as the oriented trend rows), where one is found (none without pairs).
+fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut fractions: Vec<f64> = e.pairs.iter().map(|p| p.fraction).collect();
     fractions.sort_by(f64::total_cmp);
     fractions.dedup();
     if fractions.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let f = out.join("fig_emergence_correlation.png");
     let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
-    report::interval_plot(
-        &f,
-        &positions,
-        &class_groups(e, &fractions),
-        &PlotOptions {
-            title: "Agreement of the preference score during phase 1".into(),
-            x_label: "fraction of phase 1 trained".into(),
-            y_label: "Pearson r: raw, and disattenuated (head-seed); 95% intervals".into(),
-            ..PlotOptions::default()
-        },
-    )?;
-    Ok(Some(f))
+    let orientation = end_orientation(e);
+    let mut figures = vec![("fig_emergence_correlation.png", None, "Pearson r")];
+    if let Some(o) = &orientation {
+        figures.push((
+            "fig_emergence_oriented.png",
+            Some(o),
+            "Pearson r up to orientation",
+        ));
+    }
+    let mut files = Vec::new();
+    for (name, signs, what) in figures {
+        let f = out.join(name);
+        report::interval_plot(
+            &f,
+            &positions,
+            &class_groups(e, &fractions, signs),
+            &PlotOptions {
+                title: format!("Agreement of the preference score during phase 1 ({what})"),
+                x_label: "fraction of phase 1 trained".into(),
+                y_label: format!("{what}: raw, and disattenuated (head-seed); 95% intervals"),
+                ..PlotOptions::default()
+            },
+        )?;
+        files.push(f);
+    }
+    Ok(files)
 }
 
 /// Two groups of points per class of pairs (in first-seen order), in one colour: each pair's
 /// disattenuated r (filled) and its raw r (hollow) at its fraction's position, with their
-/// intervals. A class without reliabilities has the raw group only.
-fn class_groups(e: &Emergence, fractions: &[f64]) -> Vec<IntervalGroup> {
+/// intervals. A class without reliabilities has the raw group only. With `signs` (labels and
+/// their orientation signs), each pair's values and interval are multiplied by its runs' signs.
+fn class_groups(
+    e: &Emergence,
+    fractions: &[f64],
+    signs: Option<&(Vec<String>, Vec<i8>)>,
+) -> Vec<IntervalGroup> {
     let mut classes: Vec<&str> = Vec::new();
     for p in &e.pairs {
         if !classes.contains(&p.class.as_str()) {
             classes.push(&p.class);
         }
     }
+    let sign = |l: &str| -> f64 {
+        signs
+            .and_then(|(labels, s)| Some(f64::from(s[labels.iter().position(|x| x == l)?])))
+            .unwrap_or(1.0)
+    };
     let point = |p: &EmergencePair, y: f64, iv: Option<Interval>| {
         let at = fractions.iter().position(|f| *f == p.fraction)?;
+        let s = sign(&p.a) * sign(&p.b);
+        let (y, iv) = (s * y, iv.map(|i| (s * i.lo, s * i.hi)));
         Some(IntervalPoint {
             at,
             y,
-            interval: iv.map(|i| (i.lo.min(y), i.hi.max(y))),
+            interval: iv.map(|(lo, hi)| (lo.min(hi).min(y), lo.max(hi).max(y))),
         })
     };
     let mut groups = Vec::new();
@@ -646,7 +673,7 @@ mod tests {
                 no_rel,
             ],
         };
-        let g = class_groups(&e, &[0.5, 1.0]);
+        let g = class_groups(&e, &[0.5, 1.0], None);
         let shape: Vec<(&str, Option<usize>, bool, usize)> = g
             .iter()
             .map(|g| (g.name.as_str(), g.colour, g.hollow, g.points.len()))
@@ -661,6 +688,40 @@ mod tests {
         );
         assert_eq!((g[0].points[1].at, g[0].points[1].y), (1, 0.7));
         assert!((g[1].points[1].y - 0.63).abs() < 1e-12);
+    }
+
+    #[test]
+    fn oriented_groups_flip_the_pairs_of_runs_on_opposite_sides() {
+        let between = |a: &str, b: &str, d: f64| EmergencePair {
+            a: a.into(),
+            b: b.into(),
+            ..pair("gpt × gpt", 1.0, d, 0.05)
+        };
+        let e = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                between("gpt-s0", "gpt-s1", -0.4),
+                between("gpt-s1", "gpt-s2", 0.6),
+            ],
+        };
+        let signs = end_orientation(&e).unwrap();
+        let signed = class_groups(&e, &[1.0], None);
+        let oriented = class_groups(&e, &[1.0], Some(&signs));
+        // Disattenuated group: gpt-s0 × gpt-s1 turns positive with its interval mirrored;
+        // gpt-s1 × gpt-s2 (same side) is unchanged.
+        let (s0, o0) = (&signed[0].points, &oriented[0].points);
+        assert_eq!((s0[0].y, o0[0].y), (-0.4, 0.4));
+        let (lo, hi) = o0[0].interval.unwrap();
+        assert!(
+            (lo - 0.35).abs() < 1e-12 && (hi - 0.45).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+        assert_eq!((s0[1].y, o0[1].y), (0.6, 0.6));
+        // Raw r (0.9 of the disattenuated in `pair`) turns the same way.
+        assert!((oriented[1].points[0].y - 0.36).abs() < 1e-12);
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_emergence(&e, dir.path()).unwrap();
+        assert!(files.contains(&dir.path().join("fig_emergence_oriented.png")));
     }
 
     #[test]
