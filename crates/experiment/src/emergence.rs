@@ -318,25 +318,26 @@ fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     }
     let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
     let orientation = end_orientation(e);
-    let mut figures = vec![("fig_emergence_correlation.png", None, "Pearson r")];
+    let mut figures = vec![("fig_emergence_correlation.png", None, "Pearson r", "")];
     if let Some(o) = &orientation {
         figures.push((
             "fig_emergence_oriented.png",
             Some(o),
-            "Pearson r up to orientation",
+            "oriented r",
+            " (up to orientation)",
         ));
     }
     let mut files = Vec::new();
-    for (name, signs, what) in figures {
+    for (name, signs, what, title) in figures {
         let f = out.join(name);
         report::interval_plot(
             &f,
             &positions,
             &class_groups(e, &fractions, signs),
             &PlotOptions {
-                title: format!("Agreement of the preference score during phase 1 ({what})"),
+                title: format!("Agreement of the preference score during phase 1{title}"),
                 x_label: "fraction of phase 1 trained".into(),
-                y_label: format!("{what}: raw, and disattenuated (head-seed); 95% intervals"),
+                y_label: format!("{what}, raw and disattenuated; 95% intervals"),
                 ..PlotOptions::default()
             },
         )?;
