@@ -84,27 +84,27 @@ pub fn compare_run_folders(
         snapshot_heads: false,
         ..RunOptions::default()
     };
-    let mut data: Option<CorpusData> = None;
-    let mut scores = Vec::with_capacity(runs.len());
-    for r in runs {
+    let open = |r: &NamedRun| -> Result<(CorpusData, RunScores)> {
         progress.say(|| format!("reading {} ({})", r.name, r.dir.display()));
-        let (d, run) = open_run(&r.dir, &opts)?;
-        match &data {
-            Some(first) if first.freq != d.freq => {
-                return Err(ExperimentError::Mismatch {
-                    run: r.name.clone(),
-                    data: runs[0].name.clone(),
-                    why: "trained on another corpus (the token frequencies differ)".into(),
-                })
-            }
-            Some(_) => {}
-            None => data = Some(d),
-        }
+        let (data, run) = open_run(&r.dir, &opts)?;
         let mut s = RunScores::new(&run, kind)?;
         s.label = r.name.clone();
+        Ok((data, s))
+    };
+    let (data, first) = open(&runs[0])?;
+    let mut scores = vec![first];
+    for r in &runs[1..] {
+        let (d, s) = open(r)?;
+        if d.freq != data.freq {
+            return Err(ExperimentError::Mismatch {
+                run: r.name.clone(),
+                data: runs[0].name.clone(),
+                why: "trained on another corpus (the token frequencies differ)".into(),
+            });
+        }
         scores.push(s);
     }
-    let freq = &data.expect("at least two runs were read").freq;
+    let freq = &data.freq;
     let copts = CorrOptions {
         bootstrap: Bootstrap {
             resamples,
