@@ -82,7 +82,7 @@ throughput() {
 
 study() {
   # shellcheck disable=SC2086
-  timeout -s TERM "${STUDY_TIMEOUT:-0}" $BIN/reproduce --protocol cpu --out "$STUDY" \
+  timeout --preserve-status -s TERM "${STUDY_TIMEOUT:-0}" $BIN/reproduce --protocol cpu --out "$STUDY" \
     --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$1.json" 2>>"$OUT/study-$1.err"
   local rc=$?
   tail -c 3000 "$OUT/study-$1.err"
