@@ -132,6 +132,24 @@ fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
         }
         e => panic!("expected Unfinished, got {e:?}"),
     }
+    // A run whose record has no results yet: stopped, or still running while its lock is held.
+    let stopped = root.path().join("stopped");
+    std::fs::create_dir_all(&stopped).unwrap();
+    let text = std::fs::read_to_string(root.path().join("gpt-s0/run.json")).unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&text).unwrap();
+    record["result"] = serde_json::Value::Null;
+    std::fs::write(stopped.join("run.json"), record.to_string()).unwrap();
+    let why = |dir: &Path| lmsplit::experiment::run::why_unfinished(dir).unwrap();
+    assert_eq!(
+        why(&stopped),
+        Some("not finished (stopped or failed: run its job again)")
+    );
+    std::fs::write(stopped.join("writer.lock"), "").unwrap();
+    assert_eq!(
+        why(&stopped),
+        Some("still running (its writer.lock is held)")
+    );
+    assert_eq!(why(&root.path().join("gpt-s0")), None);
     assert!(matches!(
         compare(&[at("a", "gpt-s0"), at("a", "gpt-s0")], &out),
         Err(ExperimentError::DuplicateRun(name)) if name == "a"
