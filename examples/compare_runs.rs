@@ -21,8 +21,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use lmsplit::experiment::analysis::TokenSelection;
 use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
+use lmsplit::experiment::units::kind_named;
 use lmsplit::experiment::{ExperimentError, Progress};
-use lmsplit::prefscore::ScoreKind;
 
 #[derive(Parser, Debug)]
 #[command(about = "Compare finished two-tower runs from any folders (Table 2's pair statistics)")]
@@ -55,17 +55,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
-    let kind = match args.score.as_str() {
-        "arithmetic" => ScoreKind::ArithmeticMean,
-        "geometric" => ScoreKind::GeometricMean,
-        other => {
-            return Err(ExperimentError::UnknownChoice {
-                what: "score",
-                given: other.into(),
-                choices: vec!["arithmetic", "geometric"],
-            })
-        }
-    };
+    let kind = kind_named(&args.score)?;
     let runs: Vec<NamedRun> = args
         .runs
         .iter()

@@ -10,7 +10,7 @@ use common::{run_in, tiny_spec};
 use lmsplit::experiment::analysis::{compare_runs, RunScores, TokenSelection};
 use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
 use lmsplit::experiment::{CorpusSpec, ExperimentError, Progress};
-use lmsplit::prefscore::{Bootstrap, CorrOptions, ScoreKind};
+use lmsplit::prefscore::{CorrOptions, ScoreKind};
 
 /// A run folder copied elsewhere, as one brought back from another machine.
 fn copy_dir(from: &Path, to: &Path) {
@@ -91,13 +91,7 @@ fn a_run_copied_to_another_study_folder_agrees_with_itself_under_the_names_given
         .unwrap()
         .into_data();
     let kind = ScoreKind::ArithmeticMean;
-    let opts = CorrOptions {
-        bootstrap: Bootstrap {
-            resamples: 50,
-            ..Bootstrap::default()
-        },
-        permutations: 50,
-    };
+    let opts = CorrOptions::with_resamples(50);
     let direct = compare_runs(
         &RunScores::new(&s0, kind).unwrap(),
         &RunScores::new(&s1, kind).unwrap(),

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use prefscore::{Bootstrap, CorrOptions, ScoreKind};
+use prefscore::{CorrOptions, ScoreKind};
 
 use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
 use crate::run::{check_finished, open_run, RunOptions};
@@ -105,13 +105,7 @@ pub fn compare_run_folders(
         scores.push(s);
     }
     let freq = &data.freq;
-    let copts = CorrOptions {
-        bootstrap: Bootstrap {
-            resamples,
-            ..Bootstrap::default()
-        },
-        permutations: resamples,
-    };
+    let copts = CorrOptions::with_resamples(resamples);
     std::fs::create_dir_all(out).map_err(crate::error::io_at(out))?;
     let labels: Vec<String> = runs.iter().map(|r| r.name.clone()).collect();
     let kname = crate::units::kind_name(kind);

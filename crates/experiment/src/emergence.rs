@@ -17,7 +17,7 @@ use report::{IntervalGroup, IntervalPoint, PlotOptions, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
-use crate::orientation::{apply_signs, labelled_orientation};
+use crate::orientation::{apply_signs, label_sign, labelled_orientation};
 use crate::run::{HeadQuality, ScoredRun};
 use crate::Result;
 
@@ -363,7 +363,7 @@ fn class_groups(
     }
     let sign = |l: &str| -> f64 {
         signs
-            .and_then(|(labels, s)| Some(f64::from(s[labels.iter().position(|x| x == l)?])))
+            .and_then(|(labels, s)| label_sign(labels, s, l))
             .unwrap_or(1.0)
     };
     let point = |p: &EmergencePair, y: f64, iv: Option<Interval>| {

@@ -192,6 +192,12 @@ pub fn labelled_orientation(cells: &[(String, String, f64)]) -> Result<(Vec<Stri
     Ok((labels, signs))
 }
 
+/// The sign (±1) of run `label` in an orientation of `labels`; none for a run it does not name.
+pub fn label_sign(labels: &[String], signs: &[i8], label: &str) -> Option<f64> {
+    let i = labels.iter().position(|x| x == label)?;
+    Some(f64::from(*signs.get(i)?))
+}
+
 /// The cells `(run a, run b, r)` under the signs of `labels` (not searched again); cells naming
 /// a run without a sign are left out. A typed error when none is left.
 pub fn apply_signs(
@@ -200,10 +206,7 @@ pub fn apply_signs(
     what: &str,
     cells: &[(String, String, f64)],
 ) -> Result<OrientedCells> {
-    let sign = |l: &str| {
-        let i = labels.iter().position(|x| x == l)?;
-        Some(f64::from(*signs.get(i)?))
-    };
+    let sign = |l: &str| label_sign(labels, signs, l);
     let oriented: Vec<(f64, f64)> = cells
         .iter()
         .filter_map(|(a, b, r)| Some((*r, sign(a)? * sign(b)? * r)))

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use prefscore::{Bootstrap, CorrOptions, ScoreKind};
+use prefscore::{CorrOptions, ScoreKind};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
@@ -28,7 +28,7 @@ use crate::split_scoring::{
     split_scoring_figure, split_scoring_pairs, split_scoring_table, Deal, SplitScoringPair,
 };
 use crate::tables::{pos_figure, runs_table, table4, table4_figure, write_pairs, StudyRun};
-use crate::Result;
+use crate::{ExperimentError, Result};
 
 /// Split-null replicates per run in the controls table.
 const NULL_REPLICATES: usize = 100;
@@ -151,13 +151,7 @@ impl<'a> StudyContext<'a> {
             data,
             runs,
             scores,
-            copts: CorrOptions {
-                bootstrap: Bootstrap {
-                    resamples: spec.resamples,
-                    ..Bootstrap::default()
-                },
-                permutations: spec.resamples,
-            },
+            copts: CorrOptions::with_resamples(spec.resamples),
             out,
             progress,
         })
@@ -452,10 +446,25 @@ fn resolve_tags(t: &TagSource, out: &Path) -> TagSource {
     }
 }
 
+/// The score kinds by name, in [`kind_name`]'s spelling.
+const KINDS: [ScoreKind; 2] = [ScoreKind::ArithmeticMean, ScoreKind::GeometricMean];
+
 /// `arithmetic` (eq. 4) or `geometric` (the released code).
 pub fn kind_name(kind: ScoreKind) -> &'static str {
     match kind {
         ScoreKind::ArithmeticMean => "arithmetic",
         ScoreKind::GeometricMean => "geometric",
     }
+}
+
+/// The score kind that [`kind_name`] calls `name`; else [`ExperimentError::UnknownChoice`].
+pub fn kind_named(name: &str) -> Result<ScoreKind> {
+    KINDS
+        .into_iter()
+        .find(|&k| kind_name(k) == name)
+        .ok_or_else(|| ExperimentError::UnknownChoice {
+            what: "score",
+            given: name.into(),
+            choices: KINDS.map(kind_name).to_vec(),
+        })
 }

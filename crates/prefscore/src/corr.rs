@@ -215,6 +215,19 @@ pub struct CorrOptions {
     pub permutations: usize,
 }
 
+impl CorrOptions {
+    /// `n` bootstrap resamples (95%, seed 0) and `n` permutations.
+    pub fn with_resamples(n: usize) -> Self {
+        CorrOptions {
+            bootstrap: Bootstrap {
+                resamples: n,
+                ..Bootstrap::default()
+            },
+            permutations: n,
+        }
+    }
+}
+
 impl Default for CorrOptions {
     /// 1000 bootstrap resamples at 95%, 1000 permutations, seed 0.
     fn default() -> Self {
