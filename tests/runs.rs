@@ -4,7 +4,8 @@
 mod common;
 
 use common::{quiet, run_in, tiny_spec};
-use lmsplit::experiment::{ExperimentError, ScoringSet, ScoringSpec, Workspace};
+use lmsplit::experiment::{ExperimentError, RunRecord, ScoringSet, ScoringSpec, Workspace};
+use lmsplit::heads::PositionLogProbs;
 use lmsplit::towers::Schedule;
 
 #[test]
@@ -150,6 +151,20 @@ fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
         "phase 1 was trained again"
     );
     assert!(!dir.path().join("changed/emergence").exists());
+    // Nothing was deleted: the old heads, snapshot heads and scores sit beside their record.
+    let kept = dir.path().join("changed/superseded/001");
+    let kept_record: RunRecord =
+        serde_json::from_str(&std::fs::read_to_string(kept.join("run.json")).unwrap()).unwrap();
+    assert_eq!(kept_record.spec, old);
+    assert_eq!(kept_record.result, first.record.result);
+    assert!(kept.join("heads/heads.safetensors").is_file());
+    assert!(kept
+        .join("emergence/step-0000001/logprobs-0.json")
+        .is_file());
+    let old_scores: PositionLogProbs =
+        serde_json::from_str(&std::fs::read_to_string(kept.join("logprobs.json")).unwrap())
+            .unwrap();
+    assert_eq!(old_scores.logp, first.logprobs.logp);
     let (a, b) = (fresh.result().unwrap(), changed.result().unwrap());
     assert_eq!(b.phase1, first.result().unwrap().phase1);
     // The same heads as a run trained under the new settings from the start.
@@ -158,4 +173,17 @@ fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
     assert_eq!(changed.record.spec, new);
     // Once retrained, the run is reused as it is.
     assert!(run_in(&new, dir.path(), "changed").unwrap().reused);
+
+    // Back to the old settings, killed half way through moving: only `heads` had moved.
+    let kept2 = dir.path().join("changed/superseded/002");
+    std::fs::create_dir_all(&kept2).unwrap();
+    std::fs::copy(dir.path().join("changed/run.json"), kept2.join("run.json")).unwrap();
+    std::fs::rename(dir.path().join("changed/heads"), kept2.join("heads")).unwrap();
+    let again = run_in(&old, dir.path(), "changed").unwrap();
+    assert_eq!(again.logprobs.logp, first.logprobs.logp);
+    // The next call finished the move into the same folder, and took no third one.
+    assert!(kept2.join("heads/heads.safetensors").is_file());
+    assert!(kept2.join("logprobs.json").is_file());
+    assert!(!dir.path().join("changed/superseded/003").exists());
+    assert!(kept.join("heads/heads.safetensors").is_file());
 }

@@ -43,6 +43,14 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         let machine = r.machine.as_deref().unwrap_or_default();
         assert!(machine.starts_with("cpu "), "{}: {machine:?}", r.label);
         assert!(runs_md.contains(machine), "{runs_md}");
+        // One call trained phase 1 here: every update is this machine's.
+        let res = r.dir.join("run.json");
+        let rec: RunRecord = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
+        let shares = rec.result.unwrap().phase1_machines;
+        assert_eq!(shares.len(), 1, "{}: {shares:?}", r.label);
+        assert_eq!(shares[0].machine.as_deref(), Some(machine), "{}", r.label);
+        assert!(shares[0].updates > 0, "{}", r.label);
+        assert_eq!(r.phase1_machine.as_deref(), Some(machine), "{}", r.label);
     }
     // Fig. 4 tag by tag across the runs, beside the paper's directions.
     let pos = std::fs::read_to_string(dir.path().join("pos_by_run.md")).unwrap();
@@ -71,8 +79,14 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     let mut old: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join(record)).unwrap()).unwrap();
     old["result"].as_object_mut().unwrap().remove("machine");
+    old["result"]
+        .as_object_mut()
+        .unwrap()
+        .remove("phase1_machines");
     let old: RunRecord = serde_json::from_value(old).unwrap();
-    assert_eq!(old.result.unwrap().machine, None);
+    let old = old.result.unwrap();
+    assert_eq!(old.machine, None);
+    assert!(old.phase1_machines.is_empty());
     // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
     assert_eq!(out.pairs.len(), 12);
     for (_, p) in &out.pairs {

@@ -71,6 +71,11 @@ pub struct RunResult {
     /// written before it was recorded.
     #[serde(default)]
     pub machine: Option<String>,
+    /// The machines that ran phase 1's updates and how many each ran
+    /// ([`crate::machine::shares`]; e.g. an H100's for a run whose heads a CPU trained); empty
+    /// in records written before they were noted.
+    #[serde(default)]
+    pub phase1_machines: Vec<crate::machine::MachineShare>,
 }
 
 /// `run.json`: the spec, where its data lives, the scoring set and the results.

@@ -8,7 +8,8 @@
 //! scored on, the results), `phase1/` and `heads/` (checkpoints, metrics), `logprobs.json`,
 //! `emergence/` (the snapshot heads). The same spec reuses the folder; new head settings
 //! retrain the heads on the kept phase 1; a larger budget under the constant schedule
-//! continues phase 1; any other spec is refused.
+//! continues phase 1 (either way the old heads and scores move to `superseded/NNN/`, never
+//! deleted); any other spec is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -180,8 +181,9 @@ fn open_record(
 
 /// A saved record whose spec differs from `spec` only by a larger phase-1 budget (under the
 /// constant schedule), or only in its head settings, is continued: its heads, snapshot heads
-/// and scores are removed and the new spec saved, and phase 1 goes on (or is kept as it is).
-/// The same spec leaves it as it is; any other difference is refused.
+/// and scores move to `superseded/NNN/` with the old record ([`supersede`]; hours of head
+/// training are never deleted), the new spec is saved, and phase 1 goes on (or is kept as it
+/// is). The same spec leaves it as it is; any other difference is refused.
 fn continue_record(
     mut saved: RunRecord,
     spec: &RunSpec,
@@ -196,30 +198,72 @@ fn continue_record(
     if !heads_only {
         check_continuation(&saved.spec, spec, dir, fields.clone())?;
     }
-    // Heads and scores belong to the old spec: remove them before the record names the new
+    // Heads and scores belong to the old spec: move them away before the record names the new
     // one, so a kill in between never reuses them.
-    for d in ["heads", "heads_retest", SNAPSHOT_HEADS_DIR] {
-        remove_if_present(&dir.join(d))?;
-    }
-    for f in [LOGPROBS_FILE, RETEST_FILE] {
-        remove_if_present(&dir.join(f))?;
-    }
+    let kept = supersede(&saved, dir)?;
     saved.spec = spec.clone();
     saved.result = None;
     write_json_atomic(&dir.join(RUN_FILE), &saved)?;
+    let kept = match kept {
+        Some(k) => format!("; the old heads and scores are in {}", k.display()),
+        None => String::new(),
+    };
     opts.progress.say(|| match heads_only {
         true => format!(
-            "{}: {} changed: phase 1 kept, heads retrained",
+            "{}: {} changed: phase 1 kept, heads retrained{kept}",
             spec.label(),
             fields.join(", ")
         ),
         false => format!(
-            "{}: continuing phase 1 to {} tokens (heads retrained)",
+            "{}: continuing phase 1 to {} tokens (heads retrained){kept}",
             spec.label(),
             spec.phase1.budget_tokens
         ),
     });
     Ok(saved)
+}
+
+/// The folder of a run's superseded heads and scores.
+pub const SUPERSEDED_DIR: &str = "superseded";
+
+/// Moves the heads, snapshot heads and scores of `saved` (the record in `dir`) into
+/// `superseded/NNN/` beside a copy of the record they belong to, and returns that folder
+/// (`None` when there was nothing to move). A call killed half way is finished by the next
+/// one in the same folder: the last folder whose record equals `saved` is taken up again.
+fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
+    let items: Vec<PathBuf> = ["heads", "heads_retest", SNAPSHOT_HEADS_DIR]
+        .into_iter()
+        .chain([LOGPROBS_FILE, RETEST_FILE])
+        .map(|name| dir.join(name))
+        .filter(|p| p.exists())
+        .collect();
+    if items.is_empty() {
+        return Ok(None);
+    }
+    let root = dir.join(SUPERSEDED_DIR);
+    std::fs::create_dir_all(&root).map_err(io_at(&root))?;
+    let mut taken: Vec<u32> = std::fs::read_dir(&root)
+        .map_err(io_at(&root))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    taken.sort_unstable();
+    let same_record = |n: &u32| {
+        let rec = root.join(format!("{n:03}")).join(RUN_FILE);
+        read_json::<RunRecord>(&rec).is_ok_and(|r| r == *saved)
+    };
+    let n = match taken.last() {
+        Some(last) if same_record(last) => *last,
+        Some(last) => last + 1,
+        None => 1,
+    };
+    let to = root.join(format!("{n:03}"));
+    std::fs::create_dir_all(&to).map_err(io_at(&to))?;
+    write_json_atomic(&to.join(RUN_FILE), saved)?;
+    for from in items {
+        let name = from.file_name().unwrap_or_default();
+        std::fs::rename(&from, to.join(name)).map_err(io_at(&from))?;
+    }
+    Ok(Some(to))
 }
 
 /// A finished run's scores read back (and the retest heads').
@@ -261,6 +305,8 @@ fn train_and_score(
         Some((h, _)) => Some(score(&model, h, scoring, &dir.join(RETEST_FILE))?),
         None => None,
     };
+    let stretches = crate::machine::read_stretches(&dir.join("phase1"))?;
+    let phase1_machines = crate::machine::shares(&stretches, phase1.steps);
     record.result = Some(RunResult {
         phase1,
         heads: quality,
@@ -269,6 +315,7 @@ fn train_and_score(
         scored_nll: logprobs.mean_nll(),
         snapshots,
         machine: Some(crate::machine::describe(&opts.device)),
+        phase1_machines,
     });
     write_json_atomic(&dir.join(RUN_FILE), &*record)?;
     Ok(Scores {
@@ -380,15 +427,4 @@ fn check_continuation(
         path: dir.to_path_buf(),
         fields,
     })
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
-    let r = if path.is_dir() {
-        std::fs::remove_dir_all(path)
-    } else if path.is_file() {
-        std::fs::remove_file(path)
-    } else {
-        return Ok(());
-    };
-    r.map_err(io_at(path))
 }

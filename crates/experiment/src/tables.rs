@@ -35,9 +35,13 @@ pub struct StudyRun {
     /// trained it (`towers::TrainSummary::tokens_per_s`).
     #[serde(default)]
     pub phase1_tokens_per_s: f64,
-    /// The machine that finished the run, when its record names one.
+    /// The machine that finished the run (heads, scoring), when its record names one.
     #[serde(default)]
     pub machine: Option<String>,
+    /// The machines that ran phase 1's updates ([`crate::machine::describe_shares`]), when its
+    /// record notes them.
+    #[serde(default)]
+    pub phase1_machine: Option<String>,
 }
 
 /// Fig. 4 for one run: the scores of the `top_n` most frequent training tokens summarised per
@@ -251,7 +255,8 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             "stopped early",
             "share primary",
             "flagged",
-            "machine",
+            "phase-1 machine",
+            "heads machine",
         ]
         .map(String::from)
         .to_vec(),
@@ -260,8 +265,10 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
     .with_note(
         "budget: tokens of phase 1 (the paper's rule was equal wall-clock, about a day each); \
          tokens/s: phase 1's tokens over its update time summed over every call that trained it \
-         (validation and checkpoints excluded), and that time in minutes; machine: the one that \
-         finished the run (\"not recorded\" for runs finished before records named it)",
+         (validation and checkpoints excluded), and that time in minutes; phase-1 machine: the \
+         one that ran its updates, or each with its share; heads machine: the one that trained \
+         the heads and scored them (\"not recorded\" for runs finished before records named \
+         them)",
     )
     .with_precision(3);
     for r in runs {
@@ -286,6 +293,7 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             report::Cell::from(if h.stopped_early { "yes" } else { "no" }),
             report::Cell::from(r.share_primary),
             report::Cell::from(if h.above_unigram { "yes" } else { "" }),
+            report::Cell::from(r.phase1_machine.as_deref().unwrap_or("not recorded")),
             report::Cell::from(r.machine.as_deref().unwrap_or("not recorded")),
         ]);
     }

@@ -79,6 +79,8 @@ pub(crate) fn phase1(
     let mut src = CorpusSource::new(b);
     let budget = tc.budget;
     let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;
+    let machine = crate::machine::describe(&opts.device);
+    crate::machine::note_stretch(&out, &machine, trainer.state().step)?;
     trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
     for &f in &p.snapshots {

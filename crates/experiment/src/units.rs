@@ -223,6 +223,8 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             phase1_tokens: res.phase1.tokens,
             phase1_tokens_per_s: res.phase1.tokens_per_s,
             machine: res.machine.clone(),
+            phase1_machine: (!res.phase1_machines.is_empty())
+                .then(|| crate::machine::describe_shares(&res.phase1_machines)),
         });
         let title = format!(
             "Preference score per UPOS tag, {} ({})",
