@@ -14,7 +14,9 @@
 //! stopped when started again with the same arguments; `--only` trains (or reuses) some runs
 //! and writes the tables over them to `<out>/subset-<labels>/`; `--tables-only` trains nothing
 //! and makes the whole study's tables once every run has finished (naming those that have
-//! not). The last line printed is the study's JSON summary.
+//! not); `--status` trains nothing and says where each run stands (beside the processes
+//! training them). The last line printed is the study's JSON summary (with `--status`, the
+//! runs' status).
 //!
 //! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
 //! `--only` sets may share one `--out` (the study's `data/` is created once; each run folder has
@@ -29,7 +31,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::{run_study, ExperimentError, Progress, Protocol, RunOptions, StudySpec};
+use lmsplit::experiment::status::status_table;
+use lmsplit::experiment::{
+    run_study, study_status, ExperimentError, Progress, Protocol, RunOptions, StudySpec,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Two-tower reproduction protocols: smoke, cpu, gpu")]
@@ -64,6 +69,12 @@ struct Args {
     /// one is present, else the CPU; on CUDA bf16 compute with f32 master weights).
     #[arg(long)]
     device: Option<String>,
+    /// Train nothing: print where each run (of --only, else all) stands, read from its folder
+    /// (stage, phase-1 tokens of the budget, tokens/s, head updates, snapshot heads, the
+    /// process holding it), and write it to `<out>/status.md` (.csv, .json). Safe beside the
+    /// processes that train the runs.
+    #[arg(long, conflicts_with = "tables_only")]
+    status: bool,
     /// No progress bars or tables on stdout (the JSON line still comes).
     #[arg(long)]
     quiet: bool,
@@ -110,12 +121,40 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         // Without the agreement curve its snapshot heads are not trained either.
         snapshot_heads: !args.no_emergence,
     };
+    if args.status {
+        return status(&spec, &out, &only, args.quiet);
+    }
     if args.tables_only {
         check_finished(&spec, &out)?;
     }
     let outcome = run_study(&spec, &out, &only, &opts)?;
     let line = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {
         path: "the summary line".into(),
+        source,
+    })?;
+    println!("{line}");
+    Ok(())
+}
+
+/// `--status`: the status table on stdout (unless quiet) and in `<out>/status.*`.
+fn status(
+    spec: &StudySpec,
+    out: &std::path::Path,
+    only: &[String],
+    quiet: bool,
+) -> Result<(), ExperimentError> {
+    let runs = study_status(spec, out, only)?;
+    let table = status_table(&runs);
+    if !quiet {
+        println!("{}", table.to_markdown());
+    }
+    std::fs::create_dir_all(out).map_err(|source| ExperimentError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    table.write_all(out, "status")?;
+    let line = serde_json::to_string(&runs).map_err(|source| ExperimentError::Json {
+        path: "the status line".into(),
         source,
     })?;
     println!("{line}");

@@ -8,7 +8,9 @@
 //! - a failed checkpoint write (a full disk, injected with RLIMIT_FSIZE: the tests run as root,
 //!   where permission bits are ignored) names the file and leaves the previous checkpoint;
 //! - N processes on one study: `reproduce --only` on disjoint runs of one folder create one
-//!   `data/` and give the results of a sequential study.
+//!   `data/` and give the results of a sequential study;
+//! - the status read from a run's folder follows it (phase 1, the live writer, heads,
+//!   finished), and `reproduce --status` names every run of a study without preparing one.
 //!
 //! The examples must be built from the current sources: a plain `cargo test` builds them,
 //! `cargo test --test jobs` alone does not (run `cargo build --examples` first).
@@ -22,6 +24,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{example_bin, small_gpt_run_args};
+use lmsplit::experiment::status::{run_status, RunStatus, Stage};
 
 /// Exit code of a run stopped by SIGTERM after its checkpoint (examples/two_tower.rs).
 const EXIT_STOPPED: i32 = 75;
@@ -186,6 +189,13 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
         stopped_at < 157,
         "phase 1 ended before the signal ({stopped_at})"
     );
+    // The status read from the folder: in phase 1, at the checkpoint's update, held by no one.
+    let st = run_status("run", &out).unwrap();
+    assert_eq!(st.stage, Stage::Phase1, "{st:?}");
+    let p1 = st.phase1.as_ref().unwrap();
+    assert_eq!((p1.step, p1.done), (stopped_at, false), "{st:?}");
+    assert!(p1.tokens < st.phase1_budget.unwrap(), "{st:?}");
+    assert_eq!(st.writer, None);
 
     // Resumed, and stopped again as soon as the heads start training.
     let heads = out.join("heads");
@@ -193,15 +203,31 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     wait_for(&mut run, "heads training", || {
         heads.join("metrics.jsonl").is_file()
     });
+    // While it trains, the status names the live process that holds the run.
+    let live = run_status("run", &out).unwrap();
+    let holder = format!("pid {} on ", run.id());
+    let writer = live.writer.clone().unwrap_or_default();
+    assert!(
+        writer.starts_with(&holder) && !writer.ends_with("(gone)"),
+        "{live:?}"
+    );
     sigterm(&run);
     let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr_of(&o));
     assert!(stderr_of(&o).contains("heads"), "{}", stderr_of(&o));
     assert!(!out.join("logprobs.json").exists(), "stopped too late");
+    let st = run_status("run", &out).unwrap();
+    assert_eq!(st.stage, Stage::Heads, "{st:?}");
+    assert!(st.phase1.as_ref().unwrap().done, "{st:?}");
+    assert!(!st.heads.as_ref().is_some_and(|h| h.done), "{st:?}");
 
     let o = spawn(&out).wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr_of(&o));
     same_scores(whole(), &out);
+    let st = run_status("run", &out).unwrap();
+    assert_eq!(st.stage, Stage::Finished, "{st:?}");
+    assert!(st.heads.as_ref().unwrap().done, "{st:?}");
+    assert_eq!(st.writer, None);
 }
 
 #[test]
@@ -361,4 +387,43 @@ fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
         !dir.path().join("data").exists(),
         "--tables-only trained or prepared something"
     );
+
+    // --status says the same, as a table and a JSON line, and exits 0.
+    let o = Command::new(example_bin("reproduce"))
+        .args(["--protocol", "smoke", "--status", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let runs: Vec<RunStatus> =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(labels, ["gpt-s0", "gpt-s1", "bert-s0"]);
+    assert!(
+        runs.iter().all(|r| r.stage == Stage::NotStarted),
+        "{runs:?}"
+    );
+    let md = std::fs::read_to_string(dir.path().join("status.md")).unwrap();
+    let row = md.lines().find(|l| l.starts_with("| gpt-s1 "));
+    assert!(row.is_some_and(|r| r.contains("| not started ")), "{md}");
+    assert!(
+        !dir.path().join("data").exists(),
+        "--status prepared something"
+    );
+    // A label the study does not have is refused by name.
+    let o = Command::new(example_bin("reproduce"))
+        .args([
+            "--protocol",
+            "smoke",
+            "--status",
+            "--only",
+            "gpt-s9",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr_of(&o).contains("gpt-s9"), "{}", stderr_of(&o));
 }

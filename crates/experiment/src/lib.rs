@@ -18,6 +18,8 @@
 //!     then each analysis unit of [`units`] in turn; progress goes through the caller's
 //!     [`Progress`]; [`compare::compare_run_folders`] puts finished runs of any folders
 //!     through the same pair analysis and tables (e.g. one run trained on two machines);
+//!     [`study::study_status`] reads where each run stands from its folder ([`status`]),
+//!     training nothing;
 //! - the LMD study (Zhang): extraction, moments, analysis and tables ([`lmd_study`]).
 //!
 //! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
@@ -49,6 +51,7 @@ pub mod scoring;
 pub mod snapshots;
 pub mod spec;
 pub mod split_scoring;
+pub mod status;
 pub mod study;
 pub mod tables;
 #[cfg(test)]
@@ -67,5 +70,5 @@ pub use run::{
 };
 pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
 pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
-pub use study::{run_study, Protocol, StudyOutcome, StudySpec};
+pub use study::{run_study, study_status, Protocol, StudyOutcome, StudySpec};
 pub use workspace::Workspace;

@@ -50,6 +50,23 @@ pub fn run_study(
     Ok(outcome)
 }
 
+/// Where each run of `spec` whose label is in `only` (all when empty) stands under
+/// `out/<label>/` ([`crate::status::run_status`]), in the study's order: nothing is trained,
+/// locked or written, so it may run beside the processes that train them.
+pub fn study_status(
+    spec: &StudySpec,
+    out: &Path,
+    only: &[String],
+) -> Result<Vec<crate::status::RunStatus>> {
+    check_labels(spec, only)?;
+    spec.runs
+        .iter()
+        .map(RunSpec::label)
+        .filter(|l| only.is_empty() || only.contains(l))
+        .map(|l| crate::status::run_status(&l, &out.join(&l)))
+        .collect()
+}
+
 /// Labels are unique, and every label of `only` is a run of the study.
 fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
     let labels: Vec<String> = spec.runs.iter().map(RunSpec::label).collect();

@@ -1,0 +1,277 @@
+//! Where each run of a study stands, read from its folder without training or locking
+//! anything: the stage it is in, phase 1's tokens against its budget and its throughput so far,
+//! each head training's updates, the snapshot heads done, and whether a live process holds the
+//! run. Safe beside the process that trains it (every file read is written atomically).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use towers::TrainState;
+
+use crate::error::read_json;
+use crate::lock::{LockHolder, WRITER_LOCK};
+use crate::record::{RunRecord, LOGPROBS_FILE, RUN_FILE, SNAPSHOT_HEADS_DIR};
+use crate::Result;
+
+/// The step a run has reached, in the order a run goes through them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Stage {
+    /// No `run.json` yet.
+    NotStarted,
+    /// Phase 1 has not spent its budget.
+    Phase1,
+    /// Phase 1 done; the heads (head seed) are training.
+    Heads,
+    /// The heads done; the retest heads (head seed + 1) are training.
+    RetestHeads,
+    /// Every head trained; the scores are not written yet.
+    Scoring,
+    /// Scored: the run's results are in its record (snapshot heads are counted apart).
+    Finished,
+}
+
+impl Stage {
+    /// The stage in words, as the status table writes it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::NotStarted => "not started",
+            Stage::Phase1 => "phase 1",
+            Stage::Heads => "heads",
+            Stage::RetestHeads => "retest heads",
+            Stage::Scoring => "scoring",
+            Stage::Finished => "finished",
+        }
+    }
+}
+
+/// Updates of one training (phase 1 or a head training) so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingProgress {
+    /// Updates done at the last checkpoint.
+    pub step: u64,
+    /// Updates of the whole schedule, once known.
+    pub total_steps: Option<u64>,
+    /// Token positions consumed at the last checkpoint (0 where unknown: a finished head
+    /// training's record counts updates only).
+    pub tokens: u64,
+    /// Tokens per second of update time over every call so far.
+    pub tokens_per_s: Option<f64>,
+    /// Whether the training has finished (its final weights are saved).
+    pub done: bool,
+}
+
+/// One run's row of the status table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunStatus {
+    /// `<model>-s<seed>`.
+    pub label: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// The step it has reached.
+    pub stage: Stage,
+    /// Phase 1's budget in token positions (from the saved spec).
+    pub phase1_budget: Option<u64>,
+    /// Phase 1 so far (`None` before its first checkpoint).
+    pub phase1: Option<TrainingProgress>,
+    /// The heads so far.
+    pub heads: Option<TrainingProgress>,
+    /// The retest heads so far (`None` also for runs without them).
+    pub retest: Option<TrainingProgress>,
+    /// Snapshot heads scored, and how many the run's snapshots call for (one per snapshot and
+    /// head seed).
+    pub snapshot_heads: (usize, usize),
+    /// The process holding the run, when one holds it: `pid <N> on <host> since <unix time>`,
+    /// with `(gone)` when it is known to have died without removing its lock.
+    pub writer: Option<String>,
+}
+
+/// Where the run in `dir` (labelled `label`) stands. An absent folder is
+/// [`Stage::NotStarted`]; a malformed record or checkpoint state is an error naming the file.
+pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
+    let mut s = RunStatus {
+        label: label.to_string(),
+        dir: dir.to_path_buf(),
+        stage: Stage::NotStarted,
+        phase1_budget: None,
+        phase1: None,
+        heads: None,
+        retest: None,
+        snapshot_heads: (0, 0),
+        writer: writer(dir),
+    };
+    let rec = dir.join(RUN_FILE);
+    if !rec.is_file() {
+        return Ok(s);
+    }
+    let record: RunRecord = read_json(&rec)?;
+    let spec = &record.spec;
+    s.phase1_budget = Some(spec.phase1.budget_tokens);
+    match &record.result {
+        // A finished run is described by its record, as the runs table describes it (its
+        // checkpoints may have stayed on another machine).
+        Some(r) => {
+            s.phase1 = Some(finished(
+                r.phase1.steps,
+                r.phase1.tokens,
+                r.phase1.tokens_per_s,
+            ));
+            s.heads = Some(finished(r.heads.steps, 0, 0.0));
+            s.retest = r.retest.as_ref().map(|q| finished(q.steps, 0, 0.0));
+        }
+        None => {
+            s.phase1 = progress(&dir.join("phase1"), None)?;
+            s.heads = progress(&dir.join("heads"), Some("heads.safetensors"))?;
+            if spec.retest_heads {
+                s.retest = progress(&dir.join("heads_retest"), Some("heads.safetensors"))?;
+            }
+        }
+    }
+    let seeds = 1 + usize::from(spec.retest_heads);
+    let snapshots = match &record.result {
+        Some(r) => r.snapshots.len(),
+        None => spec.phase1.snapshots.len(),
+    };
+    s.snapshot_heads = (scored_snapshot_heads(dir)?, snapshots * seeds);
+    let done = |p: &Option<TrainingProgress>| p.as_ref().is_some_and(|p| p.done);
+    let phase1_done = s
+        .phase1
+        .as_ref()
+        .is_some_and(|p| p.tokens >= spec.phase1.budget_tokens);
+    s.stage = if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() {
+        Stage::Finished
+    } else if !phase1_done {
+        Stage::Phase1
+    } else if !done(&s.heads) {
+        Stage::Heads
+    } else if spec.retest_heads && !done(&s.retest) {
+        Stage::RetestHeads
+    } else {
+        Stage::Scoring
+    };
+    // A finished phase 1 is all its budget, whatever its last checkpoint wrote as it ended.
+    if let (Some(p), true) = (s.phase1.as_mut(), phase1_done) {
+        p.done = true;
+    }
+    Ok(s)
+}
+
+/// A finished training of `steps` updates (`tokens` and its rate where known, else 0).
+fn finished(steps: u64, tokens: u64, tokens_per_s: f64) -> TrainingProgress {
+    TrainingProgress {
+        step: steps,
+        total_steps: Some(steps),
+        tokens,
+        tokens_per_s: (tokens_per_s > 0.0).then_some(tokens_per_s),
+        done: true,
+    }
+}
+
+/// The training in `dir` from its newest checkpoint; `done_file` marks a finished one.
+fn progress(dir: &Path, done_file: Option<&str>) -> Result<Option<TrainingProgress>> {
+    let Some(ck) = towers::latest_checkpoint(dir) else {
+        return Ok(None);
+    };
+    let st: TrainState = read_json(&ck.join("state.json"))?;
+    Ok(Some(TrainingProgress {
+        step: st.step,
+        total_steps: st.total_steps,
+        tokens: st.tokens,
+        tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
+        done: done_file.is_some_and(|f| dir.join(f).is_file()),
+    }))
+}
+
+/// Snapshot heads whose scores are written (`emergence/step-*/logprobs-<seed>.json`).
+fn scored_snapshot_heads(dir: &Path) -> Result<usize> {
+    let root = dir.join(SNAPSHOT_HEADS_DIR);
+    if !root.is_dir() {
+        return Ok(0);
+    }
+    let mut n = 0;
+    for step in std::fs::read_dir(&root).map_err(crate::error::io_at(&root))? {
+        let step = step.map_err(crate::error::io_at(&root))?.path();
+        if !step.is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(&step).map_err(crate::error::io_at(&step))? {
+            let name = f.map_err(crate::error::io_at(&step))?.file_name();
+            let name = name.to_string_lossy();
+            n += usize::from(name.starts_with("logprobs-") && name.ends_with(".json"));
+        }
+    }
+    Ok(n)
+}
+
+/// Who holds the run's writer lock, if anyone (an unreadable lock is named as such).
+fn writer(dir: &Path) -> Option<String> {
+    let path = dir.join(WRITER_LOCK);
+    let text = std::fs::read_to_string(&path).ok()?;
+    Some(match serde_json::from_str::<LockHolder>(&text) {
+        Ok(h) => format!(
+            "pid {} on {} since {}{}",
+            h.pid,
+            h.host,
+            h.since_unix,
+            if h.is_gone() { " (gone)" } else { "" }
+        ),
+        Err(_) => "unreadable lock".into(),
+    })
+}
+
+/// The status of `runs` (label, folder) as a table: one row per run.
+pub fn status_table(runs: &[RunStatus]) -> report::Table {
+    let mut t = report::Table::new(
+        [
+            "run",
+            "stage",
+            "phase-1 tokens",
+            "budget",
+            "done (%)",
+            "tokens/s",
+            "heads (updates)",
+            "retest heads (updates)",
+            "snapshot heads",
+            "writer",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title("Where each run stands (read from its folder at the last checkpoint)")
+    .with_note(
+        "tokens/s: phase 1's tokens over its update time so far; heads: updates at the last \
+         checkpoint of each head training, of the schedule's total (a finished one says done); \
+         snapshot heads: scored of those the run's snapshots call for; writer: the process \
+         holding the run (\"(gone)\": it died without removing its lock)",
+    )
+    .with_precision(1);
+    let updates = |p: &Option<TrainingProgress>| match p {
+        None => String::new(),
+        Some(p) if p.done => format!("{} (done)", p.step),
+        Some(p) => match p.total_steps {
+            Some(total) => format!("{} of {total}", p.step),
+            None => p.step.to_string(),
+        },
+    };
+    for r in runs {
+        let tokens = r.phase1.as_ref().map(|p| p.tokens);
+        let share = match (tokens, r.phase1_budget) {
+            (Some(t), Some(b)) if b > 0 => Some(100.0 * (t.min(b)) as f64 / b as f64),
+            _ => None,
+        };
+        t.push_row(vec![
+            report::Cell::from(r.label.as_str()),
+            report::Cell::from(r.stage.describe()),
+            report::Cell::from(tokens.map(|t| t as usize)),
+            report::Cell::from(r.phase1_budget.map(|b| b as usize)),
+            report::Cell::from(share),
+            report::Cell::from(r.phase1.as_ref().and_then(|p| p.tokens_per_s)),
+            report::Cell::from(updates(&r.heads).as_str()),
+            report::Cell::from(updates(&r.retest).as_str()),
+            report::Cell::from(
+                format!("{} of {}", r.snapshot_heads.0, r.snapshot_heads.1).as_str(),
+            ),
+            report::Cell::from(r.writer.as_deref().unwrap_or("")),
+        ]);
+    }
+    t
+}
