@@ -9,6 +9,7 @@ use std::path::Path;
 use common::{run_in, tiny_spec};
 use lmsplit::experiment::analysis::{compare_runs, RunScores, TokenSelection};
 use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
+use lmsplit::experiment::lock::LockHolder;
 use lmsplit::experiment::{CorpusSpec, ExperimentError, Progress};
 use lmsplit::prefscore::{CorrOptions, ScoreKind};
 
@@ -135,13 +136,30 @@ fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
     std::fs::write(stopped.join("run.json"), record.to_string()).unwrap();
     let why = |dir: &Path| lmsplit::experiment::run::why_unfinished(dir).unwrap();
     assert_eq!(
-        why(&stopped),
-        Some("not finished (stopped or failed: run its job again)")
+        why(&stopped).as_deref(),
+        Some("stopped in phase 1 (or failed: run its job again)")
     );
-    std::fs::write(stopped.join("writer.lock"), "").unwrap();
+    // Held by a live process (this one): still running, naming it.
+    let me = LockHolder::this_process();
+    let lock = stopped.join("writer.lock");
+    std::fs::write(&lock, serde_json::to_string(&me).unwrap()).unwrap();
     assert_eq!(
         why(&stopped),
-        Some("still running (its writer.lock is held)")
+        Some(format!(
+            "still running: phase 1, pid {} on {} since {}",
+            me.pid, me.host, me.since_unix
+        ))
+    );
+    // Left by a process that is gone: stopped, whatever the lock says.
+    let dead = LockHolder {
+        pid: u32::MAX - 1,
+        proc_start: None,
+        ..me
+    };
+    std::fs::write(&lock, serde_json::to_string(&dead).unwrap()).unwrap();
+    assert_eq!(
+        why(&stopped).as_deref(),
+        Some("stopped in phase 1 (or failed: run its job again)")
     );
     assert_eq!(why(&root.path().join("gpt-s0")), None);
     assert!(matches!(

@@ -205,10 +205,12 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     });
     // While it trains, the status names the live process that holds the run.
     let live = run_status("run", &out).unwrap();
-    let holder = format!("pid {} on ", run.id());
-    let writer = live.writer.clone().unwrap_or_default();
+    let writer = live.writer.as_ref().expect("the live run's lock");
+    assert_eq!(writer.holder.as_ref().map(|h| h.pid), Some(run.id()));
+    assert!(!writer.gone, "{live:?}");
     assert!(
-        writer.starts_with(&holder) && !writer.ends_with("(gone)"),
+        live.why_unfinished()
+            .is_some_and(|w| w.starts_with("still running: heads, pid ")),
         "{live:?}"
     );
     sigterm(&run);

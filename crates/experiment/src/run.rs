@@ -369,21 +369,10 @@ pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
     Ok(table.to_vec2()?)
 }
 
-/// Why the run folder `dir` has not finished (no `run.json`, no results in it, or no scores
-/// beside it), or `None` when it has.
-pub fn why_unfinished(dir: &Path) -> Result<Option<&'static str>> {
-    let rec = dir.join(RUN_FILE);
-    if !rec.is_file() {
-        return Ok(Some("never started"));
-    }
-    let record: RunRecord = read_json(&rec)?;
-    if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() {
-        return Ok(None);
-    }
-    Ok(Some(match dir.join(WRITER_LOCK).is_file() {
-        true => "still running (its writer.lock is held)",
-        false => "not finished (stopped or failed: run its job again)",
-    }))
+/// Why the run folder `dir` has not finished ([`crate::status::RunStatus::why_unfinished`]:
+/// never started, still running in a stage, or stopped in one), or `None` when it has.
+pub fn why_unfinished(dir: &Path) -> Result<Option<String>> {
+    Ok(crate::status::run_status("", dir)?.why_unfinished())
 }
 
 /// Every run of `runs` (label, folder) has finished; else [`ExperimentError::Unfinished`]

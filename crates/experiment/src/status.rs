@@ -80,9 +80,48 @@ pub struct RunStatus {
     /// Snapshot heads scored, and how many the run's snapshots call for (one per snapshot and
     /// head seed).
     pub snapshot_heads: (usize, usize),
-    /// The process holding the run, when one holds it: `pid <N> on <host> since <unix time>`,
-    /// with `(gone)` when it is known to have died without removing its lock.
-    pub writer: Option<String>,
+    /// The run's writer lock, when one is there.
+    pub writer: Option<WriterLock>,
+}
+
+/// A run's `writer.lock`: who holds it, and whether that process is known to be gone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterLock {
+    /// The holder it names (`None`: the file could not be read as one, e.g. it is being
+    /// written).
+    pub holder: Option<LockHolder>,
+    /// The holder died without removing the lock ([`LockHolder::is_gone`]).
+    pub gone: bool,
+}
+
+impl WriterLock {
+    /// `pid <N> on <host> since <unix time>`, with `(gone)` for a dead holder.
+    pub fn describe(&self) -> String {
+        match &self.holder {
+            Some(h) => format!(
+                "pid {} on {} since {}{}",
+                h.pid,
+                h.host,
+                h.since_unix,
+                if self.gone { " (gone)" } else { "" }
+            ),
+            None => "an unreadable writer.lock".into(),
+        }
+    }
+}
+
+impl RunStatus {
+    /// Why the run has not finished, in a few words (`None` when it has): never started,
+    /// still running (naming the stage and the process), or stopped in a stage.
+    pub fn why_unfinished(&self) -> Option<String> {
+        let stage = self.stage.describe();
+        match (self.stage, &self.writer) {
+            (Stage::Finished, _) => None,
+            (Stage::NotStarted, _) => Some("never started".into()),
+            (_, Some(w)) if !w.gone => Some(format!("still running: {stage}, {}", w.describe())),
+            _ => Some(format!("stopped in {stage} (or failed: run its job again)")),
+        }
+    }
 }
 
 /// Where the run in `dir` (labelled `label`) stands. An absent folder is
@@ -202,19 +241,13 @@ fn scored_snapshot_heads(dir: &Path) -> Result<usize> {
     Ok(n)
 }
 
-/// Who holds the run's writer lock, if anyone (an unreadable lock is named as such).
-fn writer(dir: &Path) -> Option<String> {
-    let path = dir.join(WRITER_LOCK);
-    let text = std::fs::read_to_string(&path).ok()?;
-    Some(match serde_json::from_str::<LockHolder>(&text) {
-        Ok(h) => format!(
-            "pid {} on {} since {}{}",
-            h.pid,
-            h.host,
-            h.since_unix,
-            if h.is_gone() { " (gone)" } else { "" }
-        ),
-        Err(_) => "unreadable lock".into(),
+/// The run's writer lock, if there is one.
+fn writer(dir: &Path) -> Option<WriterLock> {
+    let text = std::fs::read_to_string(dir.join(WRITER_LOCK)).ok()?;
+    let holder = serde_json::from_str::<LockHolder>(&text).ok();
+    Some(WriterLock {
+        gone: holder.as_ref().is_some_and(LockHolder::is_gone),
+        holder,
     })
 }
 
@@ -270,7 +303,7 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             report::Cell::from(
                 format!("{} of {}", r.snapshot_heads.0, r.snapshot_heads.1).as_str(),
             ),
-            report::Cell::from(r.writer.as_deref().unwrap_or("")),
+            report::Cell::from(r.writer.as_ref().map(WriterLock::describe)),
         ]);
     }
     t
