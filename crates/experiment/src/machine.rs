@@ -34,17 +34,23 @@ pub struct MachineShare {
 
 /// Notes in `phase1_dir` that `machine` takes phase 1 up at `from_step` (written atomically
 /// before it trains, so a call killed later still counts the updates its checkpoints kept).
-/// The same machine going on from its own stretch adds nothing.
+/// Stretches noted at or after `from_step` are dropped (they ran no update that a checkpoint
+/// kept, or phase 1 went back, e.g. its checkpoint was removed); the same machine going on
+/// from its own stretch then adds nothing.
 pub fn note_stretch(phase1_dir: &Path, machine: &str, from_step: u64) -> Result<()> {
-    let mut stretches = read_stretches(phase1_dir)?;
-    if stretches.last().is_some_and(|s| s.machine == machine) {
-        return Ok(());
+    let noted = read_stretches(phase1_dir)?;
+    let mut stretches = noted.clone();
+    stretches.retain(|s| s.from_step < from_step);
+    if stretches.last().is_none_or(|s| s.machine != machine) {
+        stretches.push(Stretch {
+            machine: machine.to_string(),
+            from_step,
+        });
     }
-    stretches.push(Stretch {
-        machine: machine.to_string(),
-        from_step,
-    });
-    write_json_atomic(&phase1_dir.join(PHASE1_MACHINES_FILE), &stretches)
+    match stretches == noted {
+        true => Ok(()),
+        false => write_json_atomic(&phase1_dir.join(PHASE1_MACHINES_FILE), &stretches),
+    }
 }
 
 /// The stretches noted in `phase1_dir` (none for phase 1s trained before they were noted).
@@ -216,6 +222,12 @@ mod tests {
             read_stretches(dir.path()).unwrap(),
             [stretch("gpu", 0), stretch("cpu", 3907)]
         );
+        // The GPU takes it up again where the CPU came in: the CPU ran nothing that was kept.
+        note_stretch(dir.path(), "gpu", 3907).unwrap();
+        assert_eq!(read_stretches(dir.path()).unwrap(), [stretch("gpu", 0)]);
+        // Phase 1 started over on the CPU (its checkpoint removed): only that is left.
+        note_stretch(dir.path(), "cpu", 0).unwrap();
+        assert_eq!(read_stretches(dir.path()).unwrap(), [stretch("cpu", 0)]);
         // A damaged file is an error, not an empty history.
         std::fs::write(dir.path().join(PHASE1_MACHINES_FILE), "[{").unwrap();
         assert!(read_stretches(dir.path()).is_err());

@@ -251,7 +251,7 @@ fn writer(dir: &Path) -> Option<WriterLock> {
     })
 }
 
-/// The status of `runs` (label, folder) as a table: one row per run.
+/// The status table: one row per run of `runs`, in their order.
 pub fn status_table(runs: &[RunStatus]) -> report::Table {
     let mut t = report::Table::new(
         [
