@@ -4,6 +4,7 @@
 mod common;
 
 use common::{quiet, run_in, tiny_spec};
+use lmsplit::experiment::status::{phase1_tokens_per_s, run_status, Stage};
 use lmsplit::experiment::{ExperimentError, RunRecord, ScoringSet, ScoringSpec, Workspace};
 use lmsplit::heads::PositionLogProbs;
 use lmsplit::towers::Schedule;
@@ -18,6 +19,29 @@ fn a_finished_run_is_reused_with_identical_scores() {
     assert!(again.reused, "the finished run was trained again");
     assert_eq!(again.logprobs.logp, first.logprobs.logp);
     assert_eq!(again.record, first.record);
+
+    // Its status: finished, every update of phase 1 and of the heads done.
+    let run = dir.path().join("run");
+    let st = run_status("run", &run).unwrap();
+    assert_eq!((st.stage, st.why_unfinished()), (Stage::Finished, None));
+    let res = first.result().unwrap();
+    let p1 = st.phase1.as_ref().unwrap();
+    assert_eq!(
+        (p1.step, p1.tokens, p1.done),
+        (res.phase1.steps, res.phase1.tokens, true)
+    );
+    assert_eq!(st.heads.as_ref().map(|h| h.step), Some(res.heads.steps));
+    // Phase 1's rate comes from its checkpoint (a record written before 26 Nov holds the last
+    // call's own rate), else from the record.
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("phase1/checkpoint/state.json")).unwrap())
+            .unwrap();
+    let rate = state["tokens"].as_f64().unwrap() / state["elapsed_s"].as_f64().unwrap();
+    let mut stale = res.phase1.clone();
+    stale.tokens_per_s = 1.0;
+    assert_eq!(phase1_tokens_per_s(&run, &stale).unwrap(), rate);
+    std::fs::remove_dir_all(run.join("phase1/checkpoint")).unwrap();
+    assert_eq!(phase1_tokens_per_s(&run, &stale).unwrap(), 1.0);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use towers::TrainState;
+use towers::{TrainState, TrainSummary};
 
 use crate::error::read_json;
 use crate::lock::{LockHolder, WRITER_LOCK};
@@ -149,11 +149,8 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         // A finished run is described by its record, as the runs table describes it (its
         // checkpoints may have stayed on another machine).
         Some(r) => {
-            s.phase1 = Some(finished(
-                r.phase1.steps,
-                r.phase1.tokens,
-                r.phase1.tokens_per_s,
-            ));
+            let rate = phase1_tokens_per_s(dir, &r.phase1)?;
+            s.phase1 = Some(finished(r.phase1.steps, r.phase1.tokens, rate));
             s.heads = Some(finished(r.heads.steps, 0, 0.0));
             s.retest = r.retest.as_ref().map(|q| finished(q.steps, 0, 0.0));
         }
@@ -192,6 +189,21 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         p.done = true;
     }
     Ok(s)
+}
+
+/// Phase 1's tokens per second of update time over every call that trained it, for the run
+/// in `dir` whose record says `recorded`: from its final checkpoint where that is here (records
+/// written before 26 Nov 2026, towers b37f3e3, hold the last call's own rate instead, which for
+/// a resumed run describes only its last stretch), else the record's.
+pub fn phase1_tokens_per_s(dir: &Path, recorded: &TrainSummary) -> Result<f64> {
+    let Some(ck) = towers::latest_checkpoint(&dir.join("phase1")) else {
+        return Ok(recorded.tokens_per_s);
+    };
+    let st: TrainState = read_json(&ck.join("state.json"))?;
+    Ok(match st.tokens == recorded.tokens && st.elapsed_s > 0.0 {
+        true => st.tokens as f64 / st.elapsed_s,
+        false => recorded.tokens_per_s,
+    })
 }
 
 /// A finished training of `steps` updates (`tokens` and its rate where known, else 0).

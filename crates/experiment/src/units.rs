@@ -221,7 +221,7 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             share_primary: s.share_primary,
             reused: r.reused,
             phase1_tokens: res.phase1.tokens,
-            phase1_tokens_per_s: res.phase1.tokens_per_s,
+            phase1_tokens_per_s: crate::status::phase1_tokens_per_s(&r.dir, &res.phase1)?,
             machine: res.machine.clone(),
             phase1_machine: (!res.phase1_machines.is_empty())
                 .then(|| crate::machine::describe_shares(&res.phase1_machines)),
