@@ -51,6 +51,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run(Args::parse()))
 }
 

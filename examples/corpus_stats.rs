@@ -45,6 +45,7 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run())
 }
 

@@ -93,6 +93,7 @@ struct Args {
 
 /// Runs the checks; exit code 1 (with an error sentence) when any fails or the run cannot start.
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
     common::finish(run(Args::parse()))

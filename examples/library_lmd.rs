@@ -13,6 +13,7 @@ use lmsplit::experiment::ExperimentError;
 use lmsplit::experiment::Progress;
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run())
 }
 

@@ -17,6 +17,7 @@ use lmsplit::prefscore::{Bootstrap, ScoreKind};
 use lmsplit::towers::Style;
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run())
 }
 

@@ -109,6 +109,7 @@ fn generate(dir: &std::path::Path, spec: &[usize]) -> Result<(), Box<dyn Error>>
 }
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run(Args::parse()))
 }
 

@@ -94,6 +94,7 @@ struct Errors {
 }
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run(Args::parse()))
 }
 

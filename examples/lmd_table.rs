@@ -106,6 +106,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
     common::finish(run(Args::parse()))

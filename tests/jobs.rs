@@ -413,6 +413,20 @@ fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
         !dir.path().join("data").exists(),
         "--status prepared something"
     );
+    // Into a pipe already closed at the other end (`... --status | head -0`): it ends quietly,
+    // by SIGPIPE, where `println!` would panic.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(example_bin("reproduce"))
+        .args(["--protocol", "smoke", "--status", "--out"])
+        .arg(dir.path())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!stderr_of(&o).contains("panicked"), "{}", stderr_of(&o));
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}", o.status);
     // A label the study does not have is refused by name.
     let o = Command::new(example_bin("reproduce"))
         .args([

@@ -106,6 +106,16 @@ pub fn stop_on_signals() {
     }
 }
 
+/// A closed standard output (`reproduce --status | head`) ends the process quietly, as it
+/// does any Unix filter, instead of Rust's default: `println!` panicking on EPIPE.
+pub fn quiet_on_broken_pipe() {
+    #[cfg(unix)]
+    // SAFETY: restores the default disposition of SIGPIPE before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Exit code 75 with the stop's sentence for a requested stop, else `common::finish`.
 #[allow(dead_code)]
 pub fn exit_stopped_or_finish(result: Result<(), ExperimentError>) -> ExitCode {
