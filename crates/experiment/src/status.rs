@@ -1,7 +1,9 @@
 //! Where each run of a study stands, read from its folder without training or locking
 //! anything: the stage it is in, phase 1's tokens against its budget and its throughput so far,
 //! each head training's updates, the snapshot heads done, and whether a live process holds the
-//! run. Safe beside the process that trains it (every file read is written atomically).
+//! run. Safe beside the process that trains it: nothing is written or locked, and every file
+//! read is replaced atomically (a read that races a checkpoint's rename into place fails with
+//! an error naming the file; ask again).
 
 use std::path::{Path, PathBuf};
 
