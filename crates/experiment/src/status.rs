@@ -82,8 +82,22 @@ pub struct RunStatus {
     /// Snapshot heads scored, and how many the run's snapshots call for (one per snapshot and
     /// head seed).
     pub snapshot_heads: (usize, usize),
+    /// The snapshot head training now (or stopped half way), if any.
+    #[serde(default)]
+    pub snapshot_training: Option<SnapshotTraining>,
     /// The run's writer lock, when one is there.
     pub writer: Option<WriterLock>,
+}
+
+/// A snapshot head training that has not finished: which snapshot, which head seed, how far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotTraining {
+    /// The snapshot's folder under `emergence/`, e.g. `step-0000488`.
+    pub snapshot: String,
+    /// The head seed.
+    pub seed: u64,
+    /// Its updates so far.
+    pub progress: TrainingProgress,
 }
 
 /// A run's `writer.lock`: who holds it, and whether that process is known to be gone.
@@ -138,6 +152,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         heads: None,
         retest: None,
         snapshot_heads: (0, 0),
+        snapshot_training: None,
         writer: writer(dir),
     };
     let rec = dir.join(RUN_FILE);
@@ -169,7 +184,9 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         Some(r) => r.snapshots.len(),
         None => spec.phase1.snapshots.len(),
     };
-    s.snapshot_heads = (scored_snapshot_heads(dir)?, snapshots * seeds);
+    let (scored, training) = snapshot_heads(dir)?;
+    s.snapshot_heads = (scored, snapshots * seeds);
+    s.snapshot_training = training;
     let done = |p: &Option<TrainingProgress>| p.as_ref().is_some_and(|p| p.done);
     let phase1_done = s
         .phase1
@@ -234,25 +251,58 @@ fn progress(dir: &Path, done_file: Option<&str>) -> Result<Option<TrainingProgre
     }))
 }
 
-/// Snapshot heads whose scores are written (`emergence/step-*/logprobs-<seed>.json`).
-fn scored_snapshot_heads(dir: &Path) -> Result<usize> {
+/// Snapshot heads whose scores are written (`emergence/step-*/logprobs-<seed>.json`), and the
+/// one training (a `heads-<seed>/` with a checkpoint and no scores yet), the first in step
+/// order when a stopped run left several.
+fn snapshot_heads(dir: &Path) -> Result<(usize, Option<SnapshotTraining>)> {
     let root = dir.join(SNAPSHOT_HEADS_DIR);
     if !root.is_dir() {
-        return Ok(0);
+        return Ok((0, None));
     }
-    let mut n = 0;
-    for step in std::fs::read_dir(&root).map_err(crate::error::io_at(&root))? {
-        let step = step.map_err(crate::error::io_at(&root))?.path();
+    let (mut scored, mut training) = (0, None);
+    for step in sorted_entries(&root)? {
         if !step.is_dir() {
             continue;
         }
-        for f in std::fs::read_dir(&step).map_err(crate::error::io_at(&step))? {
-            let name = f.map_err(crate::error::io_at(&step))?.file_name();
-            let name = name.to_string_lossy();
-            n += usize::from(name.starts_with("logprobs-") && name.ends_with(".json"));
+        let step_name = step.file_name().unwrap_or_default().to_string_lossy();
+        for f in sorted_entries(&step)? {
+            let name = f
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            if name.starts_with("logprobs-") && name.ends_with(".json") {
+                scored += 1;
+            }
+            let Some(seed) = name
+                .strip_prefix("heads-")
+                .and_then(|s| s.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            if training.is_some() || step.join(format!("logprobs-{seed}.json")).is_file() {
+                continue;
+            }
+            if let Some(progress) = progress(&f, Some("heads.safetensors"))? {
+                training = Some(SnapshotTraining {
+                    snapshot: step_name.to_string(),
+                    seed,
+                    progress,
+                });
+            }
         }
     }
-    Ok(n)
+    Ok((scored, training))
+}
+
+/// The entries of folder `dir`, sorted by name.
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(crate::error::io_at(dir))? {
+        out.push(e.map_err(crate::error::io_at(dir))?.path());
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The run's writer lock, if there is one.
@@ -287,7 +337,8 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
     .with_note(
         "tokens/s: phase 1's tokens over its update time so far; heads: updates at the last \
          checkpoint of each head training, of the schedule's total (a finished one says done); \
-         snapshot heads: scored of those the run's snapshots call for; writer: the process \
+         snapshot heads: scored of those the run's snapshots call for, and the one \
+         training with its updates; writer: the process \
          holding the run (\"(gone)\": it died without removing its lock)",
     )
     .with_precision(1);
@@ -314,11 +365,81 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             report::Cell::from(r.phase1.as_ref().and_then(|p| p.tokens_per_s)),
             report::Cell::from(updates(&r.heads).as_str()),
             report::Cell::from(updates(&r.retest).as_str()),
-            report::Cell::from(
-                format!("{} of {}", r.snapshot_heads.0, r.snapshot_heads.1).as_str(),
-            ),
+            report::Cell::from(snapshot_cell(r).as_str()),
             report::Cell::from(r.writer.as_ref().map(WriterLock::describe)),
         ]);
     }
     t
+}
+
+/// `scored of due`, and the one training with its updates.
+fn snapshot_cell(r: &RunStatus) -> String {
+    let (scored, due) = r.snapshot_heads;
+    match &r.snapshot_training {
+        None => format!("{scored} of {due}"),
+        Some(t) => format!(
+            "{scored} of {due}; {} seed {}: {} of {}",
+            t.snapshot,
+            t.seed,
+            t.progress.step,
+            t.progress
+                .total_steps
+                .map_or_else(|| "?".to_string(), |n| n.to_string())
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A head checkpoint's `state.json` at `step` of `total` updates.
+    fn head_checkpoint(heads_dir: &Path, step: u64, total: u64) {
+        let ck = heads_dir.join(towers::CHECKPOINT_DIR);
+        std::fs::create_dir_all(&ck).unwrap();
+        let state = TrainState {
+            step,
+            tokens: step * 2048,
+            total_steps: Some(total),
+            elapsed_s: 10.0,
+            cursor: serde_json::Value::Null,
+            train: towers::TrainConfig::default(),
+            recent_losses: Vec::new(),
+            best_val_loss: None,
+            evals_since_best: 0,
+            stopped_early: false,
+        };
+        std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_snapshot_head_in_training_is_found_beside_the_scored_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let em = dir.path().join(SNAPSHOT_HEADS_DIR);
+        // step 1: both seeds scored; step 2: seed 5 scored, seed 6 at 300 of 977.
+        for (step, seed, scored) in [(1, 5, true), (1, 6, true), (2, 5, true), (2, 6, false)] {
+            let d = em.join(format!("step-{step:07}"));
+            head_checkpoint(&d.join(format!("heads-{seed}")), 977, 977);
+            if scored {
+                std::fs::write(d.join(format!("logprobs-{seed}.json")), "{}").unwrap();
+            } else {
+                head_checkpoint(&d.join(format!("heads-{seed}")), 300, 977);
+            }
+        }
+        let (scored, training) = snapshot_heads(dir.path()).unwrap();
+        assert_eq!(scored, 3);
+        let t = training.expect("the head in training");
+        assert_eq!((t.snapshot.as_str(), t.seed), ("step-0000002", 6));
+        assert_eq!((t.progress.step, t.progress.total_steps), (300, Some(977)));
+        assert!(!t.progress.done);
+        // Once it is scored, nothing is in training.
+        std::fs::write(em.join("step-0000002/logprobs-6.json"), "{}").unwrap();
+        assert_eq!(snapshot_heads(dir.path()).unwrap(), (4, None));
+        // A damaged checkpoint state is an error naming its file, not a silent zero.
+        std::fs::remove_file(em.join("step-0000002/logprobs-6.json")).unwrap();
+        let state = em.join("step-0000002/heads-6/checkpoint/state.json");
+        std::fs::write(&state, "{").unwrap();
+        let err = snapshot_heads(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("state.json"), "{err}");
+    }
 }
