@@ -18,6 +18,12 @@ pub const RUN_FILE: &str = "run.json";
 pub const LOGPROBS_FILE: &str = "logprobs.json";
 /// File name of the retest heads' log-probabilities.
 pub const RETEST_FILE: &str = "logprobs_retest.json";
+/// Folder of a run's phase 1 (checkpoints, snapshots, metrics, `machines.json`).
+pub const PHASE1_DIR: &str = "phase1";
+/// Folder of a run's heads (head seed).
+pub const HEADS_DIR: &str = "heads";
+/// Folder of a run's retest heads (head seed + 1).
+pub const RETEST_HEADS_DIR: &str = "heads_retest";
 /// Folder of a run's snapshot heads and their scores (one `step-<N>/` per phase-1 snapshot).
 pub const SNAPSHOT_HEADS_DIR: &str = "emergence";
 

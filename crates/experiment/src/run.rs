@@ -21,8 +21,8 @@ use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
 pub use crate::record::{
-    HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, LOGPROBS_FILE, RETEST_FILE, RUN_FILE,
-    SNAPSHOT_HEADS_DIR,
+    HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR,
+    RETEST_FILE, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR,
 };
 use crate::scoring::ScoringSet;
 use crate::snapshots::{snapshot_scores, SnapshotScores};
@@ -231,7 +231,7 @@ pub const SUPERSEDED_DIR: &str = "superseded";
 /// (`None` when there was nothing to move). A call killed half way is finished by the next
 /// one in the same folder: the last folder whose record equals `saved` is taken up again.
 fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
-    let items: Vec<PathBuf> = ["heads", "heads_retest", SNAPSHOT_HEADS_DIR]
+    let items: Vec<PathBuf> = [HEADS_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR]
         .into_iter()
         .chain([LOGPROBS_FILE, RETEST_FILE])
         .map(|name| dir.join(name))
@@ -295,9 +295,9 @@ fn train_and_score(
     let heads_in = |seed: u64, folder: &str| {
         train_heads_in(spec, &model, data, &valid, seed, &dir.join(folder), opts)
     };
-    let (heads, quality) = heads_in(spec.head_seed, "heads")?;
+    let (heads, quality) = heads_in(spec.head_seed, HEADS_DIR)?;
     let retest = match spec.retest_heads {
-        true => Some(heads_in(spec.head_seed + 1, "heads_retest")?),
+        true => Some(heads_in(spec.head_seed + 1, RETEST_HEADS_DIR)?),
         false => None,
     };
     let logprobs = score(&model, &heads, scoring, &dir.join(LOGPROBS_FILE))?;
@@ -305,7 +305,7 @@ fn train_and_score(
         Some((h, _)) => Some(score(&model, h, scoring, &dir.join(RETEST_FILE))?),
         None => None,
     };
-    let stretches = crate::machine::read_stretches(&dir.join("phase1"))?;
+    let stretches = crate::machine::read_stretches(&dir.join(PHASE1_DIR))?;
     let phase1_machines = crate::machine::shares(&stretches, phase1.steps);
     record.result = Some(RunResult {
         phase1,

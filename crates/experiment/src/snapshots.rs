@@ -39,6 +39,16 @@ impl SnapshotScores {
     }
 }
 
+/// File name of the scores of head seed `seed` in a snapshot's folder.
+pub(crate) fn snapshot_scores_file(seed: u64) -> String {
+    format!("logprobs-{seed}.json")
+}
+
+/// Folder name of the heads of head seed `seed` in a snapshot's folder.
+pub(crate) fn snapshot_heads_folder(seed: u64) -> String {
+    format!("heads-{seed}")
+}
+
 /// One snapshot of a run with what its head trainings need; the snapshot's model is loaded the
 /// first time heads must be trained.
 struct SnapshotHeads<'a> {
@@ -56,7 +66,7 @@ impl SnapshotHeads<'_> {
     fn heads(&mut self, seed: u64) -> Result<(PositionLogProbs, HeadQuality)> {
         let dir = &self.dir;
         let (lp_path, q_path) = (
-            dir.join(format!("logprobs-{seed}.json")),
+            dir.join(snapshot_scores_file(seed)),
             dir.join(format!("heads_quality-{seed}.json")),
         );
         if lp_path.is_file() && q_path.is_file() {
@@ -75,7 +85,7 @@ impl SnapshotHeads<'_> {
             }
         };
         let valid = validation_batches(spec, data)?;
-        let heads_dir = dir.join(format!("heads-{seed}"));
+        let heads_dir = dir.join(snapshot_heads_folder(seed));
         let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
         let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
         write_json_atomic(&q_path, &q)?;

@@ -12,7 +12,10 @@ use towers::{TrainState, TrainSummary};
 
 use crate::error::read_json;
 use crate::lock::{LockHolder, WRITER_LOCK};
-use crate::record::{RunRecord, LOGPROBS_FILE, RUN_FILE, SNAPSHOT_HEADS_DIR};
+use crate::record::{
+    RunRecord, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR,
+};
+use crate::snapshots::{snapshot_heads_folder, snapshot_scores_file};
 use crate::Result;
 
 /// The step a run has reached, in the order a run goes through them.
@@ -172,29 +175,29 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
             s.retest = r.retest.as_ref().map(|q| finished(q.steps, 0, 0.0));
         }
         None => {
-            s.phase1 = progress(&dir.join("phase1"), None)?;
-            s.heads = progress(&dir.join("heads"), Some("heads.safetensors"))?;
+            let budget = spec.phase1.budget_tokens;
+            s.phase1 = progress(&dir.join(PHASE1_DIR), |st, _| st.tokens >= budget)?;
+            s.heads = head_progress(&dir.join(HEADS_DIR))?;
             if spec.retest_heads {
-                s.retest = progress(&dir.join("heads_retest"), Some("heads.safetensors"))?;
+                s.retest = head_progress(&dir.join(RETEST_HEADS_DIR))?;
             }
         }
     }
-    let seeds = 1 + usize::from(spec.retest_heads);
+    let seeds: Vec<u64> = match spec.retest_heads {
+        true => vec![spec.head_seed, spec.head_seed + 1],
+        false => vec![spec.head_seed],
+    };
     let snapshots = match &record.result {
         Some(r) => r.snapshots.len(),
         None => spec.phase1.snapshots.len(),
     };
-    let (scored, training) = snapshot_heads(dir)?;
-    s.snapshot_heads = (scored, snapshots * seeds);
+    let (scored, training) = snapshot_heads(dir, &seeds)?;
+    s.snapshot_heads = (scored, snapshots * seeds.len());
     s.snapshot_training = training;
     let done = |p: &Option<TrainingProgress>| p.as_ref().is_some_and(|p| p.done);
-    let phase1_done = s
-        .phase1
-        .as_ref()
-        .is_some_and(|p| p.tokens >= spec.phase1.budget_tokens);
     s.stage = if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() {
         Stage::Finished
-    } else if !phase1_done {
+    } else if !done(&s.phase1) {
         Stage::Phase1
     } else if !done(&s.heads) {
         Stage::Heads
@@ -203,10 +206,6 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
     } else {
         Stage::Scoring
     };
-    // A finished phase 1 is all its budget, whatever its last checkpoint wrote as it ended.
-    if let (Some(p), true) = (s.phase1.as_mut(), phase1_done) {
-        p.done = true;
-    }
     Ok(s)
 }
 
@@ -215,13 +214,11 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
 /// written before 26 Nov 2026, towers b37f3e3, hold the last call's own rate instead, which for
 /// a resumed run describes only its last stretch), else the record's.
 pub fn phase1_tokens_per_s(dir: &Path, recorded: &TrainSummary) -> Result<f64> {
-    let Some(ck) = towers::latest_checkpoint(&dir.join("phase1")) else {
-        return Ok(recorded.tokens_per_s);
-    };
-    let st: TrainState = read_json(&ck.join("state.json"))?;
-    Ok(match st.tokens == recorded.tokens && st.elapsed_s > 0.0 {
-        true => st.tokens as f64 / st.elapsed_s,
-        false => recorded.tokens_per_s,
+    Ok(match latest_state(&dir.join(PHASE1_DIR))? {
+        Some(st) if st.tokens == recorded.tokens && st.elapsed_s > 0.0 => {
+            st.tokens as f64 / st.elapsed_s
+        }
+        _ => recorded.tokens_per_s,
     })
 }
 
@@ -236,25 +233,37 @@ fn finished(steps: u64, tokens: u64, tokens_per_s: f64) -> TrainingProgress {
     }
 }
 
-/// The training in `dir` from its newest checkpoint; `done_file` marks a finished one.
-fn progress(dir: &Path, done_file: Option<&str>) -> Result<Option<TrainingProgress>> {
-    let Some(ck) = towers::latest_checkpoint(dir) else {
-        return Ok(None);
-    };
-    let st: TrainState = read_json(&ck.join("state.json"))?;
-    Ok(Some(TrainingProgress {
+/// The state of the newest checkpoint of the training in `dir`, if it has one.
+fn latest_state(dir: &Path) -> Result<Option<TrainState>> {
+    towers::latest_checkpoint(dir)
+        .map(|ck| read_json(&ck.join("state.json")))
+        .transpose()
+}
+
+/// The training in `dir` from its newest checkpoint; `done` says from its state and folder
+/// whether it has finished.
+fn progress(
+    dir: &Path,
+    done: impl FnOnce(&TrainState, &Path) -> bool,
+) -> Result<Option<TrainingProgress>> {
+    Ok(latest_state(dir)?.map(|st| TrainingProgress {
         step: st.step,
         total_steps: st.total_steps,
         tokens: st.tokens,
         tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
-        done: done_file.is_some_and(|f| dir.join(f).is_file()),
+        done: done(&st, dir),
     }))
 }
 
-/// Snapshot heads whose scores are written (`emergence/step-*/logprobs-<seed>.json`), and the
-/// one training (a `heads-<seed>/` with a checkpoint and no scores yet), the first in step
-/// order when a stopped run left several.
-fn snapshot_heads(dir: &Path) -> Result<(usize, Option<SnapshotTraining>)> {
+/// A head training in `dir`: finished once its weights are saved.
+fn head_progress(dir: &Path) -> Result<Option<TrainingProgress>> {
+    progress(dir, |_, d| d.join(heads::HEADS_FILE).is_file())
+}
+
+/// Snapshot heads of head seeds `seeds` whose scores are written
+/// (`emergence/step-*/logprobs-<seed>.json`), and the one training (a `heads-<seed>/` with a
+/// checkpoint and no scores yet), the first in step order when a stopped run left several.
+fn snapshot_heads(dir: &Path, seeds: &[u64]) -> Result<(usize, Option<SnapshotTraining>)> {
     let root = dir.join(SNAPSHOT_HEADS_DIR);
     if !root.is_dir() {
         return Ok((0, None));
@@ -264,28 +273,21 @@ fn snapshot_heads(dir: &Path) -> Result<(usize, Option<SnapshotTraining>)> {
         if !step.is_dir() {
             continue;
         }
-        let step_name = step.file_name().unwrap_or_default().to_string_lossy();
-        for f in sorted_entries(&step)? {
-            let name = f
-                .file_name()
-                .unwrap_or_default()
-                .to_string_lossy()
-                .into_owned();
-            if name.starts_with("logprobs-") && name.ends_with(".json") {
+        for &seed in seeds {
+            if step.join(snapshot_scores_file(seed)).is_file() {
                 scored += 1;
-            }
-            let Some(seed) = name
-                .strip_prefix("heads-")
-                .and_then(|s| s.parse::<u64>().ok())
-            else {
-                continue;
-            };
-            if training.is_some() || step.join(format!("logprobs-{seed}.json")).is_file() {
                 continue;
             }
-            if let Some(progress) = progress(&f, Some("heads.safetensors"))? {
+            if training.is_some() {
+                continue;
+            }
+            if let Some(progress) = head_progress(&step.join(snapshot_heads_folder(seed)))? {
                 training = Some(SnapshotTraining {
-                    snapshot: step_name.to_string(),
+                    snapshot: step
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into(),
                     seed,
                     progress,
                 });
@@ -426,7 +428,7 @@ mod tests {
                 head_checkpoint(&d.join(format!("heads-{seed}")), 300, 977);
             }
         }
-        let (scored, training) = snapshot_heads(dir.path()).unwrap();
+        let (scored, training) = snapshot_heads(dir.path(), &[5, 6]).unwrap();
         assert_eq!(scored, 3);
         let t = training.expect("the head in training");
         assert_eq!((t.snapshot.as_str(), t.seed), ("step-0000002", 6));
@@ -434,12 +436,12 @@ mod tests {
         assert!(!t.progress.done);
         // Once it is scored, nothing is in training.
         std::fs::write(em.join("step-0000002/logprobs-6.json"), "{}").unwrap();
-        assert_eq!(snapshot_heads(dir.path()).unwrap(), (4, None));
+        assert_eq!(snapshot_heads(dir.path(), &[5, 6]).unwrap(), (4, None));
         // A damaged checkpoint state is an error naming its file, not a silent zero.
         std::fs::remove_file(em.join("step-0000002/logprobs-6.json")).unwrap();
         let state = em.join("step-0000002/heads-6/checkpoint/state.json");
         std::fs::write(&state, "{").unwrap();
-        let err = snapshot_heads(dir.path()).unwrap_err().to_string();
+        let err = snapshot_heads(dir.path(), &[5, 6]).unwrap_err().to_string();
         assert!(err.contains("state.json"), "{err}");
     }
 }

@@ -75,7 +75,7 @@ pub(crate) fn phase1(
         schedule: p.schedule,
         ..TrainConfig::default()
     };
-    let out = dir.join("phase1");
+    let out = dir.join(crate::record::PHASE1_DIR);
     let mut src = CorpusSource::new(b);
     let budget = tc.budget;
     let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;

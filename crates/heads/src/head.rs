@@ -12,6 +12,10 @@ use towers::{Init, ParamStore, TwoTowerLm};
 
 use crate::{HeadsError, Result};
 
+/// File name of the heads' weights in the folder of [`TowerHeads::save`] (its presence marks
+/// a finished head training).
+pub const HEADS_FILE: &str = "heads.safetensors";
+
 /// What each head reads from its frozen tower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HeadInput {
@@ -219,7 +223,7 @@ impl TowerHeads {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let cfgp = dir.join("heads_config.json");
         std::fs::write(&cfgp, serde_json::to_vec_pretty(&self.cfg)?).map_err(io(&cfgp))?;
-        self.params.save(&dir.join("heads.safetensors"))?;
+        self.params.save(&dir.join(HEADS_FILE))?;
         Ok(())
     }
 
@@ -232,7 +236,7 @@ impl TowerHeads {
         })?;
         let cfg: HeadConfig = serde_json::from_slice(&bytes)?;
         let heads = Self::new(&cfg, device, 0)?;
-        heads.params.load(&dir.join("heads.safetensors"))?;
+        heads.params.load(&dir.join(HEADS_FILE))?;
         Ok(heads)
     }
 }

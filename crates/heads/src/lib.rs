@@ -16,5 +16,5 @@ pub mod retrain;
 
 pub use error::{HeadsError, Result};
 pub use eval::{evaluate, PositionLogProbs};
-pub use head::{Head, HeadConfig, HeadInput, TowerHeads};
+pub use head::{Head, HeadConfig, HeadInput, TowerHeads, HEADS_FILE};
 pub use retrain::{retrain, FrozenTowers, RetrainSummary};
