@@ -13,12 +13,18 @@
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
 #                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
-#   scripts/gpu_session.sh fetch LABEL    one run's folder without weights, checkpoints or
-#                                         snapshots (all the tables read) -> $OUT/LABEL.tar.xz
+#   scripts/gpu_session.sh fetch LABEL... runs' folders with the final phase-1 weights but no
+#                                         other weights, checkpoints or snapshots (all the
+#                                         tables read, the snapshot heads' scores included), xz
+#                                         in parts of 15 MiB (a file that comes back holds at
+#                                         most 16 MiB)
+#                                         -> $OUT/fetch.tar.xz.partN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
 #                                         weights, heads' scores), xz in parts of 15 MiB: call K
 #                                         brings parts 8K..8K+7 -> $OUT/runs.tar.xz.partNN
+# Every call carries .gpu afresh, which removes what `setup` unpacked there: the steps that run
+# a binary unpack it first when it is missing.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
@@ -43,12 +49,18 @@ setup() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 }
 
+ensure_setup() {
+  setup >/dev/null   # idempotent: unpacks only what is missing
+}
+
 check() {
+  ensure_setup
   $BIN/gpu_check --device cuda --no-minilm --fixtures crates/lmd/tests/fixtures \
     --out "$OUT/gpu_check" 2>&1 | tee "$OUT/gpu_check.txt"
 }
 
 throughput() {
+  ensure_setup
   local log=$OUT/throughput.jsonl
   for dtype in bf16 f32; do
     for style in gpt bert elmo; do
@@ -81,6 +93,7 @@ throughput() {
 }
 
 study() {
+  ensure_setup
   # shellcheck disable=SC2086
   timeout --preserve-status -s TERM "${STUDY_TIMEOUT:-0}" $BIN/reproduce --protocol cpu --out "$STUDY" \
     --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$1.json" 2>>"$OUT/study-$1.err"
@@ -90,8 +103,10 @@ study() {
 }
 
 fetch() {
-  (cd "$STUDY" && tar -cf - --exclude='*.safetensors' --exclude=checkpoint --exclude=snapshots \
-    --exclude='*.lock' "$1") | xz -6 -T0 >"$OUT/$1.tar.xz"
+  # The tables read the final phase-1 weights (the shared embedding of the word groups).
+  (cd "$STUDY" && { find "$@" -type f ! -name '*.lock' ! -name '*.tmp' ! -name '*.safetensors' |
+    grep -v -e '/checkpoint/' -e '/snapshots/'; find "$@" -path '*/phase1/checkpoint/weights.safetensors'; } |
+    tar -cf - -T -) | xz -6 -T0 | split -b 15M -d -a 1 - "$OUT/fetch.tar.xz.part"
   ls -la "$OUT"
 }
 
