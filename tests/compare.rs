@@ -1,6 +1,7 @@
 //! Finished runs compared across study folders (`experiment::compare`): the same run copied to
 //! another folder agrees with itself exactly, under the names given; unfinished, doubly named
-//! and other-corpus runs are refused with typed errors.
+//! and other-corpus runs are refused with typed errors; a study moved whole opens from its own
+//! data folder.
 
 mod common;
 
@@ -10,7 +11,7 @@ use common::{run_in, tiny_spec};
 use lmsplit::experiment::analysis::{compare_runs, RunScores, TokenSelection};
 use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
 use lmsplit::experiment::lock::LockHolder;
-use lmsplit::experiment::{CorpusSpec, ExperimentError, Progress};
+use lmsplit::experiment::{open_run, CorpusSpec, ExperimentError, Progress};
 use lmsplit::prefscore::{CorrOptions, ScoreKind};
 
 /// A run folder copied elsewhere, as one brought back from another machine.
@@ -108,6 +109,37 @@ fn a_run_copied_to_another_study_folder_agrees_with_itself_under_the_names_given
         table.contains("two/gpt-s0") && table.contains("seed 1"),
         "{table}"
     );
+}
+
+/// A study trained elsewhere (another machine, another path) and brought here whole: its run
+/// records name a data folder that is not here, and the run opens from the study's own.
+#[test]
+fn a_study_moved_whole_opens_from_its_own_data_folder_and_creates_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let trained = root.path().join("there");
+    let original = run_in(&tiny_spec(0), &trained, "gpt-s0").unwrap();
+    let here = root.path().join("here");
+    std::fs::rename(&trained, &here).unwrap();
+    let opts = common::quiet();
+    let (_, moved) = open_run(&here.join("gpt-s0"), &opts).unwrap();
+    assert!(moved.reused, "a finished run was trained again");
+    assert_eq!(moved.logprobs, original.logprobs);
+    assert!(
+        !trained.exists(),
+        "the recorded data folder {} was created",
+        trained.display()
+    );
+    // With the scoring set in neither folder, the error names both and still creates nothing.
+    std::fs::remove_file(here.join("data/gpt-scoring_set.json")).unwrap();
+    let err = open_run(&here.join("gpt-s0"), &opts).unwrap_err();
+    assert!(matches!(err, ExperimentError::Missing { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&trained.join("data").display().to_string())
+            && msg.contains(&here.join("data").display().to_string()),
+        "{msg}"
+    );
+    assert!(!trained.exists());
 }
 
 #[test]

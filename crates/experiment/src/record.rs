@@ -18,6 +18,8 @@ pub const RUN_FILE: &str = "run.json";
 pub const LOGPROBS_FILE: &str = "logprobs.json";
 /// File name of the retest heads' log-probabilities.
 pub const RETEST_FILE: &str = "logprobs_retest.json";
+/// A study's data folder (tokenizer, scoring sets), beside its run folders.
+pub const STUDY_DATA_DIR: &str = "data";
 /// Folder of a run's phase 1 (checkpoints, snapshots, metrics, `machines.json`).
 pub const PHASE1_DIR: &str = "phase1";
 /// Folder of a run's heads (head seed).

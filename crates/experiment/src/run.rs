@@ -22,7 +22,7 @@ use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
 pub use crate::record::{
     HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR,
-    RETEST_FILE, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR,
+    RETEST_FILE, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR,
 };
 use crate::scoring::ScoringSet;
 use crate::snapshots::{snapshot_scores, SnapshotScores};
@@ -337,10 +337,38 @@ pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)
         });
     }
     let record: RunRecord = read_json(&rec_path)?;
-    let ws = Workspace::open(&record.spec.corpus, &record.data_dir)?;
+    let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
     let set = ws.saved_scoring_set(record.spec.style)?;
     let run = ws.ensure_run(&record.spec, dir, &set, opts)?;
     Ok((ws.into_data(), run))
+}
+
+/// The data folder of the run saved in `dir`: the one its record names or, where that holds no
+/// scoring set of the run's style (a study moved, or trained on another machine and fetched),
+/// the study's own data folder beside the run. Whichever is found, the run's scoring-set
+/// fingerprint is checked against it before anything is read. Nothing is created: a folder
+/// with neither is an error naming both.
+fn run_data_dir(record: &RunRecord, dir: &Path) -> Result<PathBuf> {
+    let style = record.spec.style;
+    let beside = dir.parent().map(|study| study.join(STUDY_DATA_DIR));
+    let mut tried = Vec::new();
+    for candidate in std::iter::once(record.data_dir.clone()).chain(beside) {
+        let set = ScoringSet::path(&candidate, style);
+        if set.is_file() {
+            return Ok(candidate);
+        }
+        tried.push(set);
+    }
+    Err(ExperimentError::Missing {
+        path: tried[0].clone(),
+        what: match tried.get(1) {
+            Some(beside) => format!(
+                "the saved scoring set of this run's style (nor is it at {}, beside the run)",
+                beside.display()
+            ),
+            None => "the saved scoring set of this run's style".into(),
+        },
+    })
 }
 
 /// The trained phase-1 model of a finished run, read from its final checkpoint (no training,

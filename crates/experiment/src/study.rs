@@ -9,6 +9,7 @@ use towers::Style;
 
 use crate::error::{io_at, write_json_atomic};
 pub use crate::protocol::{Protocol, StudySpec};
+use crate::record::STUDY_DATA_DIR;
 use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
@@ -30,7 +31,7 @@ pub fn run_study(
 ) -> Result<StudyOutcome> {
     check_labels(spec, only)?;
     std::fs::create_dir_all(out).map_err(io_at(out))?;
-    let ws = Workspace::open(&spec.corpus, out.join("data"))?;
+    let ws = Workspace::open(&spec.corpus, out.join(STUDY_DATA_DIR))?;
     let runs = run_stage(spec, out, only, &ws, opts)?;
     let complete = runs.len() == spec.runs.len();
     let tables = match complete {
