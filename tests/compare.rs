@@ -179,7 +179,9 @@ fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
         why(&stopped),
         Some(format!(
             "still running: phase 1, pid {} on {} since {}",
-            me.pid, me.host, me.since_unix
+            me.pid,
+            me.host,
+            me.since_utc()
         ))
     );
     // Left by a process that is gone: stopped, whatever the lock says.

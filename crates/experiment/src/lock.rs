@@ -63,6 +63,14 @@ impl LockHolder {
         }
     }
 
+    /// When the lock was taken, in UTC (`2026-11-26T16:44:06Z`).
+    pub fn since_utc(&self) -> String {
+        humantime::format_rfc3339_seconds(
+            UNIX_EPOCH + std::time::Duration::from_secs(self.since_unix),
+        )
+        .to_string()
+    }
+
     /// Whether the holder is known to be gone: on this host, its PID no longer runs (or is a
     /// zombie, or belongs to a process started after the holder). A holder on another host, or
     /// where `/proc` cannot tell, is never known to be gone.
@@ -83,8 +91,10 @@ impl std::fmt::Display for LockHolder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "process {} on host {} (since Unix time {})",
-            self.pid, self.host, self.since_unix
+            "process {} on host {} (since {})",
+            self.pid,
+            self.host,
+            self.since_utc()
         )
     }
 }
@@ -319,6 +329,23 @@ mod tests {
         let pid = c.id();
         c.wait().unwrap();
         pid
+    }
+
+    #[test]
+    fn the_start_time_reads_in_utc() {
+        let at = |since_unix| LockHolder {
+            pid: 1,
+            host: "h".into(),
+            since_unix,
+            proc_start: None,
+        };
+        assert_eq!(at(0).since_utc(), "1970-01-01T00:00:00Z");
+        // The chain's writer of 26 Nov (Python's datetime.fromtimestamp gives the same).
+        assert_eq!(at(1_795_711_446).since_utc(), "2026-11-26T16:44:06Z");
+        assert_eq!(
+            at(1_795_711_446).to_string(),
+            "process 1 on host h (since 2026-11-26T16:44:06Z)"
+        );
     }
 
     #[test]

@@ -114,14 +114,14 @@ pub struct WriterLock {
 }
 
 impl WriterLock {
-    /// `pid <N> on <host> since <unix time>`, with `(gone)` for a dead holder.
+    /// `pid <N> on <host> since <UTC time>`, with `(gone)` for a dead holder.
     pub fn describe(&self) -> String {
         match &self.holder {
             Some(h) => format!(
                 "pid {} on {} since {}{}",
                 h.pid,
                 h.host,
-                h.since_unix,
+                h.since_utc(),
                 if self.gone { " (gone)" } else { "" }
             ),
             None => "an unreadable writer.lock".into(),
