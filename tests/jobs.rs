@@ -195,6 +195,9 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     let p1 = st.phase1.as_ref().unwrap();
     assert_eq!((p1.step, p1.done), (stopped_at, false), "{st:?}");
     assert!(p1.tokens < st.phase1_budget.unwrap(), "{st:?}");
+    // Its metrics log reaches the checkpoint, or past it where the signal came between the two.
+    assert!(p1.newest_step() >= stopped_at, "{st:?}");
+    assert!(p1.logged.is_none_or(|l| l.step > stopped_at), "{st:?}");
     assert_eq!(st.writer, None);
 
     // Resumed, and stopped again as soon as the heads start training.

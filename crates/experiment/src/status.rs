@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use towers::{TrainState, TrainSummary};
+use towers::{LoggedUpdate, TrainState, TrainSummary};
 
 use crate::error::read_json;
 use crate::lock::{LockHolder, WRITER_LOCK};
@@ -63,6 +63,21 @@ pub struct TrainingProgress {
     pub tokens_per_s: Option<f64>,
     /// Whether the training has finished (its final weights are saved).
     pub done: bool,
+    /// The newest update in the training's metrics log, where it is past the last checkpoint
+    /// (the log gets a line every few updates; a stopped training resumes from the checkpoint).
+    pub logged: Option<LoggedUpdate>,
+}
+
+impl TrainingProgress {
+    /// Updates done: the newest logged, else the last checkpoint's.
+    pub fn newest_step(&self) -> u64 {
+        self.logged.map_or(self.step, |l| l.step)
+    }
+
+    /// Token positions consumed: the newest logged, else the last checkpoint's.
+    pub fn newest_tokens(&self) -> u64 {
+        self.logged.map_or(self.tokens, |l| l.tokens)
+    }
 }
 
 /// One run's row of the status table.
@@ -230,6 +245,7 @@ fn finished(steps: u64, tokens: u64, tokens_per_s: f64) -> TrainingProgress {
         tokens,
         tokens_per_s: (tokens_per_s > 0.0).then_some(tokens_per_s),
         done: true,
+        logged: None,
     }
 }
 
@@ -240,19 +256,36 @@ fn latest_state(dir: &Path) -> Result<Option<TrainState>> {
         .transpose()
 }
 
-/// The training in `dir` from its newest checkpoint; `done` says from its state and folder
-/// whether it has finished.
+/// The training in `dir` from its newest checkpoint and its metrics log (a training that has
+/// logged updates but not yet saved a checkpoint is at checkpoint step 0); `done` says from its
+/// state and folder whether it has finished.
 fn progress(
     dir: &Path,
     done: impl FnOnce(&TrainState, &Path) -> bool,
 ) -> Result<Option<TrainingProgress>> {
-    Ok(latest_state(dir)?.map(|st| TrainingProgress {
-        step: st.step,
-        total_steps: st.total_steps,
-        tokens: st.tokens,
-        tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
-        done: done(&st, dir),
-    }))
+    let state = latest_state(dir)?;
+    let logged = towers::newest_update(&dir.join(towers::METRICS_FILE))?;
+    let mut p = match (&state, logged) {
+        (Some(st), _) => TrainingProgress {
+            step: st.step,
+            total_steps: st.total_steps,
+            tokens: st.tokens,
+            tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
+            done: done(st, dir),
+            logged: None,
+        },
+        (None, Some(_)) => TrainingProgress {
+            step: 0,
+            total_steps: None,
+            tokens: 0,
+            tokens_per_s: None,
+            done: false,
+            logged: None,
+        },
+        (None, None) => return Ok(None),
+    };
+    p.logged = logged.filter(|l| !p.done && l.step > p.step);
+    Ok(Some(p))
 }
 
 /// A head training in `dir`: finished once its weights are saved.
@@ -335,10 +368,13 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
         .map(String::from)
         .to_vec(),
     )
-    .with_title("Where each run stands (read from its folder at the last checkpoint)")
+    .with_title("Where each run stands (read from its folder: the newest logged update)")
     .with_note(
-        "tokens/s: phase 1's tokens over its update time so far; heads: updates at the last \
-         checkpoint of each head training, of the schedule's total (a finished one says done); \
+        "phase-1 tokens: the newest in phase 1's metrics log (a line every few updates), which \
+         runs ahead of its last checkpoint; tokens/s: phase 1's tokens over its update time at \
+         the last checkpoint; heads: the newest logged updates of the schedule's total, with \
+         the checkpoint a stopped training would resume at where that is earlier (a finished \
+         one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
          training with its updates; writer: the process \
          holding the run (\"(gone)\": it died without removing its lock)",
@@ -347,13 +383,10 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
     let updates = |p: &Option<TrainingProgress>| match p {
         None => String::new(),
         Some(p) if p.done => format!("{} (done)", p.step),
-        Some(p) => match p.total_steps {
-            Some(total) => format!("{} of {total}", p.step),
-            None => p.step.to_string(),
-        },
+        Some(p) => describe_updates(p),
     };
     for r in runs {
-        let tokens = r.phase1.as_ref().map(|p| p.tokens);
+        let tokens = r.phase1.as_ref().map(TrainingProgress::newest_tokens);
         let share = match (tokens, r.phase1_budget) {
             (Some(t), Some(b)) if b > 0 => Some(100.0 * (t.min(b)) as f64 / b as f64),
             _ => None,
@@ -374,19 +407,29 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
     t
 }
 
+/// `N of TOTAL` (`N` where the total is not known yet), with `(resumes at M)` where the
+/// newest logged update is past the last checkpoint.
+fn describe_updates(p: &TrainingProgress) -> String {
+    let mut s = match p.total_steps {
+        Some(total) => format!("{} of {total}", p.newest_step()),
+        None => p.newest_step().to_string(),
+    };
+    if p.logged.is_some() {
+        s.push_str(&format!(" (resumes at {})", p.step));
+    }
+    s
+}
+
 /// `scored of due`, and the one training with its updates.
 fn snapshot_cell(r: &RunStatus) -> String {
     let (scored, due) = r.snapshot_heads;
     match &r.snapshot_training {
         None => format!("{scored} of {due}"),
         Some(t) => format!(
-            "{scored} of {due}; {} seed {}: {} of {}",
+            "{scored} of {due}; {} seed {}: {}",
             t.snapshot,
             t.seed,
-            t.progress.step,
-            t.progress
-                .total_steps
-                .map_or_else(|| "?".to_string(), |n| n.to_string())
+            describe_updates(&t.progress)
         ),
     }
 }
@@ -412,6 +455,55 @@ mod tests {
             stopped_early: false,
         };
         std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
+    }
+
+    /// Appends update lines for `steps` (2048 tokens each) to the metrics log in `dir`.
+    fn log_updates(dir: &Path, steps: &[u64]) {
+        use std::io::Write;
+        std::fs::create_dir_all(dir).unwrap();
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(towers::METRICS_FILE))
+            .unwrap();
+        for &step in steps {
+            let line = serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048});
+            writeln!(log, "{line}").unwrap();
+        }
+    }
+
+    #[test]
+    fn progress_reads_the_newest_logged_update_past_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let heads = dir.path().join("heads");
+        assert_eq!(head_progress(&heads).unwrap(), None, "nothing there yet");
+        // Logged before its first checkpoint: at checkpoint 0, 20 logged.
+        log_updates(&heads, &[10, 20]);
+        let p = head_progress(&heads)
+            .unwrap()
+            .expect("a training that has logged");
+        assert_eq!(
+            (p.step, p.newest_step(), p.newest_tokens()),
+            (0, 20, 40_960)
+        );
+        assert_eq!(describe_updates(&p), "20 (resumes at 0)");
+        // A checkpoint at 300 of 977, the log at 420: both shown.
+        head_checkpoint(&heads, 300, 977);
+        log_updates(&heads, &[300, 420]);
+        let p = head_progress(&heads).unwrap().unwrap();
+        assert_eq!(p.logged.map(|l| l.step), Some(420));
+        assert_eq!(describe_updates(&p), "420 of 977 (resumes at 300)");
+        // A resumed training whose log has not passed its checkpoint yet: the checkpoint.
+        head_checkpoint(&heads, 500, 977);
+        let p = head_progress(&heads).unwrap().unwrap();
+        assert_eq!((p.logged, p.newest_step()), (None, 500));
+        assert_eq!(describe_updates(&p), "500 of 977");
+        // Finished: its weights are saved; the log no longer matters.
+        log_updates(&heads, &[970]);
+        head_checkpoint(&heads, 977, 977);
+        std::fs::write(heads.join(heads::HEADS_FILE), "w").unwrap();
+        let p = head_progress(&heads).unwrap().unwrap();
+        assert!(p.done && p.logged.is_none());
     }
 
     #[test]

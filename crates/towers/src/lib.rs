@@ -50,6 +50,7 @@ pub use error::{Result, TowersError};
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};
+pub use metrics::{newest_update, LoggedUpdate, METRICS_FILE};
 pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{clip_grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};

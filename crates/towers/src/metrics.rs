@@ -4,10 +4,39 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::io_err;
 use crate::Result;
+
+/// File name of a training's metrics log in its output folder.
+pub const METRICS_FILE: &str = "metrics.jsonl";
+
+/// The newest update a training logged: its metrics log gets a line every few updates, so it
+/// runs ahead of the last checkpoint (from which a stopped training resumes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoggedUpdate {
+    /// Updates done.
+    pub step: u64,
+    /// Token positions consumed.
+    pub tokens: u64,
+}
+
+/// The newest update line (one with `step` and `tokens`) of the metrics log at `path`; `None`
+/// when there is no log or no such line yet. A line that does not parse (one being written) is
+/// passed over.
+pub fn newest_update(path: &Path) -> Result<Option<LoggedUpdate>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(path)(e)),
+    };
+    Ok(text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<LoggedUpdate>(l).ok()))
+}
 
 /// Appends JSON objects, one per line, to a file (or nowhere).
 #[derive(Debug)]
@@ -39,5 +68,39 @@ impl MetricsLog {
             writeln!(f, "{v}").map_err(io_err(p))?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_update_line_is_found_past_final_and_half_written_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(METRICS_FILE);
+        assert_eq!(newest_update(&path).unwrap(), None, "no log yet");
+        let mut log = MetricsLog::open(&path).unwrap();
+        for step in [10u64, 20] {
+            log.log(&serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048}))
+                .unwrap();
+        }
+        log.log(&serde_json::json!({"final": true, "step": 20, "val_loss": 5.1}))
+            .unwrap();
+        let want = LoggedUpdate {
+            step: 20,
+            tokens: 40_960,
+        };
+        assert_eq!(newest_update(&path).unwrap(), Some(want));
+        // A line cut off while being written is passed over.
+        std::fs::write(
+            &path,
+            std::fs::read_to_string(&path).unwrap() + "{\"loss\": 4.9, \"step\": 3",
+        )
+        .unwrap();
+        assert_eq!(newest_update(&path).unwrap(), Some(want));
+        // A folder where the log should be is an error naming it.
+        let err = newest_update(dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&dir.path().display().to_string()), "{err}");
     }
 }

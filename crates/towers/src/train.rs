@@ -263,7 +263,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let metrics = match out_dir {
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(crate::error::io_err(d))?;
-                MetricsLog::open(&d.join("metrics.jsonl"))?
+                MetricsLog::open(&d.join(crate::metrics::METRICS_FILE))?
             }
             None => MetricsLog::none(),
         };
