@@ -102,11 +102,19 @@ study() {
   return $rc
 }
 
+# The files of the runs (or study folders) under $STUDY named by the arguments that a later
+# analysis reads: records, log-probabilities, heads' and snapshots' scores, metrics and the
+# final phase-1 weights (the word groups read the shared embedding); not the optimiser states,
+# the phase-1 weight snapshots or the heads' weights, which are large and only resume training.
+run_files() {
+  (cd "$STUDY" && find "$@" -type f ! -name '*.lock' ! -name '*.tmp' ! -name '*.safetensors' |
+    grep -v -e '/checkpoint/' -e '/snapshots/'
+    find "$@" -path '*/phase1/checkpoint/weights.safetensors')
+}
+
 fetch() {
-  # The tables read the final phase-1 weights (the shared embedding of the word groups).
-  (cd "$STUDY" && { find "$@" -type f ! -name '*.lock' ! -name '*.tmp' ! -name '*.safetensors' |
-    grep -v -e '/checkpoint/' -e '/snapshots/'; find "$@" -path '*/phase1/checkpoint/weights.safetensors'; } |
-    tar -cf - -T -) | xz -6 -T0 | split -b 15M -d -a 1 - "$OUT/fetch.tar.xz.part"
+  run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
+    split -b 15M -d -a 1 - "$OUT/fetch.tar.xz.part"
   ls -la "$OUT"
 }
 
@@ -118,15 +126,12 @@ pack() {
 }
 
 runs() {
-  # Everything a later analysis reads; not the optimiser states, the phase-1 weight snapshots or
-  # the heads' weights (their scores are kept), which are large and only resume training.
+  # The whole study, as `fetch` brings runs (run_files).
   local k=${1:-0} dir=/tmp/runs-pack
   if [ ! -e $dir/done ]; then
     rm -rf $dir && mkdir -p $dir
-    (cd "$STUDY" && find . -type f ! -name '*.lock' ! -name '*.tmp' | grep -v -e '/checkpoint/' \
-      -e '/phase1/snapshots/' -e '/heads[^/]*\.safetensors$' \
-      && find . -path '*/phase1/checkpoint/weights.safetensors') |
-      (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 | split -b 15M -d -a 2 - $dir/runs.tar.xz.part
+    run_files . | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
+      split -b 15M -d -a 2 - $dir/runs.tar.xz.part
     touch $dir/done
   fi
   local parts=($dir/runs.tar.xz.part*)

@@ -50,7 +50,7 @@ impl Stage {
 }
 
 /// Updates of one training (phase 1 or a head training) so far.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrainingProgress {
     /// Updates done at the last checkpoint.
     pub step: u64,
@@ -263,28 +263,24 @@ fn progress(
     dir: &Path,
     done: impl FnOnce(&TrainState, &Path) -> bool,
 ) -> Result<Option<TrainingProgress>> {
-    let state = latest_state(dir)?;
+    let checkpoint = latest_state(dir)?.map(|st| TrainingProgress {
+        step: st.step,
+        total_steps: st.total_steps,
+        tokens: st.tokens,
+        tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
+        done: done(&st, dir),
+        logged: None,
+    });
+    // A finished training's log says nothing more; an unfinished one's runs ahead.
+    if checkpoint.as_ref().is_some_and(|p| p.done) {
+        return Ok(checkpoint);
+    }
     let logged = towers::newest_update(&dir.join(towers::METRICS_FILE))?;
-    let mut p = match (&state, logged) {
-        (Some(st), _) => TrainingProgress {
-            step: st.step,
-            total_steps: st.total_steps,
-            tokens: st.tokens,
-            tokens_per_s: (st.elapsed_s > 0.0).then(|| st.tokens as f64 / st.elapsed_s),
-            done: done(st, dir),
-            logged: None,
-        },
-        (None, Some(_)) => TrainingProgress {
-            step: 0,
-            total_steps: None,
-            tokens: 0,
-            tokens_per_s: None,
-            done: false,
-            logged: None,
-        },
+    let mut p = match (checkpoint, logged) {
         (None, None) => return Ok(None),
+        (checkpoint, _) => checkpoint.unwrap_or_default(),
     };
-    p.logged = logged.filter(|l| !p.done && l.step > p.step);
+    p.logged = logged.filter(|l| l.step > p.step);
     Ok(Some(p))
 }
 
