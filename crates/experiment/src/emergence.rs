@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use prefscore::{CorrOptions, Interval, ScoreKind};
-use report::{IntervalGroup, IntervalPoint, PlotOptions, Series};
+use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions, Series};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
@@ -294,17 +294,21 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 }
 
 /// Writes the emergence table (`emergence.{csv,md,json}`, with the trend of every class of
-/// pairs) and the figures: `fig_emergence_correlation.png` (every pair's disattenuated r,
-/// filled, and its raw r, hollow, in one colour per class, with bootstrap intervals, at each
-/// point of phase 1; a line joins each class's mean), `fig_emergence_oriented.png` (the same up
-/// to the end's orientation, where one is found) and `fig_emergence_heads.png` (share won by
-/// the primary tower and the mean head gap against tokens trained). Returns the files.
+/// pairs) and the figures: `fig_emergence_correlation.png` (a panel per class of pairs, the
+/// same-model classes first, on one y range: every pair's disattenuated r, filled, and its raw
+/// r, hollow, with bootstrap intervals, at each point of phase 1; a line joins the class's mean),
+/// `fig_emergence_oriented.png` (the same up to the end's orientation, where one is found) and
+/// `fig_emergence_heads.png` (share won by the primary tower and the mean head gap against
+/// tokens trained). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
     files.extend(heads_figure(e, out)?);
     Ok(files)
 }
+
+/// Panels a row in the correlation figures (four models' same-model classes fill the first).
+const PANEL_COLUMNS: usize = 4;
 
 /// `fig_emergence_correlation.png`: each class's pairs with intervals at each fraction of
 /// phase 1, and `fig_emergence_oriented.png`: the same up to the end's orientation (each pair
@@ -330,14 +334,15 @@ fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for (name, signs, what, title) in figures {
         let f = out.join(name);
-        report::interval_plot(
+        report::interval_grid(
             &f,
             &positions,
-            &class_groups(e, &fractions, signs),
+            &class_panels(e, &fractions, signs),
+            PANEL_COLUMNS,
             &PlotOptions {
                 title: format!("Agreement of the preference score during phase 1{title}"),
                 x_label: "fraction of phase 1 trained".into(),
-                y_label: format!("{what}, raw and disattenuated; 95% intervals"),
+                y_label: format!("{what}; 95% bootstrap intervals"),
                 ..PlotOptions::default()
             },
         )?;
@@ -346,21 +351,36 @@ fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Two groups of points per class of pairs (in first-seen order), in one colour: each pair's
-/// disattenuated r (filled) and its raw r (hollow) at its fraction's position, with their
-/// intervals. A class without reliabilities has the raw group only. With `signs` (labels and
-/// their orientation signs), each pair's values and interval are multiplied by its runs' signs.
-fn class_groups(
-    e: &Emergence,
-    fractions: &[f64],
-    signs: Option<&(Vec<String>, Vec<i8>)>,
-) -> Vec<IntervalGroup> {
+/// The classes of pairs in the order of the figures: same-model classes (`m × m`) first, then
+/// the cross-model ones, each in first-seen order.
+fn panel_order(e: &Emergence) -> Vec<&str> {
     let mut classes: Vec<&str> = Vec::new();
     for p in &e.pairs {
         if !classes.contains(&p.class.as_str()) {
             classes.push(&p.class);
         }
     }
+    let same = |c: &str| c.split_once(" × ").is_some_and(|(a, b)| a == b);
+    let (mut first, cross): (Vec<&str>, Vec<&str>) = classes.into_iter().partition(|c| same(c));
+    first.extend(cross);
+    first
+}
+
+/// Legend name of the disattenuated points.
+const DISATTENUATED: &str = "disattenuated r (head-seed reliability)";
+/// Legend name of the raw points.
+const RAW: &str = "raw r";
+
+/// A panel per class of pairs ([`panel_order`]), titled with the class and its number of pairs,
+/// in the class's colour: each pair's disattenuated r (filled) and raw r (hollow) at its
+/// fraction's position, with their intervals. A class without reliabilities has the raw group
+/// only. With `signs` (labels and their orientation signs), each pair's values and interval
+/// are multiplied by its runs' signs.
+fn class_panels(
+    e: &Emergence,
+    fractions: &[f64],
+    signs: Option<&(Vec<String>, Vec<i8>)>,
+) -> Vec<IntervalPanel> {
     let sign = |l: &str| -> f64 {
         signs
             .and_then(|(labels, s)| label_sign(labels, s, l))
@@ -376,30 +396,39 @@ fn class_groups(
             interval: iv.map(|(lo, hi)| (lo.min(hi).min(y), lo.max(hi).max(y))),
         })
     };
-    let mut groups = Vec::new();
-    for (ci, c) in classes.iter().enumerate() {
-        let pairs = || e.pairs.iter().filter(move |p| p.class == *c);
+    let mut panels = Vec::new();
+    for (ci, c) in panel_order(e).into_iter().enumerate() {
+        let pairs = || e.pairs.iter().filter(move |p| p.class == c);
+        let mut runs: Vec<(&str, &str)> = pairs().map(|p| (p.a.as_str(), p.b.as_str())).collect();
+        runs.sort();
+        runs.dedup();
+        let mut groups = Vec::new();
         let corrected: Vec<IntervalPoint> = pairs()
             .filter_map(|p| point(p, p.disattenuated?, p.disattenuated_interval))
             .collect();
         if !corrected.is_empty() {
             groups.push(IntervalGroup {
-                name: format!("{c}, disattenuated"),
+                name: DISATTENUATED.into(),
                 points: corrected,
                 colour: Some(ci),
                 hollow: false,
             });
         }
         groups.push(IntervalGroup {
-            name: format!("{c}, raw r"),
+            name: RAW.into(),
             points: pairs()
                 .filter_map(|p| point(p, p.pearson, p.interval))
                 .collect(),
             colour: Some(ci),
             hollow: true,
         });
+        let n = runs.len();
+        panels.push(IntervalPanel {
+            title: format!("{c} ({n} pair{})", if n == 1 { "" } else { "s" }),
+            groups,
+        });
     }
-    groups
+    panels
 }
 
 /// `fig_emergence_heads.png`: each run's share won by the primary tower and mean head gap
@@ -663,30 +692,44 @@ mod tests {
     }
 
     #[test]
-    fn each_class_draws_raw_and_disattenuated_r_in_one_colour() {
+    fn each_class_gets_a_panel_with_raw_and_disattenuated_r_in_one_colour() {
         let mut no_rel = pair("gpt × bert", 1.0, 0.4, 0.05);
         (no_rel.disattenuated, no_rel.disattenuated_interval) = (None, None);
         let e = Emergence {
             points: Vec::new(),
             pairs: vec![
+                no_rel,
                 pair("gpt × gpt", 0.5, 0.5, 0.05),
                 pair("gpt × gpt", 1.0, 0.7, 0.05),
-                no_rel,
+                pair("bert × bert", 1.0, 0.2, 0.05),
             ],
         };
-        let g = class_groups(&e, &[0.5, 1.0], None);
-        let shape: Vec<(&str, Option<usize>, bool, usize)> = g
-            .iter()
-            .map(|g| (g.name.as_str(), g.colour, g.hollow, g.points.len()))
-            .collect();
+        let panels = class_panels(&e, &[0.5, 1.0], None);
+        // Same-model classes first (first seen), then the cross-model one.
+        let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
         assert_eq!(
-            shape,
+            titles,
             [
-                ("gpt × gpt, disattenuated", Some(0), false, 2),
-                ("gpt × gpt, raw r", Some(0), true, 2),
-                ("gpt × bert, raw r", Some(1), true, 1),
+                "gpt × gpt (1 pair)",
+                "bert × bert (1 pair)",
+                "gpt × bert (1 pair)"
             ]
         );
+        let shape = |p: &IntervalPanel| -> Vec<(String, Option<usize>, bool, usize)> {
+            p.groups
+                .iter()
+                .map(|g| (g.name.clone(), g.colour, g.hollow, g.points.len()))
+                .collect()
+        };
+        assert_eq!(
+            shape(&panels[0]),
+            [
+                (DISATTENUATED.to_string(), Some(0), false, 2),
+                (RAW.to_string(), Some(0), true, 2),
+            ]
+        );
+        assert_eq!(shape(&panels[2]), [(RAW.to_string(), Some(2), true, 1)]);
+        let g = &panels[0].groups;
         assert_eq!((g[0].points[1].at, g[0].points[1].y), (1, 0.7));
         assert!((g[1].points[1].y - 0.63).abs() < 1e-12);
     }
@@ -706,8 +749,8 @@ mod tests {
             ],
         };
         let signs = end_orientation(&e).unwrap();
-        let signed = class_groups(&e, &[1.0], None);
-        let oriented = class_groups(&e, &[1.0], Some(&signs));
+        let signed = &class_panels(&e, &[1.0], None)[0].groups;
+        let oriented = &class_panels(&e, &[1.0], Some(&signs))[0].groups;
         // Disattenuated group: gpt-s0 × gpt-s1 turns positive with its interval mirrored;
         // gpt-s1 × gpt-s2 (same side) is unchanged.
         let (s0, o0) = (&signed[0].points, &oriented[0].points);

@@ -16,9 +16,9 @@ mod table;
 
 pub use error::{Error, Result};
 pub use plot::{
-    bar_chart, category_interval_plot, heatmap, histogram_grid, interval_plot, line_plot,
-    matrix_image, register_fonts, scatter, word_grid, HeatmapOptions, HistogramOptions,
-    IntervalGroup, IntervalPoint, MatrixOptions, PlotOptions, Series, WordPanel,
+    bar_chart, category_interval_plot, heatmap, histogram_grid, interval_grid, interval_plot,
+    line_plot, matrix_image, register_fonts, scatter, word_grid, HeatmapOptions, HistogramOptions,
+    IntervalGroup, IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, Series, WordPanel,
 };
 pub use replace::{replace_file, replace_file_with};
 pub use table::{Cell, Table, DEFAULT_PRECISION};

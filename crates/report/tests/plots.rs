@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use report::{
-    bar_chart, category_interval_plot, heatmap, histogram_grid, interval_plot, line_plot,
-    matrix_image, scatter, Error, HeatmapOptions, HistogramOptions, IntervalGroup, IntervalPoint,
-    MatrixOptions, PlotOptions, Series,
+    bar_chart, category_interval_plot, heatmap, histogram_grid, interval_grid, interval_plot,
+    line_plot, matrix_image, scatter, Error, HeatmapOptions, HistogramOptions, IntervalGroup,
+    IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, Series,
 };
 
 /// Output directory: `LMSPLIT_REPORT_OUT` if set, else a temporary directory kept alive by the
@@ -551,4 +551,87 @@ fn a_heatmap_is_wide_enough_for_its_title_and_x_description() {
     let short = draw("T", "x", "short.png");
     assert!(draw(&long, "x", "long_title.png") > short + 500);
     assert!(draw("T", &long, "long_x.png") > short + 400);
+}
+
+#[test]
+fn interval_grid_panels_share_one_y_range_and_one_legend() {
+    let (dir, _guard) = out_dir();
+    let pos: Vec<String> = ["1/8", "1/4", "1/2", "1"].map(String::from).to_vec();
+    let point = |at, y: f64| IntervalPoint {
+        at,
+        y,
+        interval: Some((y - 0.02, y + 0.02)),
+    };
+    let panel = |title: &str, points: Vec<IntervalPoint>, colour| IntervalPanel {
+        title: title.into(),
+        groups: vec![IntervalGroup {
+            name: "disattenuated".into(),
+            points,
+            colour,
+            hollow: false,
+        }],
+    };
+    // Panel 0 stays near 0; panel 1 reaches 1. On one shared range, panel 0's markers sit in
+    // the lower half of its cell (on its own range they would fill it).
+    let low = panel("gpt × gpt", vec![point(0, 0.0), point(3, 0.1)], Some(0));
+    let high = panel("bert × bert", vec![point(1, 1.0), point(2, 0.0)], Some(1));
+    let o = PlotOptions {
+        title: "Agreement".into(),
+        x_label: "fraction".into(),
+        y_label: "r".into(),
+        ..PlotOptions::default()
+    };
+    let f = dir.join("grid.png");
+    interval_grid(&f, &pos, &[low.clone(), high.clone()], 2, &o).unwrap();
+    let (w, h, px) = decode_png(&f);
+    let (blue, orange, grey) = ([31, 119, 180], [255, 127, 14], [64, 64, 64]);
+    let at = |c: [u8; 3]| -> Vec<(u32, u32)> {
+        (px.iter().enumerate())
+            .filter(|(_, p)| **p == c)
+            .map(|(i, _)| (i as u32 % w, i as u32 / w))
+            .collect()
+    };
+    let (panel_w, title_h) = (420, 44);
+    let cell_mid = title_h + (h - title_h) / 2;
+    let blue_at = at(blue);
+    assert!(!blue_at.is_empty());
+    // Blue only in the first cell, and only in its lower half.
+    assert!(
+        blue_at.iter().all(|&(x, _)| x < panel_w),
+        "blue outside cell 0"
+    );
+    assert!(
+        blue_at.iter().all(|&(_, y)| y > cell_mid),
+        "blue reaches y {} (cell middle {cell_mid})",
+        blue_at.iter().map(|p| p.1).min().unwrap()
+    );
+    // Orange only in the second cell; both points drawn (one high, one low).
+    let orange_at = at(orange);
+    assert!(orange_at
+        .iter()
+        .all(|&(x, _)| (panel_w..2 * panel_w).contains(&x)));
+    assert!(orange_at.iter().any(|&(_, y)| y < cell_mid));
+    assert!(orange_at.iter().any(|&(_, y)| y > cell_mid));
+    // One legend entry for the name the panels draw in two colours: dark grey, right of the grid.
+    assert!(at(grey).iter().any(|&(x, _)| x >= 2 * panel_w));
+    // Where every panel draws it in one colour, the legend takes that colour.
+    let same = IntervalPanel {
+        groups: vec![IntervalGroup {
+            colour: Some(0),
+            ..high.groups[0].clone()
+        }],
+        ..high
+    };
+    let f2 = dir.join("grid-one-colour.png");
+    interval_grid(&f2, &pos, &[low.clone(), same], 2, &o).unwrap();
+    let (w2, _, px2) = decode_png(&f2);
+    let legend_blue = (px2.iter().enumerate())
+        .filter(|(i, p)| **p == blue && *i as u32 % w2 >= 2 * panel_w)
+        .count();
+    assert!(legend_blue > 10, "{legend_blue}");
+    // Bad input: no panels; a panel's point past the positions (the error names the panel).
+    assert!(interval_grid(&f, &pos, &[], 2, &o).is_err());
+    let bad = panel("elmo × elmo", vec![point(4, 0.0)], None);
+    let e = interval_grid(&f, &pos, &[low, bad], 2, &o).unwrap_err();
+    assert!(e.to_string().contains("elmo × elmo"), "{e}");
 }

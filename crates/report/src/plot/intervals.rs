@@ -3,7 +3,8 @@
 //! points at one position sit side by side, and a line joins the group's mean at each position.
 //! For unordered categories (e.g. POS classes) [`category_interval_plot`] draws the same points
 //! without the joining line and with a line at zero. The y range holds every point and interval
-//! end; the legend has its own panel on the right, never on the data.
+//! end; the legend has its own panel on the right, never on the data. [`interval_grid`] draws
+//! several such charts as panels on one shared y range (e.g. one class of pairs a panel).
 
 use std::path::Path;
 
@@ -67,7 +68,53 @@ pub fn category_interval_plot(
     draw_intervals(path, categories, groups, opts, false)
 }
 
-/// Both plots: `ordered` joins each group's means and leaves out the zero line.
+/// One panel of [`interval_grid`]: its title and its groups.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IntervalPanel {
+    /// Title above the panel.
+    pub title: String,
+    /// Its groups, drawn as in [`interval_plot`].
+    pub groups: Vec<IntervalGroup>,
+}
+
+/// Draws one [`interval_plot`] per panel in a grid of `columns` panels a row (0: about the
+/// square root of the number of panels) to `path` (PNG or SVG), on one y range that holds
+/// every point and interval end of every panel (`opts.y_range` overrides it), so that panels
+/// compare by eye, with a line at zero when the range holds it. One legend on the right names each group name once, in its colour where
+/// every panel draws it in one colour, else in dark grey (the panels' titles then say what the
+/// colours are). `opts.size` is one panel's size (default 420 × 320).
+pub fn interval_grid(
+    path: &Path,
+    positions: &[String],
+    panels: &[IntervalPanel],
+    columns: usize,
+    opts: &PlotOptions,
+) -> Result<()> {
+    if panels.is_empty() {
+        return Err(Error::invalid("interval grid needs at least one panel"));
+    }
+    for panel in panels {
+        check_groups(positions, &panel.groups)
+            .map_err(|e| Error::invalid(format!("panel {:?}: {e}", panel.title)))?;
+    }
+    let y_range = y_range(panels.iter().flat_map(|p| &p.groups), opts)?;
+    let columns = match columns {
+        0 => (panels.len() as f64).sqrt().ceil() as usize,
+        c => c.min(panels.len()),
+    };
+    render(
+        path,
+        &IntervalGrid {
+            positions,
+            panels,
+            columns,
+            opts,
+            y_range,
+        },
+    )
+}
+
+/// Both single plots: `ordered` joins each group's means and leaves out the zero line.
 fn draw_intervals(
     path: &Path,
     positions: &[String],
@@ -75,6 +122,26 @@ fn draw_intervals(
     opts: &PlotOptions,
     ordered: bool,
 ) -> Result<()> {
+    check_groups(positions, groups)?;
+    let y_range = y_range(groups, opts)?;
+    render(
+        path,
+        &IntervalPlot {
+            chart: IntervalChart {
+                positions,
+                groups,
+                y_range,
+                ordered,
+                zero_line: !ordered,
+            },
+            opts,
+        },
+    )
+}
+
+/// Refuses no positions, no points, a point past the positions, and a value or interval that
+/// is not finite or not ordered.
+fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Result<()> {
     if positions.is_empty() || groups.iter().all(|g| g.points.is_empty()) {
         return Err(Error::invalid(
             "interval plot needs at least one position and one point",
@@ -99,40 +166,49 @@ fn draw_intervals(
             }
         }
     }
-    let ends = groups.iter().flat_map(|g| g.points.iter()).flat_map(|p| {
-        let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
-        [p.y, lo, hi]
-    });
-    let y_range = match opts.y_range {
-        Some(r) => check_range(r, "y_range")?,
-        None => pad(finite_range(ends).ok_or_else(|| Error::invalid("no finite values"))?),
-    };
-    render(
-        path,
-        &IntervalPlot {
-            positions,
-            groups,
-            opts,
-            y_range,
-            ordered,
-        },
-    )
+    Ok(())
 }
 
-struct IntervalPlot<'a> {
+/// `opts.y_range`, else the padded range of every value and interval end of `groups`.
+fn y_range<'g>(
+    groups: impl IntoIterator<Item = &'g IntervalGroup>,
+    opts: &PlotOptions,
+) -> Result<(f64, f64)> {
+    let ends = groups
+        .into_iter()
+        .flat_map(|g| g.points.iter())
+        .flat_map(|p| {
+            let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
+            [p.y, lo, hi]
+        });
+    match opts.y_range {
+        Some(r) => check_range(r, "y_range"),
+        None => Ok(pad(
+            finite_range(ends).ok_or_else(|| Error::invalid("no finite values"))?
+        )),
+    }
+}
+
+/// One chart's content: groups over positions on a y range.
+struct IntervalChart<'a> {
     positions: &'a [String],
     groups: &'a [IntervalGroup],
-    opts: &'a PlotOptions,
     y_range: (f64, f64),
+    /// Join each group's means.
     ordered: bool,
+    /// Draw a line at y = 0 when the range holds it.
+    zero_line: bool,
 }
 
-impl IntervalPlot<'_> {
-    fn legend_width(&self) -> u32 {
-        let names: Vec<String> = self.groups.iter().map(|g| g.name.clone()).collect();
-        max_text_width(&names, &label_style()) + 48
-    }
+/// What surrounds one chart: its caption and axis descriptions (empty: none).
+struct Frame<'a> {
+    caption: &'a str,
+    caption_style: TextStyle<'a>,
+    x_desc: &'a str,
+    y_desc: &'a str,
+}
 
+impl IntervalChart<'_> {
     /// x of point `k` of `n` sharing position `at` in group `g` of `ng`: groups side by side
     /// within 70% of a position's slot, a group's own points spread within its share.
     fn x_of(&self, at: usize, g: usize, ng: usize, k: usize, n: usize) -> f64 {
@@ -144,24 +220,17 @@ impl IntervalPlot<'_> {
             _ => group_x - spread / 2.0 + spread * k as f64 / (n - 1) as f64,
         }
     }
-}
 
-impl Figure for IntervalPlot<'_> {
-    fn size(&self) -> (u32, u32) {
-        let (w, h) = self.opts.size.unwrap_or((900, 560));
-        (w + self.legend_width(), h)
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    /// The axes, the zero line (categories only) and every group on `area`.
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, frame: Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let (w, _) = root.dim_in_pixel();
-        let (plot_area, legend) = root.split_horizontally(w - self.legend_width());
         let n = self.positions.len();
-        let mut chart = ChartBuilder::on(&plot_area)
-            .caption(self.opts.title.as_str(), title_style())
+        let mut chart = ChartBuilder::on(area)
+            .caption(frame.caption, frame.caption_style)
             .margin(14)
+            // The same areas with or without a description: a grid's plots then align.
             .x_label_area_size(56)
             .y_label_area_size(72)
             .build_cartesian_2d(-0.5..n as f64 - 0.5, self.y_range.0..self.y_range.1)
@@ -181,13 +250,13 @@ impl Figure for IntervalPlot<'_> {
                 }
             })
             .y_label_formatter(&ticker(self.y_range.1 - self.y_range.0))
-            .x_desc(self.opts.x_label.as_str())
-            .y_desc(self.opts.y_label.as_str())
+            .x_desc(frame.x_desc)
+            .y_desc(frame.y_desc)
             .axis_desc_style(axis_style())
             .label_style(label_style())
             .draw()
             .map_err(plot_err)?;
-        if !self.ordered && self.y_range.0 < 0.0 && self.y_range.1 > 0.0 {
+        if self.zero_line && self.y_range.0 < 0.0 && self.y_range.1 > 0.0 {
             chart
                 .draw_series(std::iter::once(PathElement::new(
                     vec![(-0.5, 0.0), (n as f64 - 0.5, 0.0)],
@@ -198,14 +267,147 @@ impl Figure for IntervalPlot<'_> {
         for (gi, g) in self.groups.iter().enumerate() {
             self.draw_group(&mut chart, gi, g)?;
         }
-        self.draw_legend(&legend)
+        Ok(())
+    }
+}
+
+/// A single interval plot: one chart and its legend.
+struct IntervalPlot<'a> {
+    chart: IntervalChart<'a>,
+    opts: &'a PlotOptions,
+}
+
+impl IntervalPlot<'_> {
+    fn legend(&self) -> Vec<(String, RGBColor, bool)> {
+        (self.chart.groups.iter().enumerate())
+            .map(|(gi, g)| {
+                let colour = series_colour(g.colour.unwrap_or(gi));
+                (g.name.clone(), colour, g.hollow)
+            })
+            .collect()
+    }
+}
+
+impl Figure for IntervalPlot<'_> {
+    fn size(&self) -> (u32, u32) {
+        let (w, h) = self.opts.size.unwrap_or((900, 560));
+        (w + legend_width(&self.legend()), h)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let legend = self.legend();
+        let (w, _) = root.dim_in_pixel();
+        let (plot_area, legend_area) = root.split_horizontally(w - legend_width(&legend));
+        let frame = Frame {
+            caption: &self.opts.title,
+            caption_style: title_style(),
+            x_desc: &self.opts.x_label,
+            y_desc: &self.opts.y_label,
+        };
+        self.chart.draw(&plot_area, frame)?;
+        draw_legend(&legend_area, &legend, 60)
+    }
+}
+
+/// The panels of [`interval_grid`] and their one legend.
+struct IntervalGrid<'a> {
+    positions: &'a [String],
+    panels: &'a [IntervalPanel],
+    columns: usize,
+    opts: &'a PlotOptions,
+    y_range: (f64, f64),
+}
+
+/// Height in pixels of a grid's title strip.
+const GRID_TITLE_H: u32 = 44;
+
+impl IntervalGrid<'_> {
+    fn rows(&self) -> usize {
+        self.panels.len().div_ceil(self.columns)
+    }
+
+    fn title_h(&self) -> u32 {
+        if self.opts.title.is_empty() {
+            0
+        } else {
+            GRID_TITLE_H
+        }
+    }
+
+    /// Each group name once (first seen), in its colour where every panel draws it in one,
+    /// else dark grey.
+    fn legend(&self) -> Vec<(String, RGBColor, bool)> {
+        let mut out: Vec<(String, RGBColor, bool)> = Vec::new();
+        for panel in self.panels {
+            for (gi, g) in panel.groups.iter().enumerate() {
+                let colour = series_colour(g.colour.unwrap_or(gi));
+                match out.iter_mut().find(|(name, ..)| *name == g.name) {
+                    Some(entry) if entry.1 != colour => entry.1 = RGBColor(64, 64, 64),
+                    Some(_) => {}
+                    None => out.push((g.name.clone(), colour, g.hollow)),
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Figure for IntervalGrid<'_> {
+    fn size(&self) -> (u32, u32) {
+        let (w, h) = self.opts.size.unwrap_or((420, 320));
+        (
+            w * self.columns as u32 + legend_width(&self.legend()),
+            h * self.rows() as u32 + self.title_h(),
+        )
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let legend = self.legend();
+        let (w, _) = root.dim_in_pixel();
+        let (grid, legend_area) = root.split_horizontally(w - legend_width(&legend));
+        let grid = match self.opts.title.is_empty() {
+            true => grid,
+            false => grid
+                .titled(&self.opts.title, title_style())
+                .map_err(plot_err)?,
+        };
+        let rows = self.rows();
+        let cells = grid.split_evenly((rows, self.columns));
+        for (k, (panel, cell)) in self.panels.iter().zip(&cells).enumerate() {
+            let (row, column) = (k / self.columns, k % self.columns);
+            // Axis descriptions once: x under the bottom panel of each column, y left of each row.
+            let bottom = row + 1 == rows || k + self.columns >= self.panels.len();
+            let chart = IntervalChart {
+                positions: self.positions,
+                groups: &panel.groups,
+                y_range: self.y_range,
+                ordered: true,
+                zero_line: true,
+            };
+            let frame = Frame {
+                caption: &panel.title,
+                caption_style: (super::FONT, super::LABEL_SIZE + 2, FontStyle::Bold)
+                    .into_font()
+                    .color(&BLACK),
+                x_desc: if bottom { &self.opts.x_label } else { "" },
+                y_desc: if column == 0 { &self.opts.y_label } else { "" },
+            };
+            chart.draw(cell, frame)?;
+        }
+        draw_legend(&legend_area, &legend, self.title_h() as i32 + 40)
     }
 }
 
 /// The chart of an interval plot: positions on x, values on y.
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
-impl IntervalPlot<'_> {
+impl IntervalChart<'_> {
     /// Group `gi`'s points with their intervals, and (ordered positions only) the line through
     /// its mean at each position.
     fn draw_group<DB: DrawingBackend>(
@@ -242,25 +444,34 @@ impl IntervalPlot<'_> {
         }
         Ok(())
     }
+}
 
-    /// The legend panel: one marker and name per group, top-aligned with the plot.
-    fn draw_legend<DB: DrawingBackend>(&self, legend: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        let style = label_style();
-        for (gi, g) in self.groups.iter().enumerate() {
-            let y = 60 + 24 * gi as i32;
-            let colour = series_colour(g.colour.unwrap_or(gi));
-            legend
-                .draw(&Circle::new((14, y), 5, marker_style(colour, g.hollow)))
-                .map_err(plot_err)?;
-            legend
-                .draw(&Text::new(g.name.clone(), (28, y - 8), style.clone()))
-                .map_err(plot_err)?;
-        }
-        Ok(())
+/// Width in pixels of a legend panel of `entries`.
+fn legend_width(entries: &[(String, RGBColor, bool)]) -> u32 {
+    let names: Vec<String> = entries.iter().map(|e| e.0.clone()).collect();
+    max_text_width(&names, &label_style()) + 48
+}
+
+/// The legend panel: one marker and name per entry, the first at `top` pixels.
+fn draw_legend<DB: DrawingBackend>(
+    legend: &DrawingArea<DB, Shift>,
+    entries: &[(String, RGBColor, bool)],
+    top: i32,
+) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let style = label_style();
+    for (k, (name, colour, hollow)) in entries.iter().enumerate() {
+        let y = top + 24 * k as i32;
+        legend
+            .draw(&Circle::new((14, y), 5, marker_style(*colour, *hollow)))
+            .map_err(plot_err)?;
+        legend
+            .draw(&Text::new(name.clone(), (28, y - 8), style.clone()))
+            .map_err(plot_err)?;
     }
+    Ok(())
 }
 
 /// A filled marker, or a hollow ring of the same colour.
