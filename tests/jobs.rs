@@ -198,6 +198,11 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     // Its metrics log reaches the checkpoint, or past it where the signal came between the two.
     assert!(p1.newest_step() >= stopped_at, "{st:?}");
     assert!(p1.logged.is_none_or(|l| l.step > stopped_at), "{st:?}");
+    // Each of its update lines states the schedule's total, as the checkpoint does.
+    let log = out.join("phase1").join(lmsplit::towers::METRICS_FILE);
+    let newest = lmsplit::towers::newest_update(&log).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(newest.and_then(|u| u.total_steps), p1.total_steps, "{text}");
     assert_eq!(st.writer, None);
 
     // Resumed, and stopped again as soon as the heads start training.

@@ -280,6 +280,8 @@ fn progress(
         (None, None) => return Ok(None),
         (checkpoint, _) => checkpoint.unwrap_or_default(),
     };
+    // Before its first checkpoint only the log knows the schedule's total.
+    p.total_steps = p.total_steps.or(logged.and_then(|l| l.total_steps));
     p.logged = logged.filter(|l| l.step > p.step);
     Ok(Some(p))
 }
@@ -453,8 +455,14 @@ mod tests {
         std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
     }
 
-    /// Appends update lines for `steps` (2048 tokens each) to the metrics log in `dir`.
+    /// Appends update lines for `steps` (2048 tokens each) to the metrics log in `dir`, as a
+    /// log written before the lines stated the schedule's total.
     fn log_updates(dir: &Path, steps: &[u64]) {
+        log_updates_of(dir, steps, None)
+    }
+
+    /// [`log_updates`], the lines stating `total` updates where given.
+    fn log_updates_of(dir: &Path, steps: &[u64], total: Option<u64>) {
         use std::io::Write;
         std::fs::create_dir_all(dir).unwrap();
         let mut log = std::fs::OpenOptions::new()
@@ -463,7 +471,10 @@ mod tests {
             .open(dir.join(towers::METRICS_FILE))
             .unwrap();
         for &step in steps {
-            let line = serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048});
+            let mut line = serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048});
+            if let Some(total) = total {
+                line["total_steps"] = total.into();
+            }
             writeln!(log, "{line}").unwrap();
         }
     }
@@ -482,7 +493,11 @@ mod tests {
             (p.step, p.newest_step(), p.newest_tokens()),
             (0, 20, 40_960)
         );
-        assert_eq!(describe_updates(&p), "20 (resumes at 0)");
+        assert_eq!(describe_updates(&p), "20 (resumes at 0)", "an older log");
+        // A log that states the schedule's total gives it before the first checkpoint.
+        log_updates_of(&heads, &[30], Some(977));
+        let p = head_progress(&heads).unwrap().unwrap();
+        assert_eq!(describe_updates(&p), "30 of 977 (resumes at 0)");
         // A checkpoint at 300 of 977, the log at 420: both shown.
         head_checkpoint(&heads, 300, 977);
         log_updates(&heads, &[300, 420]);

@@ -21,6 +21,9 @@ pub struct LoggedUpdate {
     pub step: u64,
     /// Token positions consumed.
     pub tokens: u64,
+    /// The schedule's total updates, where known (logs written before 27 Nov 2026 do not say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_steps: Option<u64>,
 }
 
 /// The newest update line (one with `step` and `tokens`) of the metrics log at `path`; `None`
@@ -81,15 +84,23 @@ mod tests {
         let path = dir.path().join(METRICS_FILE);
         assert_eq!(newest_update(&path).unwrap(), None, "no log yet");
         let mut log = MetricsLog::open(&path).unwrap();
-        for step in [10u64, 20] {
-            log.log(&serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048}))
-                .unwrap();
-        }
+        // An older line without the total, then one with it.
+        log.log(&serde_json::json!({"loss": 5.0, "step": 10, "tokens": 20_480}))
+            .unwrap();
+        assert_eq!(
+            newest_update(&path).unwrap().map(|u| u.total_steps),
+            Some(None)
+        );
+        log.log(
+            &serde_json::json!({"loss": 5.0, "step": 20, "tokens": 40_960, "total_steps": 977}),
+        )
+        .unwrap();
         log.log(&serde_json::json!({"final": true, "step": 20, "val_loss": 5.1}))
             .unwrap();
         let want = LoggedUpdate {
             step: 20,
             tokens: 40_960,
+            total_steps: Some(977),
         };
         assert_eq!(newest_update(&path).unwrap(), Some(want));
         // A line cut off while being written is passed over.

@@ -680,6 +680,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             self.metrics.log(&json!({
                 "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
                 "grad_norm": s.grad_norm, "tokens_per_s": tps,
+                "total_steps": self.state.total_steps,
             }))?;
         }
         let mut val_loss = None;
