@@ -375,7 +375,9 @@ fn run_data_dir(record: &RunRecord, dir: &Path) -> Result<PathBuf> {
 /// no scoring).
 pub fn trained_model(run: &ScoredRun, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
     let spec = &run.record.spec;
-    let path = run.dir.join("phase1/checkpoint/weights.safetensors");
+    let path = (run.dir.join(crate::record::PHASE1_DIR))
+        .join(towers::CHECKPOINT_DIR)
+        .join(towers::WEIGHTS_FILE);
     if !path.is_file() {
         return Err(ExperimentError::Missing {
             path,

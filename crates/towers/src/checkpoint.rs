@@ -19,6 +19,9 @@ use crate::{Result, TowersError};
 /// Name of the checkpoint directory inside a run's output directory.
 pub const CHECKPOINT_DIR: &str = "checkpoint";
 
+/// Name of the model weights' file inside a checkpoint directory.
+pub const WEIGHTS_FILE: &str = "weights.safetensors";
+
 /// Everything a checkpoint holds, in memory.
 #[derive(Debug)]
 pub struct CheckpointData {
@@ -87,7 +90,7 @@ fn write_all(tmp: &Path, data: &CheckpointData) -> Result<()> {
     fs::create_dir_all(tmp).map_err(|e| write_err(tmp, e))?;
     write_json(&tmp.join("config.json"), &data.config)?;
     write_json(&tmp.join("state.json"), &data.state)?;
-    write_tensors(&tmp.join("weights.safetensors"), &data.weights)?;
+    write_tensors(&tmp.join(WEIGHTS_FILE), &data.weights)?;
     write_tensors(&tmp.join("optimizer.safetensors"), &data.optimizer)?;
     sync(tmp)
 }
@@ -153,7 +156,7 @@ pub fn load(dir: &Path, dev: &Device) -> Result<CheckpointData> {
     Ok(CheckpointData {
         config: read_json(&dir.join("config.json"))?,
         state: read_json(&dir.join("state.json"))?,
-        weights: read_tensors(&dir.join("weights.safetensors"), dev)?,
+        weights: read_tensors(&dir.join(WEIGHTS_FILE), dev)?,
         optimizer: read_tensors(&dir.join("optimizer.safetensors"), dev)?,
     })
 }
@@ -166,11 +169,10 @@ pub fn load_model(dir: &Path, dev: &Device) -> Result<TwoTowerLm> {
         msg: format!("config.json is not a model config: {e}"),
     })?;
     let model = TwoTowerLm::new(&cfg, dev, 0)?;
-    let weights = read_tensors(&dir.join("weights.safetensors"), dev)?;
-    model.params().load_map(
-        &weights,
-        &dir.join("weights.safetensors").display().to_string(),
-    )?;
+    let weights = read_tensors(&dir.join(WEIGHTS_FILE), dev)?;
+    model
+        .params()
+        .load_map(&weights, &dir.join(WEIGHTS_FILE).display().to_string())?;
     Ok(model)
 }
 

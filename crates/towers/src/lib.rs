@@ -43,7 +43,7 @@ mod test_util;
 mod train;
 mod transformer;
 
-pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR};
+pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
 pub use config::{ElmoMode, ModelConfig, Style};
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
