@@ -20,10 +20,17 @@
 //! `TRAIN_STEP_BATCH=64` (default: the shape's batch) set where and how the one-shot runs; it
 //! then also prints the model FLOPs per token, the TFLOP/s and the MFU against the H100/H200
 //! dense peak of the dtype (bf16 989.4, f32 66.9 TFLOP/s; SXM data sheet).
+//!
+//! `head_step_<style>`: one step of phases 2/3 (the K heads trained on frozen towers, the bulk
+//! of a reproduction's CPU time) at the `cpu` protocol's shape: `peer_small` with the paper's
+//! vocabulary (V 30,528), B 16, T 128. `HEAD_STEP_ONESHOT=elmo/20 target/release/deps/train_step-*`
+//! times 20 steps after one warm-up and prints JSON with the heads' matrix-product GFLOP/s beside
+//! faer's f32 GEMM rate at 1024^3 in the same process (the machine's practical limit).
 
 use candle_core::{DType, Device};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lmsplit::corpus::TokenBatch;
+use lmsplit::heads::{FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use lmsplit::towers::BatchSource;
 use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
 
@@ -145,6 +152,92 @@ fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
     3.0 * 2.0 * macs
 }
 
+/// The `cpu` protocol's phase-1 shape with the paper's vocabulary: `peer_small` at V 30,528,
+/// B 16, T 128.
+fn head_shape(style: Style) -> (ModelConfig, usize, usize) {
+    let (_, mut cfg, b, t) = shapes(style)
+        .into_iter()
+        .find(|s| s.0 == "peer_small")
+        .expect("the peer_small shape");
+    cfg.vocab_size = 30528;
+    (cfg, b, t)
+}
+
+/// A model at [`head_shape`], its heads (the protocol's input, head seed 1000), one batch and
+/// its number of labelled positions.
+fn head_setup(style: Style) -> (TwoTowerLm, TowerHeads, TokenBatch, usize) {
+    let (cfg, b, t) = head_shape(style);
+    let (model, batch) = setup(style, &cfg, b, t);
+    let hc = HeadConfig::for_model(&model, HeadInput::TowerLayerNorm);
+    let heads = TowerHeads::new(&hc, &Device::Cpu, 1000).unwrap();
+    let labelled = (batch.labels.iter())
+        .filter(|&&l| l != lmsplit::corpus::IGNORE_LABEL)
+        .count();
+    (model, heads, batch, labelled)
+}
+
+/// Matrix-product flops of one head-training step per labelled token (forward x 3): per tower
+/// its head's dense layer (D to D) and output layer (D to V). The frozen towers' forward pass
+/// is left out.
+fn head_flops_per_token(heads: &HeadConfig) -> f64 {
+    let (d, v, k) = (
+        heads.tower_width as f64,
+        heads.vocab_size as f64,
+        heads.n_towers as f64,
+    );
+    3.0 * k * 2.0 * (d * d + d * v)
+}
+
+/// `HEAD_STEP_ONESHOT=style/steps`: times `steps` head-training steps after one warm-up step.
+fn head_oneshot(spec: &str) {
+    let (style, steps) = spec
+        .split_once('/')
+        .unwrap_or_else(|| panic!("HEAD_STEP_ONESHOT wants style/steps, got {spec}"));
+    let style = match style {
+        "gpt" => Style::Gpt,
+        "bert" => Style::Bert,
+        "elmo" => Style::Elmo,
+        other => panic!("unknown style {other}"),
+    };
+    let steps: usize = steps.parse().expect("steps");
+    let (model, heads, batch, labelled) = head_setup(style);
+    let hc = heads.config().clone();
+    let frozen = FrozenTowers {
+        model: &model,
+        heads: &heads,
+    };
+    let mut tr = head_trainer(&frozen);
+    tr.step(std::slice::from_ref(&batch)).unwrap();
+    let start = std::time::Instant::now();
+    for _ in 0..steps {
+        tr.step(std::slice::from_ref(&batch)).unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let per_s = (steps * labelled) as f64 / secs;
+    let flops = head_flops_per_token(&hc);
+    println!(
+        "{}",
+        serde_json::json!({
+            "style": format!("{style:?}"), "batch": batch.batch_size, "seq": batch.seq_len,
+            "vocab": hc.vocab_size,
+            "tower_width": hc.tower_width, "labelled_per_step": labelled,
+            "s_per_step": secs / steps as f64, "labelled_tokens_per_s": per_s,
+            "head_mflop_per_token": flops / 1e6, "head_gflop_per_s": flops * per_s / 1e9,
+            "faer_gemm_1024_gflop_per_s": common::faer_gemm_gflops(1024, 1024, 1024, 1.0f32, 10),
+        })
+    );
+}
+
+/// The heads' trainer, as [`trainer`] (the protocol's heads clip per head; the bench clips
+/// jointly, the same work).
+fn head_trainer<'a>(frozen: &'a FrozenTowers<'a>) -> Trainer<'a, FrozenTowers<'a>> {
+    let tc = TrainConfig {
+        budget: Budget::Steps(1_000_000),
+        ..TrainConfig::default()
+    };
+    Trainer::new(frozen, tc, None).unwrap()
+}
+
 /// `TRAIN_STEP_ONESHOT=style/shape/steps`: times `steps` steps after one warm-up step.
 fn oneshot(spec: &str) {
     let parts: Vec<&str> = spec.split('/').collect();
@@ -221,6 +314,10 @@ fn train_step(c: &mut Criterion) {
         oneshot(&spec);
         std::process::exit(0);
     }
+    if let Ok(spec) = std::env::var("HEAD_STEP_ONESHOT") {
+        head_oneshot(&spec);
+        std::process::exit(0);
+    }
     for style in [Style::Gpt, Style::Bert, Style::Elmo] {
         let mut g = c.benchmark_group(format!("train_step_{style:?}").to_lowercase());
         g.sample_size(10);
@@ -232,6 +329,25 @@ fn train_step(c: &mut Criterion) {
                 bench.iter(|| tr.step(std::slice::from_ref(&batch)).unwrap())
             });
         }
+        g.finish();
+    }
+    for style in [Style::Gpt, Style::Bert, Style::Elmo] {
+        let mut g = c.benchmark_group(format!("head_step_{style:?}").to_lowercase());
+        g.sample_size(10);
+        let (model, heads, batch, labelled) = head_setup(style);
+        let frozen = FrozenTowers {
+            model: &model,
+            heads: &heads,
+        };
+        let mut tr = head_trainer(&frozen);
+        g.throughput(Throughput::Elements(labelled as u64));
+        g.bench_function(
+            BenchmarkId::new(
+                "peer_small_v30528",
+                format!("B{}xT{}", batch.batch_size, batch.seq_len),
+            ),
+            |bench| bench.iter(|| tr.step(std::slice::from_ref(&batch)).unwrap()),
+        );
         g.finish();
     }
 }
