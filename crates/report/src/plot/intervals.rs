@@ -3,7 +3,7 @@
 //! points at one position sit side by side, and a line joins the group's mean at each position.
 //! For unordered categories (e.g. POS classes) [`category_interval_plot`] draws the same points
 //! without the joining line and with a line at zero. The y range holds every point and interval
-//! end; the legend has its own panel on the right, never on the data. [`interval_grid`] draws
+//! end; the legend has its own panel on the right, never on the data. [`super::interval_grid`] draws
 //! several such charts as panels on one shared y range (e.g. one class of pairs a panel).
 
 use std::path::Path;
@@ -68,52 +68,6 @@ pub fn category_interval_plot(
     draw_intervals(path, categories, groups, opts, false)
 }
 
-/// One panel of [`interval_grid`]: its title and its groups.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct IntervalPanel {
-    /// Title above the panel.
-    pub title: String,
-    /// Its groups, drawn as in [`interval_plot`].
-    pub groups: Vec<IntervalGroup>,
-}
-
-/// Draws one [`interval_plot`] per panel in a grid of `columns` panels a row (0: about the
-/// square root of the number of panels) to `path` (PNG or SVG), on one y range that holds
-/// every point and interval end of every panel (`opts.y_range` overrides it), so that panels
-/// compare by eye, with a line at zero when the range holds it. One legend on the right names each group name once, in its colour where
-/// every panel draws it in one colour, else in dark grey (the panels' titles then say what the
-/// colours are). `opts.size` is one panel's size (default 420 × 320).
-pub fn interval_grid(
-    path: &Path,
-    positions: &[String],
-    panels: &[IntervalPanel],
-    columns: usize,
-    opts: &PlotOptions,
-) -> Result<()> {
-    if panels.is_empty() {
-        return Err(Error::invalid("interval grid needs at least one panel"));
-    }
-    for panel in panels {
-        check_groups(positions, &panel.groups)
-            .map_err(|e| Error::invalid(format!("panel {:?}: {e}", panel.title)))?;
-    }
-    let y_range = y_range(panels.iter().flat_map(|p| &p.groups), opts)?;
-    let columns = match columns {
-        0 => (panels.len() as f64).sqrt().ceil() as usize,
-        c => c.min(panels.len()),
-    };
-    render(
-        path,
-        &IntervalGrid {
-            positions,
-            panels,
-            columns,
-            opts,
-            y_range,
-        },
-    )
-}
-
 /// Both single plots: `ordered` joins each group's means and leaves out the zero line.
 fn draw_intervals(
     path: &Path,
@@ -141,7 +95,7 @@ fn draw_intervals(
 
 /// Refuses no positions, no points, a point past the positions, and a value or interval that
 /// is not finite or not ordered.
-fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Result<()> {
+pub(super) fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Result<()> {
     if positions.is_empty() || groups.iter().all(|g| g.points.is_empty()) {
         return Err(Error::invalid(
             "interval plot needs at least one position and one point",
@@ -170,7 +124,7 @@ fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Result<()> {
 }
 
 /// `opts.y_range`, else the padded range of every value and interval end of `groups`.
-fn y_range<'g>(
+pub(super) fn y_range<'g>(
     groups: impl IntoIterator<Item = &'g IntervalGroup>,
     opts: &PlotOptions,
 ) -> Result<(f64, f64)> {
@@ -190,22 +144,22 @@ fn y_range<'g>(
 }
 
 /// One chart's content: groups over positions on a y range.
-struct IntervalChart<'a> {
-    positions: &'a [String],
-    groups: &'a [IntervalGroup],
-    y_range: (f64, f64),
+pub(super) struct IntervalChart<'a> {
+    pub(super) positions: &'a [String],
+    pub(super) groups: &'a [IntervalGroup],
+    pub(super) y_range: (f64, f64),
     /// Join each group's means.
-    ordered: bool,
+    pub(super) ordered: bool,
     /// Draw a line at y = 0 when the range holds it.
-    zero_line: bool,
+    pub(super) zero_line: bool,
 }
 
 /// What surrounds one chart: its caption and axis descriptions (empty: none).
-struct Frame<'a> {
-    caption: &'a str,
-    caption_style: TextStyle<'a>,
-    x_desc: &'a str,
-    y_desc: &'a str,
+pub(super) struct Frame<'a> {
+    pub(super) caption: &'a str,
+    pub(super) caption_style: TextStyle<'a>,
+    pub(super) x_desc: &'a str,
+    pub(super) y_desc: &'a str,
 }
 
 impl IntervalChart<'_> {
@@ -222,7 +176,11 @@ impl IntervalChart<'_> {
     }
 
     /// The axes, the zero line (categories only) and every group on `area`.
-    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, frame: Frame) -> Result<()>
+    pub(super) fn draw<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        frame: Frame,
+    ) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -312,98 +270,6 @@ impl Figure for IntervalPlot<'_> {
     }
 }
 
-/// The panels of [`interval_grid`] and their one legend.
-struct IntervalGrid<'a> {
-    positions: &'a [String],
-    panels: &'a [IntervalPanel],
-    columns: usize,
-    opts: &'a PlotOptions,
-    y_range: (f64, f64),
-}
-
-/// Height in pixels of a grid's title strip.
-const GRID_TITLE_H: u32 = 44;
-
-impl IntervalGrid<'_> {
-    fn rows(&self) -> usize {
-        self.panels.len().div_ceil(self.columns)
-    }
-
-    fn title_h(&self) -> u32 {
-        if self.opts.title.is_empty() {
-            0
-        } else {
-            GRID_TITLE_H
-        }
-    }
-
-    /// Each group name once (first seen), in its colour where every panel draws it in one,
-    /// else dark grey.
-    fn legend(&self) -> Vec<(String, RGBColor, bool)> {
-        let mut out: Vec<(String, RGBColor, bool)> = Vec::new();
-        for panel in self.panels {
-            for (gi, g) in panel.groups.iter().enumerate() {
-                let colour = series_colour(g.colour.unwrap_or(gi));
-                match out.iter_mut().find(|(name, ..)| *name == g.name) {
-                    Some(entry) if entry.1 != colour => entry.1 = RGBColor(64, 64, 64),
-                    Some(_) => {}
-                    None => out.push((g.name.clone(), colour, g.hollow)),
-                }
-            }
-        }
-        out
-    }
-}
-
-impl Figure for IntervalGrid<'_> {
-    fn size(&self) -> (u32, u32) {
-        let (w, h) = self.opts.size.unwrap_or((420, 320));
-        (
-            w * self.columns as u32 + legend_width(&self.legend()),
-            h * self.rows() as u32 + self.title_h(),
-        )
-    }
-
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        let legend = self.legend();
-        let (w, _) = root.dim_in_pixel();
-        let (grid, legend_area) = root.split_horizontally(w - legend_width(&legend));
-        let grid = match self.opts.title.is_empty() {
-            true => grid,
-            false => grid
-                .titled(&self.opts.title, title_style())
-                .map_err(plot_err)?,
-        };
-        let rows = self.rows();
-        let cells = grid.split_evenly((rows, self.columns));
-        for (k, (panel, cell)) in self.panels.iter().zip(&cells).enumerate() {
-            let (row, column) = (k / self.columns, k % self.columns);
-            // Axis descriptions once: x under the bottom panel of each column, y left of each row.
-            let bottom = row + 1 == rows || k + self.columns >= self.panels.len();
-            let chart = IntervalChart {
-                positions: self.positions,
-                groups: &panel.groups,
-                y_range: self.y_range,
-                ordered: true,
-                zero_line: true,
-            };
-            let frame = Frame {
-                caption: &panel.title,
-                caption_style: (super::FONT, super::LABEL_SIZE + 2, FontStyle::Bold)
-                    .into_font()
-                    .color(&BLACK),
-                x_desc: if bottom { &self.opts.x_label } else { "" },
-                y_desc: if column == 0 { &self.opts.y_label } else { "" },
-            };
-            chart.draw(cell, frame)?;
-        }
-        draw_legend(&legend_area, &legend, self.title_h() as i32 + 40)
-    }
-}
-
 /// The chart of an interval plot: positions on x, values on y.
 type Chart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
@@ -447,13 +313,13 @@ impl IntervalChart<'_> {
 }
 
 /// Width in pixels of a legend panel of `entries`.
-fn legend_width(entries: &[(String, RGBColor, bool)]) -> u32 {
+pub(super) fn legend_width(entries: &[(String, RGBColor, bool)]) -> u32 {
     let names: Vec<String> = entries.iter().map(|e| e.0.clone()).collect();
     max_text_width(&names, &label_style()) + 48
 }
 
 /// The legend panel: one marker and name per entry, the first at `top` pixels.
-fn draw_legend<DB: DrawingBackend>(
+pub(super) fn draw_legend<DB: DrawingBackend>(
     legend: &DrawingArea<DB, Shift>,
     entries: &[(String, RGBColor, bool)],
     top: i32,

@@ -5,6 +5,7 @@ mod colour;
 mod grid;
 mod heatmap;
 mod histogram;
+mod interval_grid;
 mod intervals;
 mod line;
 mod matrix;
@@ -13,10 +14,8 @@ mod words;
 pub use bar::bar_chart;
 pub use heatmap::{heatmap, HeatmapOptions};
 pub use histogram::{histogram_grid, HistogramOptions};
-pub use intervals::{
-    category_interval_plot, interval_grid, interval_plot, IntervalGroup, IntervalPanel,
-    IntervalPoint,
-};
+pub use interval_grid::{interval_grid, IntervalPanel};
+pub use intervals::{category_interval_plot, interval_plot, IntervalGroup, IntervalPoint};
 pub use line::{line_plot, scatter, PlotOptions, Series};
 pub use matrix::{matrix_image, MatrixOptions};
 pub use words::{word_grid, WordPanel};
