@@ -629,6 +629,15 @@ fn interval_grid_panels_share_one_y_range_and_one_legend() {
         .filter(|(i, p)| **p == blue && *i as u32 % w2 >= 2 * panel_w)
         .count();
     assert!(legend_blue > 10, "{legend_blue}");
+    // One panel under a long title: the figure widens to hold it.
+    let long = PlotOptions {
+        title: "Agreement of the preference score during phase 1 (up to orientation)".into(),
+        ..o.clone()
+    };
+    let f3 = dir.join("grid-one-panel.png");
+    interval_grid(&f3, &pos, std::slice::from_ref(&low), 1, &long).unwrap();
+    let (w3, _, _) = decode_png(&f3);
+    assert!(w3 > 700, "{w3} px cannot hold the title");
     // Bad input: no panels; a panel's point past the positions (the error names the panel).
     assert!(interval_grid(&f, &pos, &[], 2, &o).is_err());
     let bad = panel("elmo × elmo", vec![point(4, 0.0)], None);

@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use super::intervals::{
     check_groups, draw_legend, legend_width, y_range, Frame, IntervalChart, IntervalGroup,
 };
-use super::{plot_err, render, series_colour, title_style, Figure};
+use super::{max_text_width, plot_err, render, series_colour, title_style, Figure};
 use crate::{Error, PlotOptions, Result};
 
 /// One panel of [`interval_grid`]: its title and its groups.
@@ -105,8 +105,10 @@ impl IntervalGrid<'_> {
 impl Figure for IntervalGrid<'_> {
     fn size(&self) -> (u32, u32) {
         let (w, h) = self.opts.size.unwrap_or((420, 320));
+        // Wide enough for the title over the panels (one or two panels are narrower).
+        let title = max_text_width(std::slice::from_ref(&self.opts.title), &title_style()) + 40;
         (
-            w * self.columns as u32 + legend_width(&self.legend()),
+            (w * self.columns as u32).max(title) + legend_width(&self.legend()),
             h * self.rows() as u32 + self.title_h(),
         )
     }
