@@ -137,7 +137,8 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     Ok(())
 }
 
-/// `--status`: the status table on stdout (unless quiet) and in `<out>/status.*`.
+/// `--status`: the status table on stdout (unless quiet) and in `<out>/status.*` where the
+/// study folder exists (a query creates no folder: a mistyped `--out` is said on stderr).
 fn status(
     spec: &StudySpec,
     out: &std::path::Path,
@@ -149,11 +150,14 @@ fn status(
     if !quiet {
         println!("{}", table.to_markdown());
     }
-    std::fs::create_dir_all(out).map_err(|source| ExperimentError::Io {
-        path: out.to_path_buf(),
-        source,
-    })?;
-    table.write_all(out, "status")?;
+    if out.is_dir() {
+        table.write_all(out, "status")?;
+    } else {
+        eprintln!(
+            "no study folder at {} (nothing started there): the status is not written",
+            out.display()
+        );
+    }
     let line = serde_json::to_string(&runs).map_err(|source| ExperimentError::Json {
         path: "the status line".into(),
         source,

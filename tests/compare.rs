@@ -152,13 +152,23 @@ fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
         dir: root.path().join(dir),
     };
 
+    // A folder that is not there (a typo), or holds no run: said so, not "never started".
     let err = compare(&[at("a", "gpt-s0"), at("b", "never")], &out).unwrap_err();
     match &err {
-        ExperimentError::Unfinished { runs, total: 2 } => {
-            assert_eq!(runs, &["b (never started)"])
+        ExperimentError::Missing { path, what } => {
+            assert_eq!(
+                (path, what.as_str()),
+                (&root.path().join("never"), "the run folder of b")
+            )
         }
-        e => panic!("expected Unfinished, got {e:?}"),
+        e => panic!("expected Missing, got {e:?}"),
     }
+    std::fs::create_dir_all(root.path().join("empty")).unwrap();
+    let err = compare(&[at("a", "gpt-s0"), at("b", "empty")], &out).unwrap_err();
+    assert!(
+        matches!(&err, ExperimentError::NotA { path, .. } if path.ends_with("empty")),
+        "{err:?}"
+    );
     // A run whose record has no results yet: stopped, or still running while its lock is held.
     let stopped = root.path().join("stopped");
     std::fs::create_dir_all(&stopped).unwrap();

@@ -421,6 +421,20 @@ fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
         !dir.path().join("data").exists(),
         "--status prepared something"
     );
+    // A study folder that is not there (a mistyped --out): all not started, and no folder made.
+    let absent = dir.path().join("absent");
+    let o = Command::new(example_bin("reproduce"))
+        .args(["--protocol", "smoke", "--status", "--quiet", "--out"])
+        .arg(&absent)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    assert!(
+        stderr_of(&o).contains("no study folder at"),
+        "{}",
+        stderr_of(&o)
+    );
+    assert!(!absent.exists(), "--status created the study folder");
     // Into a pipe already closed at the other end (`... --status | head -0`): it ends quietly,
     // by SIGPIPE, where `println!` would panic.
     let (reader, writer) = std::io::pipe().unwrap();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use prefscore::{CorrOptions, ScoreKind};
 
 use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
+use crate::record::RUN_FILE;
 use crate::run::{check_finished, open_run, RunOptions};
 use crate::tables::write_pairs;
 use crate::{CorpusData, ExperimentError, Progress, Result};
@@ -53,7 +54,9 @@ pub struct FolderComparison {
 /// Compares every pair of the finished runs `runs` under each token selection in
 /// `selections` and the score `kind` (eq. 4 for `ArithmeticMean`), with `resamples`
 /// bootstrap resamples and permutations, as a study's pairs unit does; writes the pair
-/// tables and the Table 2 matrix figure of each selection into `out`.
+/// tables and the Table 2 matrix figure of each selection into `out`. Refused: fewer than two
+/// runs, a name given twice, a folder that is not there or holds no `run.json`, an unfinished
+/// run (each named with why), and runs of another corpus.
 pub fn compare_run_folders(
     runs: &[NamedRun],
     selections: &[TokenSelection],
@@ -72,6 +75,21 @@ pub fn compare_run_folders(
     for (i, r) in runs.iter().enumerate() {
         if runs[..i].iter().any(|o| o.name == r.name) {
             return Err(ExperimentError::DuplicateRun(r.name.clone()));
+        }
+    }
+    // Folders named by hand: a typo is a missing folder, not a run that never started.
+    for r in runs {
+        if !r.dir.is_dir() {
+            return Err(ExperimentError::Missing {
+                path: r.dir.clone(),
+                what: format!("the run folder of {}", r.name),
+            });
+        }
+        if !r.dir.join(RUN_FILE).is_file() {
+            return Err(ExperimentError::NotA {
+                path: r.dir.clone(),
+                expected: format!("a run folder (it has no {RUN_FILE})"),
+            });
         }
     }
     let named: Vec<_> = runs
