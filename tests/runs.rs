@@ -149,6 +149,18 @@ fn a_run_naming_another_corpus_than_its_workspace_is_refused() {
 }
 
 #[test]
+fn a_run_of_an_unknown_preset_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(0);
+    spec.preset = "nope".into();
+    let err = run_in(&spec, dir.path(), "run").unwrap_err();
+    assert!(err.to_string().contains("unknown preset \"nope\""), "{err}");
+    // No record was left for the corrected call to be refused against.
+    assert!(!dir.path().join("run").exists());
+    run_in(&tiny_spec(0), dir.path(), "run").unwrap();
+}
+
+#[test]
 fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
     let dir = tempfile::tempdir().unwrap();
     let old = tiny_spec(5);

@@ -118,6 +118,9 @@ pub(crate) fn ensure_run(
             why: "a run trains on its workspace's text and tokenizer".into(),
         });
     }
+    // The model's config (preset, sizes) before anything is written: a bad one leaves no
+    // record that a corrected call would then be refused against.
+    spec.model_config(ws.data().padded_vocab())?;
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     // Held until this function returns: one writer per run folder.
     let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
