@@ -50,7 +50,8 @@ struct Args {
     out: Option<PathBuf>,
     /// The vocabulary of every run and scoring set of the study: bert-base-uncased (the
     /// paper's, the cpu and gpu protocols' default), trained-8k (an 8,192-piece WordPiece
-    /// trained on the corpus), trained:<N>, or a tokenizer file (vocab.txt, tokenizer.json).
+    /// trained on the corpus), trained:<N>, or a tokenizer file (vocab.txt, tokenizer.json) or a
+    /// folder holding one (e.g. a model folder).
     #[arg(long)]
     tokenizer: Option<String>,
     /// Train only these runs now (comma-separated labels such as gpt-s0,elmo_released-s1).

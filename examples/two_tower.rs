@@ -48,8 +48,9 @@ struct Args {
     #[arg(long, default_value = "plain")]
     format: String,
     /// Vocabulary: bert-base-uncased (the paper's, from `--shared`), trained-8k, trained:<N>,
-    /// or a tokenizer file (vocab.txt or tokenizer.json); default: a WordPiece vocabulary of
-    /// `--train-vocab` pieces trained on the training documents and kept in `<out>/data/`.
+    /// or a tokenizer file (vocab.txt or tokenizer.json) or a folder holding one; default: a
+    /// WordPiece vocabulary of `--train-vocab` pieces trained on the training documents and
+    /// kept in `<out>/data/`.
     #[arg(long)]
     tokenizer: Option<String>,
     /// The shared data folder (for `--tokenizer bert-base-uncased`).

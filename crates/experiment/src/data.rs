@@ -69,6 +69,14 @@ impl CorpusData {
         }
         let n_train = docs.len() - (docs.len() / 10).max(1);
         let (tok, tokenizer_path) = match &spec.tokenizer {
+            Some(p) if p.is_dir() => {
+                return Err(ExperimentError::NotA {
+                    path: p.clone(),
+                    expected: "a tokenizer file (vocab.txt or tokenizer.json; \
+                               `Vocabulary::parse` takes a folder)"
+                        .into(),
+                })
+            }
             Some(p) if !p.is_file() => {
                 return Err(ExperimentError::Missing {
                     path: p.clone(),

@@ -93,7 +93,8 @@ impl Vocabulary {
 
     /// Parses a command-line choice: `bert-base-uncased` (the paper's, from `shared`),
     /// `trained-8k` (the 8,192-piece WordPiece trained on the corpus, the CPU protocol's
-    /// vocabulary before the paper's), `trained:<N>`, or a tokenizer file path.
+    /// vocabulary before the paper's), `trained:<N>`, a tokenizer file path, or a folder holding
+    /// one (a model folder: its `tokenizer.json`, else its `vocab.txt`; the file is recorded).
     pub fn parse(s: &str, shared: &Path) -> Result<Self> {
         let trained = |n: &str| {
             n.parse::<usize>()
@@ -113,10 +114,33 @@ impl Vocabulary {
             "trained-8k" => Ok(Vocabulary::Trained(8192)),
             _ => match s.strip_prefix("trained:") {
                 Some(n) => trained(n),
-                None => Ok(Vocabulary::File(PathBuf::from(s))),
+                None => Ok(Vocabulary::File(tokenizer_file(Path::new(s))?)),
             },
         }
     }
+}
+
+/// Tokenizer files looked for in a folder, in this order.
+pub const TOKENIZER_FILES: [&str; 2] = ["tokenizer.json", "vocab.txt"];
+
+/// `path` itself, or where it is a folder the first of [`TOKENIZER_FILES`] in it (an error
+/// naming both when it holds neither). A path that is not there is returned as it is, for the
+/// corpus loader to name as missing.
+pub fn tokenizer_file(path: &Path) -> Result<PathBuf> {
+    if !path.is_dir() {
+        return Ok(path.to_path_buf());
+    }
+    TOKENIZER_FILES
+        .iter()
+        .map(|f| path.join(f))
+        .find(|f| f.is_file())
+        .ok_or_else(|| ExperimentError::NotA {
+            path: path.to_path_buf(),
+            expected: format!(
+                "a tokenizer folder (it holds neither {})",
+                TOKENIZER_FILES.join(" nor ")
+            ),
+        })
 }
 
 /// Phase 1: the K towers trained jointly through the tied joint head.
@@ -445,6 +469,29 @@ mod tests {
             Vocabulary::Trained(512)
         );
         assert!(Vocabulary::parse("trained:x", shared).is_err());
+        // A folder gives its tokenizer.json, else its vocab.txt; with neither it is refused.
+        let dir = tempfile::tempdir().unwrap();
+        let s = dir.path().to_str().unwrap();
+        let err = Vocabulary::parse(s, shared).unwrap_err().to_string();
+        assert!(
+            err.contains("neither tokenizer.json nor vocab.txt"),
+            "{err}"
+        );
+        std::fs::write(dir.path().join("vocab.txt"), "[PAD]\n").unwrap();
+        let file = |f: &str| Vocabulary::File(dir.path().join(f));
+        assert_eq!(Vocabulary::parse(s, shared).unwrap(), file("vocab.txt"));
+        std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+        assert_eq!(
+            Vocabulary::parse(s, shared).unwrap(),
+            file("tokenizer.json")
+        );
+        // A file, or a path that is not there, is taken as given.
+        let other = dir.path().join("missing.json");
+        let o = other.to_str().unwrap();
+        assert_eq!(
+            Vocabulary::parse(o, shared).unwrap(),
+            Vocabulary::File(other.clone())
+        );
         let c = CorpusSpec::synthetic(10, 0).with_vocabulary(&Vocabulary::Trained(300));
         assert_eq!((c.tokenizer.clone(), c.train_vocab), (None, 300));
     }
