@@ -18,16 +18,17 @@ use crate::{Error, PlotOptions, Result};
 pub struct IntervalPanel {
     /// Title above the panel.
     pub title: String,
-    /// Its groups, drawn as in [`interval_plot`].
+    /// Its groups, drawn as in [`super::interval_plot`].
     pub groups: Vec<IntervalGroup>,
 }
 
-/// Draws one [`interval_plot`] per panel in a grid of `columns` panels a row (0: about the
+/// Draws one [`super::interval_plot`] per panel in a grid of `columns` panels a row (0: about the
 /// square root of the number of panels) to `path` (PNG or SVG), on one y range that holds
 /// every point and interval end of every panel (`opts.y_range` overrides it), so that panels
 /// compare by eye, with a line at zero when the range holds it. One legend on the right names
 /// each group name once, in its colour where every panel draws it in one colour, else in dark
-/// grey (the panels' titles then say what the colours are). `opts.size` is one panel's size (default 420 × 320).
+/// grey (the panels' titles then say what the colours are). `opts.size` is one panel's size
+/// (default 420 × 320).
 pub fn interval_grid(
     path: &Path,
     positions: &[String],
@@ -129,9 +130,9 @@ impl Figure for IntervalGrid<'_> {
         let rows = self.rows();
         let cells = grid.split_evenly((rows, self.columns));
         for (k, (panel, cell)) in self.panels.iter().zip(&cells).enumerate() {
-            let (row, column) = (k / self.columns, k % self.columns);
+            let column = k % self.columns;
             // Axis descriptions once: x under the bottom panel of each column, y left of each row.
-            let bottom = row + 1 == rows || k + self.columns >= self.panels.len();
+            let bottom = k + self.columns >= self.panels.len();
             let chart = IntervalChart {
                 positions: self.positions,
                 groups: &panel.groups,
