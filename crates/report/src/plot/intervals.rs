@@ -3,8 +3,9 @@
 //! points at one position sit side by side, and a line joins the group's mean at each position.
 //! For unordered categories (e.g. POS classes) [`category_interval_plot`] draws the same points
 //! without the joining line and with a line at zero. The y range holds every point and interval
-//! end; the legend has its own panel on the right, never on the data. [`super::interval_grid`] draws
-//! several such charts as panels on one shared y range (e.g. one class of pairs a panel).
+//! end; the legend has its own panel on the right, never on the data.
+//! [`super::interval_grid`] draws several such charts as panels on one shared y range (e.g. one
+//! class of pairs a panel).
 
 use std::path::Path;
 
@@ -175,7 +176,7 @@ impl IntervalChart<'_> {
         }
     }
 
-    /// The axes, the zero line (categories only) and every group on `area`.
+    /// The axes, the zero line (with `zero_line`) and every group on `area`.
     pub(super) fn draw<DB: DrawingBackend>(
         &self,
         area: &DrawingArea<DB, Shift>,
