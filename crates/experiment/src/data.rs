@@ -73,7 +73,7 @@ impl CorpusData {
                 return Err(ExperimentError::NotA {
                     path: p.clone(),
                     expected: "a tokenizer file (vocab.txt or tokenizer.json; \
-                               `Vocabulary::parse` takes a folder)"
+                               `spec::tokenizer_file` finds the one in a folder)"
                         .into(),
                 })
             }
