@@ -152,15 +152,12 @@ fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
     3.0 * 2.0 * macs
 }
 
-/// The `cpu` protocol's phase-1 shape with the paper's vocabulary: `peer_small` at V 30,528,
-/// B 16, T 128.
+/// The `cpu` protocol's model and batch: the `peer_small` preset with the paper's vocabulary
+/// (V 30,528), B 16, T 128.
 fn head_shape(style: Style) -> (ModelConfig, usize, usize) {
-    let (_, mut cfg, b, t) = shapes(style)
-        .into_iter()
-        .find(|s| s.0 == "peer_small")
-        .expect("the peer_small shape");
+    let mut cfg = ModelConfig::preset(style, "peer_small").unwrap();
     cfg.vocab_size = 30528;
-    (cfg, b, t)
+    (cfg, 16, 128)
 }
 
 /// A model at [`head_shape`], its heads (the protocol's input, head seed 1000), one batch and
