@@ -185,17 +185,22 @@ fn head_flops_per_token(heads: &HeadConfig) -> f64 {
     3.0 * k * 2.0 * (d * d + d * v)
 }
 
+/// A one-shot spec's style: gpt, bert or elmo.
+fn parse_style(s: &str) -> Style {
+    match s {
+        "gpt" => Style::Gpt,
+        "bert" => Style::Bert,
+        "elmo" => Style::Elmo,
+        other => panic!("unknown style {other}"),
+    }
+}
+
 /// `HEAD_STEP_ONESHOT=style/steps`: times `steps` head-training steps after one warm-up step.
 fn head_oneshot(spec: &str) {
     let (style, steps) = spec
         .split_once('/')
         .unwrap_or_else(|| panic!("HEAD_STEP_ONESHOT wants style/steps, got {spec}"));
-    let style = match style {
-        "gpt" => Style::Gpt,
-        "bert" => Style::Bert,
-        "elmo" => Style::Elmo,
-        other => panic!("unknown style {other}"),
-    };
+    let style = parse_style(style);
     let steps: usize = steps.parse().expect("steps");
     let (model, heads, batch, labelled) = head_setup(style);
     let hc = heads.config().clone();
@@ -241,12 +246,7 @@ fn oneshot(spec: &str) {
     let [style, shape, steps] = parts[..] else {
         panic!("TRAIN_STEP_ONESHOT wants style/shape/steps, got {spec}")
     };
-    let style = match style {
-        "gpt" => Style::Gpt,
-        "bert" => Style::Bert,
-        "elmo" => Style::Elmo,
-        other => panic!("unknown style {other}"),
-    };
+    let style = parse_style(style);
     let steps: usize = steps.parse().expect("steps");
     let (_, cfg, b, t) = shapes(style)
         .into_iter()
