@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use prefscore::{CorrOptions, ScoreKind};
 
 use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
-use crate::record::RUN_FILE;
-use crate::run::{check_finished, open_run, RunOptions};
+use crate::run::{check_finished, open_run, require_run_folder, RunOptions};
 use crate::tables::write_pairs;
 use crate::{CorpusData, ExperimentError, Progress, Result};
 
@@ -85,12 +84,7 @@ pub fn compare_run_folders(
                 what: format!("the run folder of {}", r.name),
             });
         }
-        if !r.dir.join(RUN_FILE).is_file() {
-            return Err(ExperimentError::NotA {
-                path: r.dir.clone(),
-                expected: format!("a run folder (it has no {RUN_FILE})"),
-            });
-        }
+        require_run_folder(&r.dir)?;
     }
     let named: Vec<_> = runs
         .iter()

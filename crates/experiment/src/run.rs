@@ -328,17 +328,24 @@ fn train_and_score(
     })
 }
 
+/// The record path of the run folder `dir`; a folder without one is
+/// [`ExperimentError::NotA`] a run folder.
+pub(crate) fn require_run_folder(dir: &Path) -> Result<PathBuf> {
+    let rec_path = dir.join(RUN_FILE);
+    match rec_path.is_file() {
+        true => Ok(rec_path),
+        false => Err(ExperimentError::NotA {
+            path: dir.to_path_buf(),
+            expected: format!("a run folder (it has no {RUN_FILE})"),
+        }),
+    }
+}
+
 /// Opens the run saved in `dir` (a folder with `run.json`, e.g. one of a study's): its data,
 /// scoring set and scores, and with [`RunOptions::need_model`] its trained model (nothing is
 /// trained again for a finished run).
 pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)> {
-    let rec_path = dir.join(RUN_FILE);
-    if !rec_path.is_file() {
-        return Err(ExperimentError::NotA {
-            path: dir.to_path_buf(),
-            expected: format!("a run folder (it has no {RUN_FILE})"),
-        });
-    }
+    let rec_path = require_run_folder(dir)?;
     let record: RunRecord = read_json(&rec_path)?;
     let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
     let set = ws.saved_scoring_set(record.spec.style)?;

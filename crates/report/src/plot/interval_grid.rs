@@ -8,7 +8,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::intervals::{
-    check_groups, draw_legend, legend_width, y_range, Frame, IntervalChart, IntervalGroup,
+    check_groups, draw_legend, legend_width, split_off_legend, y_range, Frame, IntervalChart,
+    IntervalGroup,
 };
 use super::{max_text_width, plot_err, render, series_colour, title_style, Figure};
 use crate::{Error, PlotOptions, Result};
@@ -119,8 +120,7 @@ impl Figure for IntervalGrid<'_> {
         DB::ErrorType: 'static,
     {
         let legend = self.legend();
-        let (w, _) = root.dim_in_pixel();
-        let (grid, legend_area) = root.split_horizontally(w - legend_width(&legend));
+        let (grid, legend_area) = split_off_legend(root, &legend);
         let grid = match self.opts.title.is_empty() {
             true => grid,
             false => grid

@@ -258,8 +258,7 @@ impl Figure for IntervalPlot<'_> {
         DB::ErrorType: 'static,
     {
         let legend = self.legend();
-        let (w, _) = root.dim_in_pixel();
-        let (plot_area, legend_area) = root.split_horizontally(w - legend_width(&legend));
+        let (plot_area, legend_area) = split_off_legend(root, &legend);
         let frame = Frame {
             caption: &self.opts.title,
             caption_style: title_style(),
@@ -317,6 +316,15 @@ impl IntervalChart<'_> {
 pub(super) fn legend_width(entries: &[(String, RGBColor, bool)]) -> u32 {
     let names: Vec<String> = entries.iter().map(|e| e.0.clone()).collect();
     max_text_width(&names, &label_style()) + 48
+}
+
+/// `root` split into the plot's area and, at its right edge, the legend panel of `entries`.
+pub(super) fn split_off_legend<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    entries: &[(String, RGBColor, bool)],
+) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+    let (w, _) = root.dim_in_pixel();
+    root.split_horizontally(w - legend_width(entries))
 }
 
 /// The legend panel: one marker and name per entry, the first at `top` pixels.
