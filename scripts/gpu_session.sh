@@ -19,6 +19,12 @@
 #                                         in parts of 15 MiB (a file that comes back holds at
 #                                         most 16 MiB)
 #                                         -> $OUT/fetch.tar.xz.partN
+#   scripts/gpu_session.sh snapshot LABEL STEP
+#                                         phase 1 of LABEL again from its start, up to the
+#                                         snapshot at STEP, then stopped (the GPU repeats a run
+#                                         bit for bit), so that the CPU can train the heads a
+#                                         cut call left unfinished there
+#                                         -> $OUT/snap.tar.xz.partN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
 #                                         weights, heads' scores), xz in parts of 15 MiB: call K
@@ -115,6 +121,21 @@ run_files() {
 fetch() {
   run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
     split -b 15M -d -a 1 - "$OUT/fetch.tar.xz.part"
+  ls -la "$OUT"
+}
+
+snapshot() {
+  local f
+  f=$1/phase1/snapshots/step-$(printf %07d "$2").safetensors
+  STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$1" &
+  local pid=$!
+  while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
+  # The pattern's brackets keep it from matching this shell's own command line.
+  pkill -TERM -f '[.]gpu/run/reproduce'
+  wait $pid
+  [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
+  (cd "$STUDY" && tar -cf - "$1/phase1/metrics.jsonl" "$f") | xz -1 -T0 |
+    split -b 15M -d -a 1 - "$OUT/snap.tar.xz.part"
   ls -la "$OUT"
 }
 
