@@ -130,8 +130,8 @@ snapshot() {
   STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$1" &
   local pid=$!
   while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
-  # The pattern's brackets keep it from matching this shell's own command line.
-  pkill -TERM -f '[.]gpu/run/reproduce'
+  # SIGTERM to this step's own `timeout`, which passes it on to its run (a checkpoint).
+  pkill -TERM -P $pid timeout
   wait $pid
   [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
   (cd "$STUDY" && tar -cf - "$1/phase1/metrics.jsonl" "$f") | xz -1 -T0 |

@@ -1,0 +1,162 @@
+//! Process-level: the steps of `scripts/gpu_session.sh` that a lent GPU session runs once and
+//! cannot redo, on a stand-in for the CUDA `reproduce` (a shell script that trains nothing),
+//! in a copy of the script with its own `.gpu/` and `../shared/`. A step that brings back the
+//! wrong files, or waits on the wrong process, costs the session's device time.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The stand-in `reproduce`: `--protocol cpu --out STUDY --only LABEL ...` lays out LABEL's run
+/// folder as a finished run of the protocol would, writes the 1/2 snapshot after a moment, then
+/// waits up to 5 s for SIGTERM (its record says whether one came) and exits 75, as a
+/// checkpointed run does, or 0 when none came.
+const FAKE_REPRODUCE: &str = r#"#!/usr/bin/env bash
+out=$4; run=$out/$6
+mkdir -p $run/phase1/checkpoint $run/phase1/snapshots $run/heads $run/emergence/step-0000488
+for f in run.json logprobs.json phase1/metrics.jsonl phase1/checkpoint/weights.safetensors \
+  phase1/checkpoint/optimizer.safetensors phase1/snapshots/step-0000488.safetensors \
+  heads/metrics.jsonl heads/checkpoint.safetensors emergence/step-0000488/logprobs-1002.json \
+  run.lock; do echo "$f" > $run/$f; done
+trap 'echo term >> $run/signals; exit 75' TERM
+sleep 0.3
+echo weights > $run/phase1/snapshots/step-0001954.safetensors.tmp
+mv $run/phase1/snapshots/step-0001954.safetensors.tmp $run/phase1/snapshots/step-0001954.safetensors
+for _ in $(seq 50); do sleep 0.1; done
+exit 0
+"#;
+
+/// A checkout holding only the script and `.gpu/bin/reproduce.xz`, beside a `shared/` with the
+/// data file `setup` looks for (so it unpacks no data).
+struct Session {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    study: PathBuf,
+    out: PathBuf,
+}
+
+fn session() -> Session {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(repo.join("scripts")).unwrap();
+    fs::create_dir_all(repo.join(".gpu/bin")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu_session.sh");
+    fs::copy(&script, repo.join("scripts/gpu_session.sh")).unwrap();
+    let fake = tmp.path().join("reproduce");
+    fs::write(&fake, FAKE_REPRODUCE).unwrap();
+    let xz = Command::new("xz")
+        .arg("-c")
+        .arg(&fake)
+        .output()
+        .expect("xz must be installed");
+    fs::write(repo.join(".gpu/bin/reproduce.xz"), xz.stdout).unwrap();
+    let data = tmp.path().join("shared/data/wikitext-2");
+    fs::create_dir_all(&data).unwrap();
+    fs::write(data.join("train.txt"), "text").unwrap();
+    let (study, out) = (tmp.path().join("study"), tmp.path().join("out"));
+    Session {
+        _tmp: tmp,
+        repo,
+        study,
+        out,
+    }
+}
+
+impl Session {
+    fn step(&self, args: &[&str]) -> Output {
+        Command::new("bash")
+            .arg(self.repo.join("scripts/gpu_session.sh"))
+            .args(args)
+            .env("OUT", &self.out)
+            .env("STUDY", &self.study)
+            .env("STUDY_TIMEOUT", "30")
+            .output()
+            .unwrap()
+    }
+
+    /// The paths in the xz'd tar parts `out/<prefix>.partN`, in order.
+    fn listing(&self, prefix: &str) -> BTreeSet<String> {
+        let mut parts: Vec<PathBuf> = fs::read_dir(&self.out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
+            .collect();
+        parts.sort();
+        assert!(!parts.is_empty(), "no {prefix} parts in {:?}", self.out);
+        let cat = parts
+            .iter()
+            .map(|p| format!("'{}'", p.display()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let tar = Command::new("bash")
+            .arg("-c")
+            .arg(format!("cat {cat} | xz -dc | tar -t"))
+            .output()
+            .unwrap();
+        assert!(
+            tar.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tar.stderr)
+        );
+        String::from_utf8(tar.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+fn set(paths: &[&str]) -> BTreeSet<String> {
+    paths.iter().map(|p| p.to_string()).collect()
+}
+
+#[test]
+fn snapshot_stops_the_run_at_its_snapshot_and_brings_back_only_it_and_the_log() {
+    let s = session();
+    let o = s.step(&["snapshot", "gpt-s1", "1954"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        s.listing("snap.tar.xz.part"),
+        set(&[
+            "gpt-s1/phase1/metrics.jsonl",
+            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
+        ])
+    );
+    // Stopped by SIGTERM once the snapshot was there, not left to run out its time.
+    let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
+    assert_eq!(signals.trim(), "term");
+}
+
+#[test]
+fn snapshot_fails_naming_a_snapshot_the_run_never_made() {
+    let s = session();
+    let o = s.step(&["snapshot", "gpt-s1", "977"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("no snapshot gpt-s1/phase1/snapshots/step-0000977.safetensors"),
+        "{err}"
+    );
+    assert!(!s.out.join("snap.tar.xz.part0").exists());
+}
+
+#[test]
+fn fetch_brings_what_the_tables_read_and_leaves_optimiser_states_snapshots_and_locks() {
+    let s = session();
+    let o = s.step(&["study", "gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = s.step(&["fetch", "gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        s.listing("fetch.tar.xz.part"),
+        set(&[
+            "gpt-s1/run.json",
+            "gpt-s1/logprobs.json",
+            "gpt-s1/phase1/metrics.jsonl",
+            "gpt-s1/phase1/checkpoint/weights.safetensors",
+            "gpt-s1/heads/metrics.jsonl",
+            "gpt-s1/emergence/step-0000488/logprobs-1002.json",
+        ])
+    );
+}
