@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use prefscore::{CorrOptions, Interval, ScoreKind};
-use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions, Series};
+use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
@@ -298,8 +298,8 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 /// same-model classes first, on one y range: every pair's disattenuated r, filled, and its raw
 /// r, hollow, with bootstrap intervals, at each point of phase 1; a line joins the class's mean),
 /// `fig_emergence_oriented.png` (the same up to the end's orientation, where one is found) and
-/// `fig_emergence_heads.png` (share won by the primary tower and the mean head gap against
-/// tokens trained). Returns the files.
+/// `fig_emergence_heads.png` (each run's primary share, mean head gap and head-seed reliability
+/// at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
@@ -431,43 +431,88 @@ fn class_panels(
     panels
 }
 
-/// `fig_emergence_heads.png`: each run's share won by the primary tower and mean head gap
-/// against tokens trained (none without points).
+/// `fig_emergence_heads.png` (none without points): three panels over the fractions of phase 1,
+/// one colour per run throughout: the share won by the primary tower, the mean head gap (head
+/// NLL minus joint NLL, nats) and the head-seed reliability (the disattenuation's divisor).
 fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
-    let mut runs: Vec<&str> = e.points.iter().map(|p| p.label.as_str()).collect();
-    runs.dedup();
-    let mut heads = Vec::new();
-    for r in runs {
-        let ps: Vec<&EmergencePoint> = e.points.iter().filter(|p| p.label == r).collect();
-        let x: Vec<f64> = ps.iter().map(|p| p.tokens as f64).collect();
-        heads.push(Series::new(
-            format!("{r} share primary"),
-            x.clone(),
-            ps.iter().map(|p| p.share_primary).collect(),
-        ));
-        let gap =
-            |p: &&EmergencePoint| p.heads.gap.iter().sum::<f64>() / p.heads.gap.len().max(1) as f64;
-        heads.push(Series::new(
-            format!("{r} mean head gap (nats)"),
-            x,
-            ps.iter().map(gap).collect(),
-        ));
-    }
-    if heads.is_empty() {
+    let panels = heads_panels(e);
+    if panels.is_empty() {
         return Ok(None);
     }
+    let mut fractions: Vec<f64> = e.points.iter().map(|p| p.fraction).collect();
+    fractions.sort_by(f64::total_cmp);
+    fractions.dedup();
+    let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
     let f = out.join("fig_emergence_heads.png");
-    report::line_plot(
+    report::interval_grid(
         &f,
-        &heads,
+        &positions,
+        &panels,
+        panels.len(),
         &PlotOptions {
-            title: "Primary tower's share and head gap during phase 1".into(),
-            x_label: "token positions trained in phase 1".into(),
-            y_label: "share / nats".into(),
+            title: "Each run's towers and heads during phase 1".into(),
+            x_label: "fraction of phase 1 trained".into(),
+            y_label: "share / nats / reliability".into(),
             ..PlotOptions::default()
         },
     )?;
     Ok(Some(f))
+}
+
+/// The panels of [`heads_figure`], a group per run in first-seen order (no panel without
+/// points; the reliability panel only where some point has one).
+fn heads_panels(e: &Emergence) -> Vec<IntervalPanel> {
+    let mut fractions: Vec<f64> = e.points.iter().map(|p| p.fraction).collect();
+    fractions.sort_by(f64::total_cmp);
+    fractions.dedup();
+    let mut runs: Vec<&str> = Vec::new();
+    for p in &e.points {
+        if !runs.contains(&p.label.as_str()) {
+            runs.push(&p.label);
+        }
+    }
+    let mean_gap = |p: &EmergencePoint| {
+        let g = &p.heads.gap;
+        (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
+    };
+    type Measure<'a> = (&'a str, &'a dyn Fn(&EmergencePoint) -> Option<f64>);
+    let measures: [Measure; 3] = [
+        ("share won by the primary tower", &|p| Some(p.share_primary)),
+        ("mean head gap (nats)", &mean_gap),
+        ("head-seed reliability", &|p| p.head_seed),
+    ];
+    let mut panels = Vec::new();
+    for (title, value) in measures {
+        let groups: Vec<IntervalGroup> = runs
+            .iter()
+            .enumerate()
+            .map(|(ri, r)| IntervalGroup {
+                name: r.to_string(),
+                points: e
+                    .points
+                    .iter()
+                    .filter(|p| p.label == *r)
+                    .filter_map(|p| {
+                        Some(IntervalPoint {
+                            at: fractions.iter().position(|f| *f == p.fraction)?,
+                            y: value(p).filter(|v| v.is_finite())?,
+                            interval: None,
+                        })
+                    })
+                    .collect(),
+                colour: Some(ri),
+                hollow: false,
+            })
+            .filter(|g| !g.points.is_empty())
+            .collect();
+        if !groups.is_empty() {
+            panels.push(IntervalPanel {
+                title: title.into(),
+                groups,
+            });
+        }
+    }
+    panels
 }
 
 /// `1/8`, `1/4`, `1/2`, `1`, or the decimal for other fractions.
@@ -766,6 +811,74 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = write_emergence(&e, dir.path()).unwrap();
         assert!(files.contains(&dir.path().join("fig_emergence_oriented.png")));
+    }
+
+    #[test]
+    fn heads_figure_gives_each_run_one_colour_in_three_panels() {
+        let point = |label: &str, fraction: f64, share: f64, gap: [f64; 2], rel: Option<f64>| {
+            EmergencePoint {
+                label: label.into(),
+                model: "gpt".into(),
+                fraction,
+                tokens: 0,
+                heads: crate::record::HeadQuality {
+                    nll: vec![5.0, 5.0],
+                    joint_nll: 4.9,
+                    gap: gap.to_vec(),
+                    unigram_nll: 7.0,
+                    above_unigram: false,
+                    steps: 977,
+                    stopped_early: false,
+                },
+                share_primary: share,
+                head_seed: rel,
+                split_half: 0.7,
+            }
+        };
+        let e = Emergence {
+            points: vec![
+                point("gpt-s0", 0.5, 0.55, [0.1, 0.3], Some(0.8)),
+                point("gpt-s0", 1.0, 0.6, [0.2, 0.4], Some(0.9)),
+                point("gpt-s1", 0.5, 0.45, [0.0, 0.1], None),
+                point("gpt-s1", 1.0, 0.4, [0.1, 0.2], Some(0.85)),
+            ],
+            pairs: Vec::new(),
+        };
+        let panels = heads_panels(&e);
+        let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
+        assert_eq!(
+            titles,
+            [
+                "share won by the primary tower",
+                "mean head gap (nats)",
+                "head-seed reliability"
+            ]
+        );
+        let ys = |panel: usize, run: usize| -> Vec<(usize, f64)> {
+            let g = &panels[panel].groups[run];
+            g.points.iter().map(|p| (p.at, p.y)).collect()
+        };
+        for panel in &panels {
+            let colours: Vec<_> = panel
+                .groups
+                .iter()
+                .map(|g| (g.name.as_str(), g.colour))
+                .collect();
+            assert_eq!(colours, [("gpt-s0", Some(0)), ("gpt-s1", Some(1))]);
+        }
+        assert_eq!(ys(0, 1), [(0, 0.45), (1, 0.4)]);
+        let gap = ys(1, 0);
+        assert!((gap[0].1 - 0.2).abs() < 1e-12 && (gap[1].1 - 0.3).abs() < 1e-12);
+        // gpt-s1 has no reliability at 1/2: that point is left out, not drawn at zero.
+        assert_eq!(ys(2, 1), [(1, 0.85)]);
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_emergence(&e, dir.path()).unwrap();
+        assert!(files.contains(&dir.path().join("fig_emergence_heads.png")));
+        let none = Emergence {
+            points: Vec::new(),
+            pairs: Vec::new(),
+        };
+        assert!(heads_figure(&none, dir.path()).unwrap().is_none());
     }
 
     #[test]
