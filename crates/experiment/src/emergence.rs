@@ -202,7 +202,9 @@ pub fn emergence(
 /// noisy to tell). The same again up to orientation: a run's two towers may take either side
 /// of a shared division, so a class mean of signed r can cancel; the oriented mean first
 /// multiplies each pair by the signs of [`crate::orientation::best_orientation`] over the raw r
-/// of every pair at the end of phase 1.
+/// of every pair at the same point. Each point gets its own orientation: signs fitted at the
+/// end alone would make the end's mean positive by construction and call a run whose towers
+/// traded sides late "rising".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassTrend {
     /// `<model a> × <model b>`.
@@ -215,20 +217,27 @@ pub struct ClassTrend {
     pub half_width: f64,
     /// `end − before > half_width`.
     pub rising: bool,
-    /// Mean oriented disattenuated r before the end and at the end (none when the end's runs
-    /// could not be oriented: no pair, or more than [`crate::orientation::MAX_RUNS`] runs).
+    /// Mean oriented disattenuated r before the end and at the end, each point under its own
+    /// orientation (none when either point's runs could not be oriented: more than
+    /// [`crate::orientation::MAX_RUNS`] runs).
     pub oriented: Option<(f64, f64)>,
     /// Its gain exceeds `half_width`.
     pub oriented_rising: Option<bool>,
 }
 
-/// The runs of the pairs at the end of phase 1 (fraction 1) and their orientation signs, from
-/// the pairs' raw r; none where it cannot be found.
+/// The runs of the pairs at the end of phase 1 (fraction 1) and their orientation signs (see
+/// [`orientation_at`]).
 fn end_orientation(e: &Emergence) -> Option<(Vec<String>, Vec<i8>)> {
+    orientation_at(e, 1.0)
+}
+
+/// The runs of the pairs at `fraction` of phase 1 and their orientation signs, from the pairs'
+/// raw r; none where it cannot be found.
+fn orientation_at(e: &Emergence, fraction: f64) -> Option<(Vec<String>, Vec<i8>)> {
     let cells: Vec<(String, String, f64)> = e
         .pairs
         .iter()
-        .filter(|p| p.fraction == 1.0)
+        .filter(|p| p.fraction == fraction)
         .map(|p| (p.a.clone(), p.b.clone(), p.pearson))
         .collect();
     labelled_orientation(&cells).ok()
@@ -237,7 +246,6 @@ fn end_orientation(e: &Emergence) -> Option<(Vec<String>, Vec<i8>)> {
 /// The trend of every class of pairs (see [`ClassTrend`]); classes with fewer than two points
 /// with a disattenuated value are left out.
 pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
-    let signs = end_orientation(e);
     let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
     classes.sort();
     classes.dedup();
@@ -263,13 +271,13 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
         let mean = |ps: &[&EmergencePair]| {
             ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
         };
-        let oriented_mean = |ps: &[&EmergencePair]| -> Option<f64> {
-            let (labels, signs) = signs.as_ref()?;
+        let oriented_mean = |ps: &[&EmergencePair], f: f64| -> Option<f64> {
+            let (labels, signs) = orientation_at(e, f)?;
             let cells: Vec<(String, String, f64)> = ps
                 .iter()
                 .filter_map(|p| Some((p.a.clone(), p.b.clone(), p.disattenuated?)))
                 .collect();
-            let o = apply_signs(labels, signs, c, &cells).ok()?;
+            let o = apply_signs(&labels, &signs, c, &cells).ok()?;
             Some(o.mean_oriented_r)
         };
         let (pb, pe) = (at(before), at(end));
@@ -279,7 +287,7 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             .collect();
         let half_width = widths.iter().sum::<f64>() / widths.len().max(1) as f64;
         let (mb, me) = (mean(&pb), mean(&pe));
-        let oriented = oriented_mean(&pb).zip(oriented_mean(&pe));
+        let oriented = oriented_mean(&pb, before).zip(oriented_mean(&pe, end));
         out.push(ClassTrend {
             class: c.to_string(),
             before: (before, mb),
@@ -543,7 +551,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of the end's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel")
+        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise")
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -722,7 +730,7 @@ mod tests {
         assert_eq!(t.oriented_rising, Some(true));
         let rows = trend_rows(t);
         assert_eq!(rows.len(), 2);
-        // Without an end point there is no orientation, and no oriented row.
+        // The last two points need not include the end: each is oriented on its own.
         let early = Emergence {
             points: Vec::new(),
             pairs: vec![
@@ -733,7 +741,51 @@ mod tests {
         let [t] = &class_trends(&early)[..] else {
             panic!("one class")
         };
-        assert_eq!((t.oriented, trend_rows(t).len()), (None, 1));
+        let (b, end) = t.oriented.unwrap();
+        assert!((b - 0.3).abs() < 1e-12 && (end - 0.4).abs() < 1e-12);
+        assert_eq!(trend_rows(t).len(), 2);
+    }
+
+    #[test]
+    fn a_late_swap_of_sides_is_not_read_as_rising_agreement() {
+        // gpt-s1 agrees with both others at 1/2 (0.3); by the end its towers have traded
+        // sides (-0.35), while gpt-s0 × gpt-s2 holds at 0.3. The division is as strong at both
+        // points, so the oriented trend must not rise. Signs fitted at the end alone would
+        // give 1/2 a mean of (-0.3 - 0.3 + 0.3) / 3 = -0.1 and call the class rising.
+        let between = |a: &str, b: &str, fraction: f64, d: f64| EmergencePair {
+            a: a.into(),
+            b: b.into(),
+            ..pair("gpt × gpt", fraction, d, 0.05)
+        };
+        let mut pairs = Vec::new();
+        for (f, s1) in [(0.5, 1.0), (1.0, -1.0)] {
+            pairs.push(between("gpt-s0", "gpt-s1", f, 0.3 * s1));
+            pairs.push(between("gpt-s0", "gpt-s2", f, 0.3));
+            pairs.push(between("gpt-s1", "gpt-s2", f, 0.3 * s1));
+        }
+        let e = Emergence {
+            points: Vec::new(),
+            pairs,
+        };
+        let [t] = &class_trends(&e)[..] else {
+            panic!("one class")
+        };
+        let (b, end) = t.oriented.unwrap();
+        assert!(
+            (b - 0.3).abs() < 1e-12 && (end - 0.3).abs() < 1e-12,
+            "{b} {end}"
+        );
+        assert_eq!(t.oriented_rising, Some(false));
+        // The end's signs applied to 1/2 give the biased reading this guards against.
+        let (labels, signs) = end_orientation(&e).unwrap();
+        let half: Vec<(String, String, f64)> = e
+            .pairs
+            .iter()
+            .filter(|p| p.fraction == 0.5)
+            .map(|p| (p.a.clone(), p.b.clone(), p.disattenuated.unwrap()))
+            .collect();
+        let biased = apply_signs(&labels, &signs, "gpt × gpt", &half).unwrap();
+        assert!((biased.mean_oriented_r + 0.1).abs() < 1e-12);
     }
 
     #[test]
