@@ -137,6 +137,13 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     );
     for p in &e.points {
         assert!(p.head_seed.is_some_and(f64::is_finite), "{p:?}");
+        // Each point against its own run's end: exactly 1 at the end, and a real correlation
+        // (not a run against itself, not against the other run's end) at the snapshot.
+        let w = p.with_end.expect("every point has its r with the end");
+        match p.fraction {
+            1.0 => assert!((w - 1.0).abs() < 1e-12, "{p:?}"),
+            _ => assert!(w.is_finite() && w.abs() < 1.0 - 1e-9, "{p:?}"),
+        }
     }
     let snap = e.pairs[0].reliability.expect("snapshot retest heads");
     assert!(

@@ -51,6 +51,11 @@ pub struct EmergencePoint {
     pub head_seed: Option<f64>,
     /// Split-half reliability (Pearson, Spearman-Brown corrected) over the selection.
     pub split_half: f64,
+    /// Pearson r of this point's scores with the same run's scores at the end of phase 1, over
+    /// the selection (1 at the end): how much of the run's final division it already has. A
+    /// negative value means its towers later traded sides. None in files written before it.
+    #[serde(default)]
+    pub with_end: Option<f64>,
 }
 
 /// Two runs at the same point.
@@ -129,6 +134,14 @@ pub fn emergence(
         bootstrap: copts.bootstrap,
         permutations: 0,
     };
+    // A point against its own end needs r only: no bootstrap.
+    let r_only = CorrOptions {
+        bootstrap: prefscore::Bootstrap {
+            resamples: 0,
+            ..copts.bootstrap
+        },
+        permutations: 0,
+    };
     let mut all: Vec<(String, Vec<RunPoint>)> = Vec::new();
     let mut out = Emergence::default();
     for run in runs {
@@ -137,6 +150,7 @@ pub fn emergence(
             continue;
         }
         let pts = run_points(run)?;
+        let end = pts.last().map(|p| &p.2);
         for (fraction, tokens, s, q) in &pts {
             let toks = select_tokens(&[s], freq, sel);
             let boot = prefscore::Bootstrap {
@@ -146,6 +160,13 @@ pub fn emergence(
             let pearson = prefscore::Method::Pearson;
             let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, &boot)?;
             let hs = s.retest_reliability(&toks, pearson, &boot)?;
+            let with_end = match end {
+                Some(end) => {
+                    let c = compare_runs(s, end, freq, sel, ScoreKind::ArithmeticMean, &r_only)?;
+                    Some(c.pearson.r)
+                }
+                None => None,
+            };
             out.points.push(EmergencePoint {
                 label: run.label.clone(),
                 model: model.clone(),
@@ -155,6 +176,7 @@ pub fn emergence(
                 share_primary: s.share_primary,
                 head_seed: hs.map(|r| r.r),
                 split_half: sh.r,
+                with_end,
             });
         }
         all.push((model, pts));
@@ -306,8 +328,8 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 /// same-model classes first, on one y range: every pair's disattenuated r, filled, and its raw
 /// r, hollow, with bootstrap intervals, at each point of phase 1; a line joins the class's mean),
 /// `fig_emergence_oriented.png` (the same up to the end's orientation, where one is found) and
-/// `fig_emergence_heads.png` (each run's primary share, mean head gap and head-seed reliability
-/// at each fraction). Returns the files.
+/// `fig_emergence_heads.png` (each run's primary share, mean head gap, head-seed reliability and
+/// r with its own end at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let mut files = emergence_table(e).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
@@ -439,9 +461,10 @@ fn class_panels(
     panels
 }
 
-/// `fig_emergence_heads.png` (none without points): three panels over the fractions of phase 1,
-/// one colour per run throughout: the share won by the primary tower, the mean head gap (head
-/// NLL minus joint NLL, nats) and the head-seed reliability (the disattenuation's divisor).
+/// `fig_emergence_heads.png` (none without points): four panels, two a row, over the fractions
+/// of phase 1, one colour per run throughout: the share won by the primary tower, the mean
+/// head gap (head NLL minus joint NLL, nats), the head-seed reliability (the disattenuation's
+/// divisor) and the r with the run's own end ([`EmergencePoint::with_end`]).
 fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     let panels = heads_panels(e);
     if panels.is_empty() {
@@ -456,11 +479,11 @@ fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
         &f,
         &positions,
         &panels,
-        panels.len(),
+        2,
         &PlotOptions {
             title: "Each run's towers and heads during phase 1".into(),
             x_label: "fraction of phase 1 trained".into(),
-            y_label: "share / nats / reliability".into(),
+            y_label: "the measure in the panel's title".into(),
             ..PlotOptions::default()
         },
     )?;
@@ -484,10 +507,11 @@ fn heads_panels(e: &Emergence) -> Vec<IntervalPanel> {
         (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
     };
     type Measure<'a> = (&'a str, &'a dyn Fn(&EmergencePoint) -> Option<f64>);
-    let measures: [Measure; 3] = [
+    let measures: [Measure; 4] = [
         ("share won by the primary tower", &|p| Some(p.share_primary)),
         ("mean head gap (nats)", &mean_gap),
         ("head-seed reliability", &|p| p.head_seed),
+        ("r with the run's own end", &|p| p.with_end),
     ];
     let mut panels = Vec::new();
     for (title, value) in measures {
@@ -545,13 +569,14 @@ fn emergence_table(e: &Emergence) -> report::Table {
         "95% interval ",
         "head-seed rel.",
         "split-half rel.",
+        "r with its end",
         "head gap 1",
         "head gap 2",
         "flagged",
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise")
+        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise")
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -593,6 +618,7 @@ fn point_row(p: &EmergencePoint) -> Vec<report::Cell> {
         "".into(),
         p.head_seed.into(),
         p.split_half.into(),
+        p.with_end.into(),
         gap(0).into(),
         gap(1).into(),
         (if p.heads.above_unigram { "yes" } else { "" }).into(),
@@ -617,6 +643,7 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
         no_value(),
         no_value(),
         no_value(),
+        no_value(),
         "".into(),
     ]
 }
@@ -637,6 +664,7 @@ fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
             end.into(),
             format!("± {:.3} at the end", c.half_width).into(),
             "".into(),
+            no_value(),
             no_value(),
             no_value(),
             no_value(),
@@ -869,6 +897,7 @@ mod tests {
     fn heads_figure_gives_each_run_one_colour_in_three_panels() {
         let point = |label: &str, fraction: f64, share: f64, gap: [f64; 2], rel: Option<f64>| {
             EmergencePoint {
+                with_end: Some(if fraction == 1.0 { 1.0 } else { share - 0.1 }),
                 label: label.into(),
                 model: "gpt".into(),
                 fraction,
@@ -903,7 +932,8 @@ mod tests {
             [
                 "share won by the primary tower",
                 "mean head gap (nats)",
-                "head-seed reliability"
+                "head-seed reliability",
+                "r with the run's own end"
             ]
         );
         let ys = |panel: usize, run: usize| -> Vec<(usize, f64)> {
@@ -923,6 +953,8 @@ mod tests {
         assert!((gap[0].1 - 0.2).abs() < 1e-12 && (gap[1].1 - 0.3).abs() < 1e-12);
         // gpt-s1 has no reliability at 1/2: that point is left out, not drawn at zero.
         assert_eq!(ys(2, 1), [(1, 0.85)]);
+        let to_end = ys(3, 0);
+        assert!((to_end[0].1 - 0.45).abs() < 1e-12 && to_end[1] == (1, 1.0));
         let dir = tempfile::tempdir().unwrap();
         let files = write_emergence(&e, dir.path()).unwrap();
         assert!(files.contains(&dir.path().join("fig_emergence_heads.png")));
