@@ -137,8 +137,8 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     );
     for p in &e.points {
         assert!(p.head_seed.is_some_and(f64::is_finite), "{p:?}");
-        // Each point against its own run's end: exactly 1 at the end, and a real correlation
-        // (not a run against itself, not against the other run's end) at the snapshot.
+        // Each point against its own run's end: exactly 1 at the end, and below 1 at the
+        // snapshot (its scores are not the end's).
         let w = p.with_end.expect("every point has its r with the end");
         match p.fraction {
             1.0 => assert!((w - 1.0).abs() < 1e-12, "{p:?}"),

@@ -273,14 +273,12 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
     classes.dedup();
     let mut out = Vec::new();
     for c in classes {
-        let mut fr: Vec<f64> = e
-            .pairs
-            .iter()
-            .filter(|p| p.class == c && p.disattenuated.is_some())
-            .map(|p| p.fraction)
-            .collect();
-        fr.sort_by(f64::total_cmp);
-        fr.dedup();
+        let fr = sorted_fractions(
+            e.pairs
+                .iter()
+                .filter(|p| p.class == c && p.disattenuated.is_some())
+                .map(|p| p.fraction),
+        );
         let [.., before, end] = fr[..] else {
             continue;
         };
@@ -344,9 +342,7 @@ const PANEL_COLUMNS: usize = 4;
 /// phase 1, and `fig_emergence_oriented.png`: the same up to the end's orientation (each pair
 /// times its runs' signs, as the oriented trend rows), where one is found (none without pairs).
 fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
-    let mut fractions: Vec<f64> = e.pairs.iter().map(|p| p.fraction).collect();
-    fractions.sort_by(f64::total_cmp);
-    fractions.dedup();
+    let fractions = sorted_fractions(e.pairs.iter().map(|p| p.fraction));
     if fractions.is_empty() {
         return Ok(Vec::new());
     }
@@ -470,10 +466,10 @@ fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     if panels.is_empty() {
         return Ok(None);
     }
-    let mut fractions: Vec<f64> = e.points.iter().map(|p| p.fraction).collect();
-    fractions.sort_by(f64::total_cmp);
-    fractions.dedup();
-    let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
+    let positions: Vec<String> = sorted_fractions(e.points.iter().map(|p| p.fraction))
+        .into_iter()
+        .map(fraction_name)
+        .collect();
     let f = out.join("fig_emergence_heads.png");
     report::interval_grid(
         &f,
@@ -490,12 +486,18 @@ fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(f))
 }
 
-/// The panels of [`heads_figure`], a group per run in first-seen order (no panel without
-/// points; the reliability panel only where some point has one).
+/// The points' fractions of phase 1, ascending, each once: the x positions of the figures.
+fn sorted_fractions(fractions: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut out: Vec<f64> = fractions.collect();
+    out.sort_by(f64::total_cmp);
+    out.dedup();
+    out
+}
+
+/// The panels of [`heads_figure`], a group per run in first-seen order; a measure gets a panel
+/// only where some point has it (e.g. no reliability panel without retest heads).
 fn heads_panels(e: &Emergence) -> Vec<IntervalPanel> {
-    let mut fractions: Vec<f64> = e.points.iter().map(|p| p.fraction).collect();
-    fractions.sort_by(f64::total_cmp);
-    fractions.dedup();
+    let fractions = sorted_fractions(e.points.iter().map(|p| p.fraction));
     let mut runs: Vec<&str> = Vec::new();
     for p in &e.points {
         if !runs.contains(&p.label.as_str()) {
