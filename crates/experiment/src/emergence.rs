@@ -710,6 +710,15 @@ mod tests {
         }
     }
 
+    /// A `gpt × gpt` pair of the runs `a` and `b` (see [`pair`]).
+    fn between(a: &str, b: &str, fraction: f64, d: f64) -> EmergencePair {
+        EmergencePair {
+            a: a.into(),
+            b: b.into(),
+            ..pair("gpt × gpt", fraction, d, 0.05)
+        }
+    }
+
     #[test]
     fn trends_compare_the_last_two_points_with_the_end_intervals() {
         let e = Emergence {
@@ -731,11 +740,6 @@ mod tests {
     #[test]
     fn oriented_trends_do_not_let_runs_on_opposite_sides_cancel() {
         // gpt-s0's towers took the other side: its pairs are negative, the third positive.
-        let between = |a: &str, b: &str, fraction: f64, d: f64| EmergencePair {
-            a: a.into(),
-            b: b.into(),
-            ..pair("gpt × gpt", fraction, d, 0.05)
-        };
         let mut pairs = Vec::new();
         for (f, r) in [(0.5, 0.3), (1.0, 0.5)] {
             pairs.push(between("gpt-s0", "gpt-s1", f, -r));
@@ -782,11 +786,6 @@ mod tests {
         // sides (-0.35), while gpt-s0 × gpt-s2 holds at 0.3. The division is as strong at both
         // points, so the oriented trend must not rise. Signs fitted at the end alone would
         // give 1/2 a mean of (-0.3 - 0.3 + 0.3) / 3 = -0.1 and call the class rising.
-        let between = |a: &str, b: &str, fraction: f64, d: f64| EmergencePair {
-            a: a.into(),
-            b: b.into(),
-            ..pair("gpt × gpt", fraction, d, 0.05)
-        };
         let mut pairs = Vec::new();
         for (f, s1) in [(0.5, 1.0), (1.0, -1.0)] {
             pairs.push(between("gpt-s0", "gpt-s1", f, 0.3 * s1));
@@ -863,16 +862,11 @@ mod tests {
 
     #[test]
     fn oriented_groups_flip_the_pairs_of_runs_on_opposite_sides() {
-        let between = |a: &str, b: &str, d: f64| EmergencePair {
-            a: a.into(),
-            b: b.into(),
-            ..pair("gpt × gpt", 1.0, d, 0.05)
-        };
         let e = Emergence {
             points: Vec::new(),
             pairs: vec![
-                between("gpt-s0", "gpt-s1", -0.4),
-                between("gpt-s1", "gpt-s2", 0.6),
+                between("gpt-s0", "gpt-s1", 1.0, -0.4),
+                between("gpt-s1", "gpt-s2", 1.0, 0.6),
             ],
         };
         let signs = end_orientation(&e).unwrap();
