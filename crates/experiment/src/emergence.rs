@@ -134,7 +134,7 @@ pub fn emergence(
         bootstrap: copts.bootstrap,
         permutations: 0,
     };
-    // A point against its own end needs r only: no bootstrap.
+    // A run's own point measures (reliabilities, r with its end) need r only: no bootstrap.
     let r_only = CorrOptions {
         bootstrap: prefscore::Bootstrap {
             resamples: 0,
@@ -153,13 +153,9 @@ pub fn emergence(
         let end = pts.last().map(|p| &p.2);
         for (fraction, tokens, s, q) in &pts {
             let toks = select_tokens(&[s], freq, sel);
-            let boot = prefscore::Bootstrap {
-                resamples: 0,
-                ..copts.bootstrap
-            };
-            let pearson = prefscore::Method::Pearson;
-            let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, &boot)?;
-            let hs = s.retest_reliability(&toks, pearson, &boot)?;
+            let (pearson, boot) = (prefscore::Method::Pearson, &r_only.bootstrap);
+            let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, boot)?;
+            let hs = s.retest_reliability(&toks, pearson, boot)?;
             let with_end = match end {
                 Some(end) => {
                     let c = compare_runs(s, end, freq, sel, ScoreKind::ArithmeticMean, &r_only)?;
@@ -247,15 +243,18 @@ pub struct ClassTrend {
     pub oriented_rising: Option<bool>,
 }
 
+/// Runs' labels and their orientation signs (+1 / -1), in one order.
+type Signs = (Vec<String>, Vec<i8>);
+
 /// The runs of the pairs at the end of phase 1 (fraction 1) and their orientation signs (see
 /// [`orientation_at`]).
-fn end_orientation(e: &Emergence) -> Option<(Vec<String>, Vec<i8>)> {
+fn end_orientation(e: &Emergence) -> Option<Signs> {
     orientation_at(e, 1.0)
 }
 
 /// The runs of the pairs at `fraction` of phase 1 and their orientation signs, from the pairs'
 /// raw r; none where it cannot be found.
-fn orientation_at(e: &Emergence, fraction: f64) -> Option<(Vec<String>, Vec<i8>)> {
+fn orientation_at(e: &Emergence, fraction: f64) -> Option<Signs> {
     let cells: Vec<(String, String, f64)> = e
         .pairs
         .iter()
@@ -271,6 +270,12 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
     let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
     classes.sort();
     classes.dedup();
+    // One orientation search per point of phase 1, shared by every class.
+    let orientations: Vec<(f64, Option<Signs>)> =
+        sorted_fractions(e.pairs.iter().map(|p| p.fraction))
+            .into_iter()
+            .map(|f| (f, orientation_at(e, f)))
+            .collect();
     let mut out = Vec::new();
     for c in classes {
         let fr = sorted_fractions(
@@ -292,12 +297,12 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
         };
         let oriented_mean = |ps: &[&EmergencePair], f: f64| -> Option<f64> {
-            let (labels, signs) = orientation_at(e, f)?;
+            let (labels, signs) = orientations.iter().find(|o| o.0 == f)?.1.as_ref()?;
             let cells: Vec<(String, String, f64)> = ps
                 .iter()
                 .filter_map(|p| Some((p.a.clone(), p.b.clone(), p.disattenuated?)))
                 .collect();
-            let o = apply_signs(&labels, &signs, c, &cells).ok()?;
+            let o = apply_signs(labels, signs, c, &cells).ok()?;
             Some(o.mean_oriented_r)
         };
         let (pb, pe) = (at(before), at(end));
@@ -380,12 +385,7 @@ fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
 /// The classes of pairs in the order of the figures: same-model classes (`m × m`) first, then
 /// the cross-model ones, each in first-seen order.
 fn panel_order(e: &Emergence) -> Vec<&str> {
-    let mut classes: Vec<&str> = Vec::new();
-    for p in &e.pairs {
-        if !classes.contains(&p.class.as_str()) {
-            classes.push(&p.class);
-        }
-    }
+    let classes = first_seen(e.pairs.iter().map(|p| p.class.as_str()));
     let same = |c: &str| c.split_once(" × ").is_some_and(|(a, b)| a == b);
     let (mut first, cross): (Vec<&str>, Vec<&str>) = classes.into_iter().partition(|c| same(c));
     first.extend(cross);
@@ -402,11 +402,7 @@ const RAW: &str = "raw r";
 /// fraction's position, with their intervals. A class without reliabilities has the raw group
 /// only. With `signs` (labels and their orientation signs), each pair's values and interval
 /// are multiplied by its runs' signs.
-fn class_panels(
-    e: &Emergence,
-    fractions: &[f64],
-    signs: Option<&(Vec<String>, Vec<i8>)>,
-) -> Vec<IntervalPanel> {
+fn class_panels(e: &Emergence, fractions: &[f64], signs: Option<&Signs>) -> Vec<IntervalPanel> {
     let sign = |l: &str| -> f64 {
         signs
             .and_then(|(labels, s)| label_sign(labels, s, l))
@@ -486,6 +482,17 @@ fn heads_figure(e: &Emergence, out: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(f))
 }
 
+/// Each name once, in the order first seen.
+fn first_seen<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// The points' fractions of phase 1, ascending, each once: the x positions of the figures.
 fn sorted_fractions(fractions: impl Iterator<Item = f64>) -> Vec<f64> {
     let mut out: Vec<f64> = fractions.collect();
@@ -498,12 +505,7 @@ fn sorted_fractions(fractions: impl Iterator<Item = f64>) -> Vec<f64> {
 /// only where some point has it (e.g. no reliability panel without retest heads).
 fn heads_panels(e: &Emergence) -> Vec<IntervalPanel> {
     let fractions = sorted_fractions(e.points.iter().map(|p| p.fraction));
-    let mut runs: Vec<&str> = Vec::new();
-    for p in &e.points {
-        if !runs.contains(&p.label.as_str()) {
-            runs.push(&p.label);
-        }
-    }
+    let runs = first_seen(e.points.iter().map(|p| p.label.as_str()));
     let mean_gap = |p: &EmergencePoint| {
         let g = &p.heads.gap;
         (!g.is_empty()).then(|| g.iter().sum::<f64>() / g.len() as f64)
