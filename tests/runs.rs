@@ -223,3 +223,94 @@ fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
     assert!(!dir.path().join("changed/superseded/003").exists());
     assert!(kept.join("heads/heads.safetensors").is_file());
 }
+
+/// Deletes every file under `root` but the paths in `keep` (relative to `root`).
+fn keep_only(root: &std::path::Path, keep: &[&str]) {
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !keep.iter().any(|k| root.join(k) == p) {
+                std::fs::remove_file(&p).unwrap();
+            }
+        }
+    }
+}
+
+#[test]
+fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(6);
+    spec.phase1.snapshots = vec![0.25, 0.5];
+    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let (res, snaps) = (whole.result().unwrap().clone(), whole.snapshots.clone());
+    assert_eq!(snaps.len(), 2);
+
+    // As a device call cut in the heads brings a run back (scripts/gpu_session.sh fetch, plus
+    // one snapshot by `snapshot`): phase 1's final weights and log, the heads' log, no result.
+    let run = dir.path().join("run");
+    let late = res.snapshots[1].path.strip_prefix(&run).unwrap().to_owned();
+    let late = late.to_str().unwrap();
+    keep_only(
+        &run,
+        &[
+            "run.json",
+            "phase1/metrics.jsonl",
+            "phase1/machines.json",
+            "phase1/checkpoint/weights.safetensors",
+            late,
+            "heads/metrics.jsonl",
+            "heads/heads_config.json",
+        ],
+    );
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
+    record["result"] = serde_json::Value::Null;
+    std::fs::write(run.join("run.json"), record.to_string()).unwrap();
+    let weights = std::fs::read(run.join("phase1/checkpoint/weights.safetensors")).unwrap();
+    let log = std::fs::read(run.join("phase1/metrics.jsonl")).unwrap();
+
+    let here = run_in(&spec, dir.path(), "run").unwrap();
+    assert!(!here.reused);
+    let got = here.result().unwrap();
+    assert_eq!(
+        std::fs::read(run.join("phase1/checkpoint/weights.safetensors")).unwrap(),
+        weights,
+        "phase 1 was trained again"
+    );
+    assert!(
+        std::fs::read(run.join("phase1/metrics.jsonl")).unwrap() == log,
+        "phase 1's log grew: phase 1 was trained again"
+    );
+    assert_eq!(
+        (got.phase1.steps, got.phase1.tokens, got.phase1.val_loss),
+        (res.phase1.steps, res.phase1.tokens, res.phase1.val_loss)
+    );
+    // The heads trained here from the same weights are the heads of the whole run.
+    assert_eq!(got.heads, res.heads);
+    assert_eq!(here.logprobs.logp, whole.logprobs.logp);
+    // The snapshot that did not come back is left out; the one that did is scored as before.
+    assert_eq!(got.snapshots.len(), 1);
+    assert_eq!(here.snapshots.len(), 1);
+    assert_eq!(here.snapshots[0].fraction, 0.5);
+    assert_eq!(here.snapshots[0].logprobs.logp, snaps[1].logprobs.logp);
+    // Once finished, it is reused as it is.
+    assert!(run_in(&spec, dir.path(), "run").unwrap().reused);
+
+    // Weights whose log does not show the budget spent are refused, naming the folder.
+    let mut cut = tiny_spec(7);
+    cut.phase1.snapshots.clear();
+    run_in(&cut, dir.path(), "cut").unwrap();
+    let cut_dir = dir.path().join("cut");
+    keep_only(
+        &cut_dir,
+        &["run.json", "phase1/checkpoint/weights.safetensors"],
+    );
+    let err = run_in(&cut, dir.path(), "cut").unwrap_err().to_string();
+    assert!(
+        err.contains("cut/phase1/checkpoint") && err.contains("no log"),
+        "{err}"
+    );
+}

@@ -76,6 +76,42 @@ pub(crate) fn phase1(
         ..TrainConfig::default()
     };
     let out = dir.join(crate::record::PHASE1_DIR);
+    let snapshot = |f: f64| {
+        let step = ((f * total as f64).round() as u64).clamp(1, total);
+        let path = out
+            .join("snapshots")
+            .join(format!("step-{step:07}.safetensors"));
+        Snapshot {
+            fraction: f,
+            step,
+            path,
+        }
+    };
+    if let Some(summary) = towers::finished_elsewhere(&out, total)? {
+        // Phase 1 came back from another machine without its optimiser state (docs/gpu.md):
+        // its final weights, its log and the snapshots that came with it are all there is.
+        model
+            .params()
+            .load(&out.join(towers::CHECKPOINT_DIR).join(towers::WEIGHTS_FILE))?;
+        let snapshots: Vec<Snapshot> = p
+            .snapshots
+            .iter()
+            .map(|&f| snapshot(f))
+            .filter(|s| s.path.is_file())
+            .collect();
+        opts.progress.say(|| {
+            format!(
+                "{}: phase 1 finished elsewhere ({} updates, validation loss {:.4}); its final \
+                 weights and {} of {} snapshots are here",
+                spec.label(),
+                summary.steps,
+                summary.val_loss.unwrap_or(f64::NAN),
+                snapshots.len(),
+                p.snapshots.len()
+            )
+        });
+        return Ok((model, summary, snapshots));
+    }
     let mut src = CorpusSource::new(b);
     let budget = tc.budget;
     let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;
@@ -84,10 +120,8 @@ pub(crate) fn phase1(
     trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
     for &f in &p.snapshots {
-        let step = ((f * total as f64).round() as u64).clamp(1, total);
-        let path = out
-            .join("snapshots")
-            .join(format!("step-{step:07}.safetensors"));
+        let snap = snapshot(f);
+        let (step, path) = (snap.step, &snap.path);
         if !path.is_file() {
             if trainer.state().step > step {
                 // A continued run passed this point under its shorter budget: no snapshot.
@@ -99,13 +133,9 @@ pub(crate) fn phase1(
             }
             let parent = path.parent().unwrap_or(&out);
             std::fs::create_dir_all(parent).map_err(io_at(parent))?;
-            save_atomic(&path, |tmp| Ok(model.params().save(tmp)?))?;
+            save_atomic(path, |tmp| Ok(model.params().save(tmp)?))?;
         }
-        snapshots.push(Snapshot {
-            fraction: f,
-            step,
-            path,
-        });
+        snapshots.push(snap);
     }
     let summary = trainer.train(&mut src, valid)?;
     opts.progress.say(|| {

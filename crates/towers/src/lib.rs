@@ -19,6 +19,7 @@ mod data;
 mod elmo;
 mod embedding;
 mod error;
+mod finished;
 mod fused_attention;
 mod fused_layer_norm;
 mod fused_linear;
@@ -47,6 +48,7 @@ pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WE
 pub use config::{ElmoMode, ModelConfig, Style};
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
+pub use finished::finished_elsewhere;
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};
