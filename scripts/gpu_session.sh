@@ -19,11 +19,12 @@
 #                                         in parts of 15 MiB (a file that comes back holds at
 #                                         most 16 MiB)
 #                                         -> $OUT/fetch.tar.xz.partN
-#   scripts/gpu_session.sh snapshot LABEL STEP
-#                                         phase 1 of LABEL again from its start, up to the
-#                                         snapshot at STEP, then stopped (the GPU repeats a run
-#                                         bit for bit), so that the CPU can train the heads a
-#                                         cut call left unfinished there
+#   scripts/gpu_session.sh snapshot LABEL STEP...
+#                                         phase 1 of LABEL again from its start, up to the last
+#                                         of the snapshots at STEP..., then stopped (the GPU
+#                                         repeats a run bit for bit), so that the CPU can train
+#                                         the heads a cut call left unfinished there; at most
+#                                         64 MiB come back (two BERT snapshots, three GPT ones)
 #                                         -> $OUT/snap.tar.xz.partN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
@@ -125,16 +126,25 @@ fetch() {
 }
 
 snapshot() {
-  local f
-  f=$1/phase1/snapshots/step-$(printf %07d "$2").safetensors
-  STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$1" &
+  local label=$1 f last=0 s
+  shift
+  local files=()
+  for s in "$@"; do
+    files+=("$label/phase1/snapshots/step-$(printf %07d "$s").safetensors")
+    [ "$s" -gt "$last" ] && last=$s
+  done
+  # Snapshots are written in order: the last one there means every earlier one is.
+  f=$label/phase1/snapshots/step-$(printf %07d "$last").safetensors
+  STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$label" &
   local pid=$!
   while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
   # SIGTERM to this step's own `timeout`, which passes it on to its run (a checkpoint).
   pkill -TERM -P $pid timeout
   wait $pid
-  [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
-  (cd "$STUDY" && tar -cf - "$1/phase1/metrics.jsonl" "$f") | xz -1 -T0 |
+  for f in "${files[@]}"; do
+    [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
+  done
+  (cd "$STUDY" && tar -cf - "$label/phase1/metrics.jsonl" "${files[@]}") | xz -1 -T0 |
     split -b 15M -d -a 1 - "$OUT/snap.tar.xz.part"
   ls -la "$OUT"
 }

@@ -129,6 +129,24 @@ fn snapshot_stops_the_run_at_its_snapshot_and_brings_back_only_it_and_the_log() 
 }
 
 #[test]
+fn snapshot_brings_every_snapshot_named_once_the_last_is_written() {
+    let s = session();
+    let o = s.step(&["snapshot", "gpt-s1", "1954", "488"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        s.listing("snap.tar.xz.part"),
+        set(&[
+            "gpt-s1/phase1/metrics.jsonl",
+            "gpt-s1/phase1/snapshots/step-0000488.safetensors",
+            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
+        ])
+    );
+    // It waited for the later one (written last), whatever the order named.
+    let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
+    assert_eq!(signals.trim(), "term");
+}
+
+#[test]
 fn snapshot_fails_naming_a_snapshot_the_run_never_made() {
     let s = session();
     let o = s.step(&["snapshot", "gpt-s1", "977"]);
