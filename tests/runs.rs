@@ -251,6 +251,7 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     // As a device call cut in the heads brings a run back (scripts/gpu_session.sh fetch, plus
     // one snapshot by `snapshot`): phase 1's final weights and log, the heads' log, no result.
     let run = dir.path().join("run");
+    let early = std::fs::read(&res.snapshots[0].path).unwrap();
     let late = res.snapshots[1].path.strip_prefix(&run).unwrap().to_owned();
     let late = late.to_str().unwrap();
     keep_only(
@@ -298,6 +299,14 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     assert_eq!(here.snapshots[0].logprobs.logp, snaps[1].logprobs.logp);
     // Once finished, it is reused as it is.
     assert!(run_in(&spec, dir.path(), "run").unwrap().reused);
+    // The missing snapshot, brought later, joins the finished run and gets its heads.
+    std::fs::write(&res.snapshots[0].path, early).unwrap();
+    let later = run_in(&spec, dir.path(), "run").unwrap();
+    assert_eq!(later.result().unwrap().snapshots, res.snapshots);
+    let fractions: Vec<f64> = later.snapshots.iter().map(|s| s.fraction).collect();
+    assert_eq!(fractions, [0.25, 0.5]);
+    assert_eq!(later.snapshots[0].logprobs.logp, snaps[0].logprobs.logp);
+    assert_eq!(later.logprobs.logp, whole.logprobs.logp);
 
     // Weights whose log does not show the budget spent are refused, naming the folder.
     let mut cut = tiny_spec(7);

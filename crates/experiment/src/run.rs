@@ -27,7 +27,7 @@ pub use crate::record::{
 use crate::scoring::ScoringSet;
 use crate::snapshots::{snapshot_scores, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
-use crate::training::{phase1, score};
+use crate::training::{phase1, score, snapshot_at};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
@@ -129,6 +129,7 @@ pub(crate) fn ensure_run(
             .say(|| format!("{}: took over the lock of {stale}", spec.label()));
     }
     let mut record = open_record(spec, dir, ws.dir(), scoring, opts)?;
+    adopt_late_snapshots(&mut record, dir)?;
     let reused = record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model;
     let scores = match reused {
         true => read_scores(spec, dir)?,
@@ -145,6 +146,29 @@ pub(crate) fn ensure_run(
         snapshots,
         reused,
     })
+}
+
+/// Adds to a finished run's record the snapshots of its spec that were missing when it finished
+/// and have been put in place since (one a lent GPU brought back later: docs/gpu.md), so that
+/// their heads are trained like the others'; the record is saved when one was added.
+fn adopt_late_snapshots(record: &mut RunRecord, dir: &Path) -> Result<()> {
+    let Some(res) = record.result.as_mut() else {
+        return Ok(());
+    };
+    let out = dir.join(PHASE1_DIR);
+    let mut added = false;
+    for &f in &record.spec.phase1.snapshots {
+        let snap = snapshot_at(&out, f, res.phase1.steps);
+        if snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step) {
+            res.snapshots.push(snap);
+            added = true;
+        }
+    }
+    if added {
+        res.snapshots.sort_by_key(|s| s.step);
+        write_json_atomic(&dir.join(RUN_FILE), &*record)?;
+    }
+    Ok(())
 }
 
 /// What scoring a run gives: every head's log-probabilities (and the retest heads'), and the
