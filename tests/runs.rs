@@ -5,7 +5,9 @@ mod common;
 
 use common::{quiet, run_in, tiny_spec};
 use lmsplit::experiment::status::{phase1_tokens_per_s, run_status, Stage};
-use lmsplit::experiment::{ExperimentError, RunRecord, ScoringSet, ScoringSpec, Workspace};
+use lmsplit::experiment::{
+    machine, ExperimentError, RunRecord, ScoringSet, ScoringSpec, Workspace,
+};
 use lmsplit::heads::PositionLogProbs;
 use lmsplit::towers::Schedule;
 
@@ -17,6 +19,10 @@ fn a_finished_run_is_reused_with_identical_scores() {
     assert!(!first.reused);
     let again = run_in(&spec, dir.path(), "run").unwrap();
     assert!(again.reused, "the finished run was trained again");
+    // The heads say where they were trained.
+    let here = Some(machine::describe(&quiet().device));
+    assert_eq!(first.result().unwrap().heads.machine, here);
+    assert!(here.is_some_and(|m| m.starts_with("cpu")));
     assert_eq!(again.logprobs.logp, first.logprobs.logp);
     assert_eq!(again.record, first.record);
 
@@ -297,6 +303,8 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     assert_eq!(here.snapshots.len(), 1);
     assert_eq!(here.snapshots[0].fraction, 0.5);
     assert_eq!(here.snapshots[0].logprobs.logp, snaps[1].logprobs.logp);
+    let cpu = Some(machine::describe(&quiet().device));
+    assert_eq!(here.snapshots[0].heads.machine, cpu);
     // Once finished, it is reused as it is.
     assert!(run_in(&spec, dir.path(), "run").unwrap().reused);
     // The missing snapshot, brought later, joins the finished run and gets its heads.

@@ -580,7 +580,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note("value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise")
+        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise"))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -594,6 +594,52 @@ fn emergence_table(e: &Emergence) -> report::Table {
         }
     }
     t
+}
+
+/// Which machine trained the heads of which points, e.g. "heads trained on cpu ...: gpt-s0 at
+/// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
+/// call cut short leaves some to the CPU).
+fn machines_note(e: &Emergence) -> String {
+    let mut by: Vec<(&str, Vec<(&str, Vec<f64>)>)> = Vec::new();
+    for p in &e.points {
+        let m = p
+            .heads
+            .machine
+            .as_deref()
+            .unwrap_or("a machine not recorded");
+        let i = match by.iter().position(|(k, _)| *k == m) {
+            Some(i) => i,
+            None => {
+                by.push((m, Vec::new()));
+                by.len() - 1
+            }
+        };
+        let runs = &mut by[i].1;
+        match runs.iter_mut().find(|(l, _)| *l == p.label) {
+            Some((_, f)) => f.push(p.fraction),
+            None => runs.push((&p.label, vec![p.fraction])),
+        }
+    }
+    let parts: Vec<String> = by
+        .iter()
+        .map(|(m, runs)| {
+            let runs: Vec<String> = runs
+                .iter()
+                .map(|(l, f)| {
+                    let at: Vec<String> = f
+                        .iter()
+                        .map(|&x| match x == 1.0 {
+                            true => "the end".into(),
+                            false => fraction_name(x),
+                        })
+                        .collect();
+                    format!("{l} at {}", at.join(", "))
+                })
+                .collect();
+            format!("{m}: {}", runs.join("; "))
+        })
+        .collect();
+    format!("heads trained on {}", parts.join("; on "))
 }
 
 /// An empty number cell.
@@ -908,6 +954,7 @@ mod tests {
                     above_unigram: false,
                     steps: 977,
                     stopped_early: false,
+                    machine: None,
                 },
                 share_primary: share,
                 head_seed: rel,
@@ -923,6 +970,20 @@ mod tests {
             ],
             pairs: Vec::new(),
         };
+        // Which machine trained which point's heads, grouped by machine in order of appearance.
+        let mut mixed = e.clone();
+        for (p, m) in mixed
+            .points
+            .iter_mut()
+            .zip([Some("cpu"), Some("cpu"), Some("gpu"), None])
+        {
+            p.heads.machine = m.map(String::from);
+        }
+        assert_eq!(
+            machines_note(&mixed),
+            "heads trained on cpu: gpt-s0 at 1/2, the end; on gpu: gpt-s1 at 1/2; on a machine \
+             not recorded: gpt-s1 at the end"
+        );
         let panels = heads_panels(&e);
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
         assert_eq!(

@@ -47,6 +47,11 @@ pub struct HeadQuality {
     pub steps: u64,
     /// Whether early stopping ended it (otherwise the token budget did).
     pub stopped_early: bool,
+    /// [`crate::machine::describe`] of the machine that trained these heads (a run's heads
+    /// and its snapshots' may each be another's than its phase 1); `None` in files written
+    /// before 27 Nov 2026.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// A phase-1 weight snapshot.

@@ -208,6 +208,7 @@ pub fn train_heads_in(
         unigram_nll,
         steps: summary.train.steps,
         stopped_early: summary.train.stopped_early,
+        machine: Some(crate::machine::describe(&opts.device)),
     };
     opts.progress.say(|| {
         format!(
