@@ -600,40 +600,29 @@ fn emergence_table(e: &Emergence) -> report::Table {
 /// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
 /// call cut short leaves some to the CPU).
 fn machines_note(e: &Emergence) -> String {
-    let mut by: Vec<(&str, Vec<(&str, Vec<f64>)>)> = Vec::new();
-    for p in &e.points {
-        let m = p
-            .heads
+    fn machine(p: &EmergencePoint) -> &str {
+        p.heads
             .machine
             .as_deref()
-            .unwrap_or("a machine not recorded");
-        let i = match by.iter().position(|(k, _)| *k == m) {
-            Some(i) => i,
-            None => {
-                by.push((m, Vec::new()));
-                by.len() - 1
-            }
-        };
-        let runs = &mut by[i].1;
-        match runs.iter_mut().find(|(l, _)| *l == p.label) {
-            Some((_, f)) => f.push(p.fraction),
-            None => runs.push((&p.label, vec![p.fraction])),
-        }
+            .unwrap_or("a machine not recorded")
     }
-    let parts: Vec<String> = by
-        .iter()
-        .map(|(m, runs)| {
-            let runs: Vec<String> = runs
-                .iter()
-                .map(|(l, f)| {
-                    let at: Vec<String> = f
+    let at = |f: f64| match f == 1.0 {
+        true => "the end".to_string(),
+        false => fraction_name(f),
+    };
+    let parts: Vec<String> = first_seen(e.points.iter().map(machine))
+        .into_iter()
+        .map(|m| {
+            let on: Vec<&EmergencePoint> = e.points.iter().filter(|p| machine(p) == m).collect();
+            let runs: Vec<String> = first_seen(on.iter().map(|p| p.label.as_str()))
+                .into_iter()
+                .map(|l| {
+                    let f: Vec<String> = on
                         .iter()
-                        .map(|&x| match x == 1.0 {
-                            true => "the end".into(),
-                            false => fraction_name(x),
-                        })
+                        .filter(|p| p.label == l)
+                        .map(|p| at(p.fraction))
                         .collect();
-                    format!("{l} at {}", at.join(", "))
+                    format!("{l} at {}", f.join(", "))
                 })
                 .collect();
             format!("{m}: {}", runs.join("; "))
