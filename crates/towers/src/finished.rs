@@ -9,8 +9,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::checkpoint::{latest, CHECKPOINT_DIR, WEIGHTS_FILE};
-use crate::error::io_err;
-use crate::metrics::METRICS_FILE;
+use crate::metrics::{read_lines, METRICS_FILE};
 use crate::train::TrainSummary;
 use crate::{Result, TowersError};
 
@@ -53,17 +52,9 @@ pub fn finished_elsewhere(out_dir: &Path, total_steps: u64) -> Result<Option<Tra
         ),
     };
     let log = out_dir.join(METRICS_FILE);
-    let text = match std::fs::read_to_string(&log) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(refuse(format!("no log at {}", log.display())))
-        }
-        Err(e) => return Err(io_err(&log)(e)),
+    let Some(lines) = read_lines::<Line>(&log)? else {
+        return Err(refuse(format!("no log at {}", log.display())));
     };
-    let lines: Vec<Line> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
     let Some((last, updates)) = lines.split_last() else {
         return Err(refuse(format!("an empty log at {}", log.display())));
     };

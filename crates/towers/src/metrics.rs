@@ -4,6 +4,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -26,19 +27,26 @@ pub struct LoggedUpdate {
     pub total_steps: Option<u64>,
 }
 
-/// The newest update line (one with `step` and `tokens`) of the metrics log at `path`; `None`
-/// when there is no log or no such line yet. A line that does not parse (one being written) is
-/// passed over.
-pub fn newest_update(path: &Path) -> Result<Option<LoggedUpdate>> {
+/// The lines of the metrics log at `path` that parse as `T`, in order; `None` when there is no
+/// log. A line that does not parse (another kind of line, or one being written) is passed over.
+pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_err(path)(e)),
     };
-    Ok(text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str::<LoggedUpdate>(l).ok()))
+    Ok(Some(
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+    ))
+}
+
+/// The newest update line (one with `step` and `tokens`) of the metrics log at `path`; `None`
+/// when there is no log or no such line yet. A line that does not parse (one being written) is
+/// passed over.
+pub fn newest_update(path: &Path) -> Result<Option<LoggedUpdate>> {
+    Ok(read_lines::<LoggedUpdate>(path)?.and_then(|l| l.last().copied()))
 }
 
 /// Appends JSON objects, one per line, to a file (or nowhere).
