@@ -20,11 +20,13 @@
 #                                         most 16 MiB)
 #                                         -> $OUT/fetch.tar.xz.partN
 #   scripts/gpu_session.sh snapshot LABEL STEP...
-#                                         phase 1 of LABEL again from its start, up to the last
-#                                         of the snapshots at STEP..., then stopped (the GPU
-#                                         repeats a run bit for bit), so that the CPU can train
-#                                         the heads a cut call left unfinished there; at most
-#                                         64 MiB come back (two BERT snapshots, three GPT ones)
+#                                         the snapshots at STEP... of LABEL, so that the CPU can
+#                                         train the heads a cut call left unfinished there: on
+#                                         the warm machine that trained LABEL, packed as they
+#                                         are (seconds); on a fresh one, phase 1 again from its
+#                                         start up to the last of them, then stopped (the GPU
+#                                         repeats a run bit for bit); at most 64 MiB come back
+#                                         (two BERT snapshots, three GPT ones)
 #                                         -> $OUT/snap.tar.xz.partN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
@@ -135,12 +137,15 @@ snapshot() {
   done
   # Snapshots are written in order: the last one there means every earlier one is.
   f=$label/phase1/snapshots/step-$(printf %07d "$last").safetensors
-  STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$label" &
-  local pid=$!
-  while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
-  # SIGTERM to this step's own `timeout`, which passes it on to its run (a checkpoint).
-  pkill -TERM -P $pid timeout
-  wait $pid
+  # On the warm machine that trained the run the snapshots are all there: pack them (seconds).
+  if [ ! -f "$STUDY/$f" ]; then
+    STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$label" &
+    local pid=$!
+    while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
+    # SIGTERM to this step's own `timeout`, which passes it on to its run (a checkpoint).
+    pkill -TERM -P $pid timeout
+    wait $pid
+  fi
   for f in "${files[@]}"; do
     [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
   done

@@ -178,3 +178,30 @@ fn fetch_brings_what_the_tables_read_and_leaves_optimiser_states_snapshots_and_l
         ])
     );
 }
+
+#[test]
+fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_running_it() {
+    let s = session();
+    let snaps = s.study.join("gpt-s1/phase1/snapshots");
+    fs::create_dir_all(&snaps).unwrap();
+    for step in ["0000488", "0001954"] {
+        fs::write(snaps.join(format!("step-{step}.safetensors")), step).unwrap();
+    }
+    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
+    let o = s.step(&["snapshot", "gpt-s1", "488", "1954"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        s.listing("snap.tar.xz.part"),
+        set(&[
+            "gpt-s1/phase1/metrics.jsonl",
+            "gpt-s1/phase1/snapshots/step-0000488.safetensors",
+            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
+        ])
+    );
+    // The stand-in was never started: it would have laid out the run and rewritten the log.
+    assert!(!s.study.join("gpt-s1/run.json").exists());
+    assert_eq!(
+        fs::read_to_string(s.study.join("gpt-s1/phase1/metrics.jsonl")).unwrap(),
+        "log"
+    );
+}
