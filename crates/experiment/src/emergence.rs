@@ -580,7 +580,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise"))
+        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)"))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -689,9 +689,12 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
 
 /// A class's trend over its last two points, and up to orientation where the runs have one.
 fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
-    let verdict = |rising: bool| match rising {
-        true => "still rising",
-        false => "not rising beyond its interval",
+    // A signed mean that rises while it stays at or below zero is disagreement fading, not
+    // agreement growing: said so, not "still rising".
+    let verdict = |rising: bool, end: f64| match (rising, end > 0.0) {
+        (true, true) => "still rising",
+        (true, false) => "rising toward 0 (still at or below it)",
+        (false, _) => "not rising beyond its interval",
     };
     let row = |what: String, (before, end): (f64, f64)| -> Vec<report::Cell> {
         vec![
@@ -711,12 +714,12 @@ fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
         ]
     };
     let mut rows = vec![row(
-        format!("trend {}: {}", c.class, verdict(c.rising)),
+        format!("trend {}: {}", c.class, verdict(c.rising, c.end.1)),
         (c.before.1, c.end.1),
     )];
     if let (Some(o), Some(r)) = (c.oriented, c.oriented_rising) {
         rows.push(row(
-            format!("trend {}, oriented: {}", c.class, verdict(r)),
+            format!("trend {}, oriented: {}", c.class, verdict(r, o.1)),
             o,
         ));
     }
@@ -772,6 +775,58 @@ mod tests {
         let names: Vec<(&str, bool)> = t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
         assert_eq!(names, [("gpt × bert", false), ("gpt × gpt", true)]);
         assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
+    }
+
+    /// The first cell (the row's name) of each trend row.
+    fn trend_names(t: &ClassTrend) -> Vec<String> {
+        trend_rows(t)
+            .into_iter()
+            .map(|r| match &r[0] {
+                report::Cell::Text(s) => s.clone(),
+                other => panic!("a trend row is named by text, not {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_negative_mean_moving_toward_zero_is_not_called_rising_agreement() {
+        let fading = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                pair("gpt × gpt", 0.5, -0.3, 0.05),
+                pair("gpt × gpt", 1.0, -0.1, 0.05),
+            ],
+        };
+        let [t] = &class_trends(&fading)[..] else {
+            panic!("one class")
+        };
+        assert!(t.rising);
+        // Oriented, the one pair reads 0.3 then 0.1: its division weakened.
+        assert_eq!(t.oriented_rising, Some(false));
+        assert_eq!(
+            trend_names(t),
+            [
+                "trend gpt × gpt: rising toward 0 (still at or below it)",
+                "trend gpt × gpt, oriented: not rising beyond its interval"
+            ]
+        );
+        let growing = Emergence {
+            points: Vec::new(),
+            pairs: vec![
+                pair("gpt × gpt", 0.5, 0.5, 0.05),
+                pair("gpt × gpt", 1.0, 0.7, 0.05),
+            ],
+        };
+        let [t] = &class_trends(&growing)[..] else {
+            panic!("one class")
+        };
+        assert_eq!(
+            trend_names(t),
+            [
+                "trend gpt × gpt: still rising",
+                "trend gpt × gpt, oriented: still rising"
+            ]
+        );
     }
 
     #[test]
