@@ -451,6 +451,7 @@ mod tests {
             best_val_loss: None,
             evals_since_best: 0,
             stopped_early: false,
+            final_val_loss: None,
         };
         std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
     }

@@ -185,6 +185,11 @@ pub struct TrainState {
     /// True once early stopping ended the run.
     #[serde(default)]
     pub stopped_early: bool,
+    /// The final validation loss, kept once the budget is spent, so that resuming a finished
+    /// run neither validates again nor logs a second final line (none in older checkpoints:
+    /// such a run validates once more).
+    #[serde(default)]
+    pub final_val_loss: Option<f64>,
 }
 
 /// What one update did.
@@ -285,6 +290,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 best_val_loss: None,
                 evals_since_best: 0,
                 stopped_early: false,
+                final_val_loss: None,
             },
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
@@ -585,6 +591,16 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let tokens0 = self.state.tokens;
         let mut val_loss = None;
         let mut interrupted = false;
+        // A finished run resumed: its final validation and checkpoint are already there.
+        if self.done() && !valid.is_empty() {
+            if let (Some(v), Some(dir)) = (
+                self.state.final_val_loss,
+                self.out_dir.as_deref().and_then(checkpoint::latest),
+            ) {
+                pb.finish_and_clear();
+                return Ok(self.summary(Some(v), Some(dir), false));
+            }
+        }
         while !self.done() {
             if self.stop_asked() {
                 pb.finish_and_clear();
@@ -606,6 +622,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         if !interrupted && !valid.is_empty() {
             let v = self.evaluate(valid)?;
             val_loss = Some(v);
+            self.state.final_val_loss = Some(v);
             self.metrics.log(
                 &json!({"step": self.state.step, "val_loss": v, "val_ppl": v.exp(), "final": true}),
             )?;

@@ -90,6 +90,12 @@ fn killed_run_resumes_to_identical_weights() {
         Trainer::resume_or_new(&a2, tc.clone(), &dir.path().join("a"), &mut sa2).unwrap();
     let again = done.train(&mut sa2, &valid).unwrap();
     assert_eq!((again.steps, again.train_loss), (8, summary_a.train_loss));
+    // ... nor a second validation: the final loss is the stored one and the log keeps one
+    // final line (a BERT run resumed in its heads would otherwise validate at every restart).
+    assert_eq!(again.val_loss, summary_a.val_loss);
+    assert_eq!(again.checkpoint, summary_a.checkpoint);
+    let log = std::fs::read_to_string(dir.path().join("a/metrics.jsonl")).unwrap();
+    assert_eq!(log.matches("\"final\":true").count(), 1, "{log}");
     assert!(again.tokens_per_s.is_finite() && again.tokens_per_s > 0.0);
     // The rate is the run's, not the call's: the same whether the call trained or not, and
     // over both stretches of the interrupted run.
