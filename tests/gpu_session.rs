@@ -111,18 +111,23 @@ fn set(paths: &[&str]) -> BTreeSet<String> {
     paths.iter().map(|p| p.to_string()).collect()
 }
 
+/// What `snapshot gpt-s1 STEP...` brings: the phase-1 log and the snapshots at `steps`.
+fn log_and_snapshots(steps: &[u64]) -> BTreeSet<String> {
+    let mut files = set(&["gpt-s1/phase1/metrics.jsonl"]);
+    files.extend(
+        steps
+            .iter()
+            .map(|s| format!("gpt-s1/phase1/snapshots/step-{s:07}.safetensors")),
+    );
+    files
+}
+
 #[test]
 fn snapshot_stops_the_run_at_its_snapshot_and_brings_back_only_it_and_the_log() {
     let s = session();
     let o = s.step(&["snapshot", "gpt-s1", "1954"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        s.listing("snap.tar.xz.part"),
-        set(&[
-            "gpt-s1/phase1/metrics.jsonl",
-            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
-        ])
-    );
+    assert_eq!(s.listing("snap.tar.xz.part"), log_and_snapshots(&[1954]));
     // Stopped by SIGTERM once the snapshot was there, not left to run out its time.
     let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
     assert_eq!(signals.trim(), "term");
@@ -135,11 +140,7 @@ fn snapshot_brings_every_snapshot_named_once_the_last_is_written() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         s.listing("snap.tar.xz.part"),
-        set(&[
-            "gpt-s1/phase1/metrics.jsonl",
-            "gpt-s1/phase1/snapshots/step-0000488.safetensors",
-            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
-        ])
+        log_and_snapshots(&[488, 1954])
     );
     // It waited for the later one (written last), whatever the order named.
     let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
@@ -192,11 +193,7 @@ fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_runn
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         s.listing("snap.tar.xz.part"),
-        set(&[
-            "gpt-s1/phase1/metrics.jsonl",
-            "gpt-s1/phase1/snapshots/step-0000488.safetensors",
-            "gpt-s1/phase1/snapshots/step-0001954.safetensors"
-        ])
+        log_and_snapshots(&[488, 1954])
     );
     // The stand-in was never started: it would have laid out the run and rewritten the log.
     assert!(!s.study.join("gpt-s1/run.json").exists());
