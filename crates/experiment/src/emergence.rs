@@ -777,6 +777,17 @@ mod tests {
         assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
     }
 
+    /// One `gpt × gpt` pair at two (fraction, disattenuated r) points, intervals ± 0.05.
+    fn one_pair(points: [(f64, f64); 2]) -> Emergence {
+        Emergence {
+            points: Vec::new(),
+            pairs: points
+                .iter()
+                .map(|&(f, d)| pair("gpt × gpt", f, d, 0.05))
+                .collect(),
+        }
+    }
+
     /// The first cell (the row's name) of each trend row.
     fn trend_names(t: &ClassTrend) -> Vec<String> {
         trend_rows(t)
@@ -790,14 +801,7 @@ mod tests {
 
     #[test]
     fn a_negative_mean_moving_toward_zero_is_not_called_rising_agreement() {
-        let fading = Emergence {
-            points: Vec::new(),
-            pairs: vec![
-                pair("gpt × gpt", 0.5, -0.3, 0.05),
-                pair("gpt × gpt", 1.0, -0.1, 0.05),
-            ],
-        };
-        let [t] = &class_trends(&fading)[..] else {
+        let [t] = &class_trends(&one_pair([(0.5, -0.3), (1.0, -0.1)]))[..] else {
             panic!("one class")
         };
         assert!(t.rising);
@@ -810,14 +814,7 @@ mod tests {
                 "trend gpt × gpt, oriented: not rising beyond its interval"
             ]
         );
-        let growing = Emergence {
-            points: Vec::new(),
-            pairs: vec![
-                pair("gpt × gpt", 0.5, 0.5, 0.05),
-                pair("gpt × gpt", 1.0, 0.7, 0.05),
-            ],
-        };
-        let [t] = &class_trends(&growing)[..] else {
+        let [t] = &class_trends(&one_pair([(0.5, 0.5), (1.0, 0.7)]))[..] else {
             panic!("one class")
         };
         assert_eq!(
@@ -857,14 +854,7 @@ mod tests {
         let rows = trend_rows(t);
         assert_eq!(rows.len(), 2);
         // The last two points need not include the end: each is oriented on its own.
-        let early = Emergence {
-            points: Vec::new(),
-            pairs: vec![
-                pair("gpt × gpt", 0.25, 0.3, 0.05),
-                pair("gpt × gpt", 0.5, 0.4, 0.05),
-            ],
-        };
-        let [t] = &class_trends(&early)[..] else {
+        let [t] = &class_trends(&one_pair([(0.25, 0.3), (0.5, 0.4)]))[..] else {
             panic!("one class")
         };
         let (b, end) = t.oriented.unwrap();
