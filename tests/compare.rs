@@ -232,3 +232,33 @@ fn unfinished_doubly_named_and_other_corpus_runs_are_refused() {
         e => panic!("expected Mismatch, got {e:?}"),
     }
 }
+
+/// A finished run whose folder a live process holds (a study's chain training its snapshot
+/// heads) is read as it lies for its scores: the comparison is the unlocked one, nothing in the
+/// folder is written, and the lock stays. Opening it for its model still needs the lock.
+#[test]
+fn a_finished_run_held_by_a_live_writer_is_read_for_its_scores_without_its_lock() {
+    let root = tempfile::tempdir().unwrap();
+    run_in(&tiny_spec(0), root.path(), "gpt-s0").unwrap();
+    run_in(&tiny_spec(1), root.path(), "gpt-s1").unwrap();
+    let runs = [
+        NamedRun::from_dir(root.path().join("gpt-s0")),
+        NamedRun::from_dir(root.path().join("gpt-s1")),
+    ];
+    let free = compare(&runs, &root.path().join("free")).unwrap();
+    let dir = root.path().join("gpt-s1");
+    let lock = dir.join("writer.lock");
+    let me = serde_json::to_string(&LockHolder::this_process()).unwrap();
+    std::fs::write(&lock, &me).unwrap();
+    let record = std::fs::read(dir.join("run.json")).unwrap();
+    let held = compare(&runs, &root.path().join("held")).unwrap();
+    assert_eq!(held, free);
+    assert_eq!(std::fs::read(dir.join("run.json")).unwrap(), record);
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), me);
+    let opts = lmsplit::experiment::RunOptions {
+        need_model: true,
+        ..common::quiet()
+    };
+    let err = open_run(&dir, &opts).unwrap_err();
+    assert!(matches!(err, ExperimentError::Locked { .. }), "{err:?}");
+}

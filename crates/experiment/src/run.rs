@@ -367,12 +367,33 @@ pub(crate) fn require_run_folder(dir: &Path) -> Result<PathBuf> {
 
 /// Opens the run saved in `dir` (a folder with `run.json`, e.g. one of a study's): its data,
 /// scoring set and scores, and with [`RunOptions::need_model`] its trained model (nothing is
-/// trained again for a finished run).
+/// trained again for a finished run). A finished run opened for its scores alone (neither the
+/// model nor snapshot heads asked for) is read as it lies, without its writer lock and
+/// writing nothing, so that it can be read while the process holding it still trains its
+/// snapshot heads (a study's chain); anything else goes through [`Workspace::ensure_run`].
 pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)> {
     let rec_path = require_run_folder(dir)?;
     let record: RunRecord = read_json(&rec_path)?;
     let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
     let set = ws.saved_scoring_set(record.spec.style)?;
+    let finished = record.result.is_some() && dir.join(LOGPROBS_FILE).is_file();
+    if finished && !opts.need_model && !opts.snapshot_heads {
+        record
+            .scoring
+            .check_comparable(&set.id, &dir.display().to_string(), "this study")?;
+        let scores = read_scores(&record.spec, dir)?;
+        let run = ScoredRun {
+            label: record.spec.label(),
+            dir: dir.to_path_buf(),
+            record,
+            logprobs: scores.logprobs,
+            retest: scores.retest,
+            model: None,
+            snapshots: Vec::new(),
+            reused: true,
+        };
+        return Ok((ws.into_data(), run));
+    }
     let run = ws.ensure_run(&record.spec, dir, &set, opts)?;
     Ok((ws.into_data(), run))
 }
