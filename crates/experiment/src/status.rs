@@ -78,6 +78,19 @@ impl TrainingProgress {
     pub fn newest_tokens(&self) -> u64 {
         self.logged.map_or(self.tokens, |l| l.tokens)
     }
+
+    /// Minutes of update time until the schedule's last update, from the newest update at the
+    /// rate and tokens per update of the last checkpoint (validations, checkpoints and scoring
+    /// come on top); `None` once done, or before a checkpoint gives a rate and a total.
+    pub fn minutes_left(&self) -> Option<f64> {
+        let (total, rate) = (self.total_steps?, self.tokens_per_s?);
+        if self.done || self.step == 0 || rate <= 0.0 {
+            return None;
+        }
+        let per_update = self.tokens as f64 / self.step as f64;
+        let left = total.saturating_sub(self.newest_step());
+        Some(left as f64 * per_update / rate / 60.0)
+    }
 }
 
 /// One run's row of the status table.
@@ -145,6 +158,17 @@ impl WriterLock {
 }
 
 impl RunStatus {
+    /// The training in progress, or stopped half way: phase 1, the heads, the retest heads, or
+    /// (once the run is scored) a snapshot head; `None` when none is.
+    pub fn current_training(&self) -> Option<&TrainingProgress> {
+        match self.stage {
+            Stage::Phase1 => self.phase1.as_ref(),
+            Stage::Heads => self.heads.as_ref(),
+            Stage::RetestHeads => self.retest.as_ref(),
+            _ => self.snapshot_training.as_ref().map(|t| &t.progress),
+        }
+    }
+
     /// Why the run has not finished, in a few words (`None` when it has): never started,
     /// still running (naming the stage and the process), or stopped in a stage.
     pub fn why_unfinished(&self) -> Option<String> {
@@ -361,6 +385,7 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             "heads (updates)",
             "retest heads (updates)",
             "snapshot heads",
+            "ends in (min)",
             "writer",
         ]
         .map(String::from)
@@ -374,7 +399,9 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          the checkpoint a stopped training would resume at where that is earlier (a finished \
          one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
-         training with its updates; writer: the process \
+         training with its updates; ends in: the training in progress (or stopped half \
+         way), its updates left at its rate so far (update time; validations, checkpoints, \
+         scoring and the run's other trainings come on top); writer: the process \
          holding the run (\"(gone)\": it died without removing its lock)",
     )
     .with_precision(1);
@@ -399,6 +426,10 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             report::Cell::from(updates(&r.heads).as_str()),
             report::Cell::from(updates(&r.retest).as_str()),
             report::Cell::from(snapshot_cell(r).as_str()),
+            report::Cell::from(
+                r.current_training()
+                    .and_then(TrainingProgress::minutes_left),
+            ),
             report::Cell::from(r.writer.as_ref().map(WriterLock::describe)),
         ]);
     }
@@ -516,6 +547,48 @@ mod tests {
         std::fs::write(heads.join(heads::HEADS_FILE), "w").unwrap();
         let p = head_progress(&heads).unwrap().unwrap();
         assert!(p.done && p.logged.is_none());
+    }
+
+    #[test]
+    fn the_training_in_progress_ends_at_its_rate_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let heads = dir.path().join("heads");
+        // Checkpoint at 300 of 977 after 10 s (2048 tokens an update: 61,440 tokens/s), the
+        // log at 420: 557 updates left, 1,140,736 tokens, 18.57 s.
+        head_checkpoint(&heads, 300, 977);
+        log_updates(&heads, &[420]);
+        let p = head_progress(&heads).unwrap().unwrap();
+        let left = p.minutes_left().unwrap();
+        assert!(
+            (left * 60.0 - 557.0 * 2048.0 / 61_440.0).abs() < 1e-9,
+            "{left}"
+        );
+        // No rate before a checkpoint, none once done.
+        let fresh = TrainingProgress {
+            total_steps: Some(977),
+            ..TrainingProgress::default()
+        };
+        assert_eq!(fresh.minutes_left(), None);
+        let done = TrainingProgress {
+            done: true,
+            ..p.clone()
+        };
+        assert_eq!(done.minutes_left(), None);
+        // The run's current training follows its stage; the table shows it.
+        let mut r = run_status("gpt-s0", dir.path()).unwrap();
+        r.stage = Stage::Heads;
+        r.heads = Some(p.clone());
+        assert_eq!(r.current_training(), Some(&p));
+        r.stage = Stage::Finished;
+        assert_eq!(r.current_training(), None);
+        r.snapshot_training = Some(SnapshotTraining {
+            snapshot: "step-0000488".into(),
+            seed: 5,
+            progress: p.clone(),
+        });
+        assert_eq!(r.current_training(), Some(&p));
+        let md = status_table(&[r]).to_markdown();
+        assert!(md.contains("ends in (min)") && md.contains("0.3"), "{md}");
     }
 
     #[test]
