@@ -588,7 +588,11 @@ mod tests {
         });
         assert_eq!(r.current_training(), Some(&p));
         let md = status_table(&[r]).to_markdown();
-        assert!(md.contains("ends in (min)") && md.contains("0.3"), "{md}");
+        let row = md.lines().find(|l| l.starts_with("| gpt-s0")).unwrap();
+        assert!(
+            md.contains("ends in (min)") && row.contains(" 0.3 |"),
+            "{md}"
+        );
     }
 
     #[test]
