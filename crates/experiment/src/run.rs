@@ -130,14 +130,31 @@ pub(crate) fn ensure_run(
     }
     let mut record = open_record(spec, dir, ws.dir(), scoring, opts)?;
     adopt_late_snapshots(&mut record, dir)?;
-    let reused = record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model;
+    let reused = scores_reusable(&record, dir, opts);
     let scores = match reused {
         true => read_scores(spec, dir)?,
         false => train_and_score(spec, &mut record, dir, ws.data(), scoring, opts)?,
     };
     let snapshots = snapshot_scores(&record, dir, ws.data(), scoring, opts)?;
-    Ok(ScoredRun {
-        label: spec.label(),
+    Ok(scored_run(record, dir, scores, snapshots, reused))
+}
+
+/// Whether the run's scores are read as they are rather than trained: its record has results,
+/// its log-probabilities are written, and its model is not asked for.
+fn scores_reusable(record: &RunRecord, dir: &Path, opts: &RunOptions) -> bool {
+    record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model
+}
+
+/// The run of `record` in `dir` with its scores and snapshots' scores.
+fn scored_run(
+    record: RunRecord,
+    dir: &Path,
+    scores: Scores,
+    snapshots: Vec<SnapshotScores>,
+    reused: bool,
+) -> ScoredRun {
+    ScoredRun {
+        label: record.spec.label(),
         dir: dir.to_path_buf(),
         record,
         logprobs: scores.logprobs,
@@ -145,7 +162,7 @@ pub(crate) fn ensure_run(
         model: scores.model,
         snapshots,
         reused,
-    })
+    }
 }
 
 /// Adds to a finished run's record the snapshots of its spec that were missing when it finished
@@ -376,23 +393,15 @@ pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)
     let record: RunRecord = read_json(&rec_path)?;
     let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
     let set = ws.saved_scoring_set(record.spec.style)?;
-    let finished = record.result.is_some() && dir.join(LOGPROBS_FILE).is_file();
-    if finished && !opts.need_model && !opts.snapshot_heads {
+    if scores_reusable(&record, dir, opts) && !opts.snapshot_heads {
         record
             .scoring
             .check_comparable(&set.id, &dir.display().to_string(), "this study")?;
         let scores = read_scores(&record.spec, dir)?;
-        let run = ScoredRun {
-            label: record.spec.label(),
-            dir: dir.to_path_buf(),
-            record,
-            logprobs: scores.logprobs,
-            retest: scores.retest,
-            model: None,
-            snapshots: Vec::new(),
-            reused: true,
-        };
-        return Ok((ws.into_data(), run));
+        return Ok((
+            ws.into_data(),
+            scored_run(record, dir, scores, Vec::new(), true),
+        ));
     }
     let run = ws.ensure_run(&record.spec, dir, &set, opts)?;
     Ok((ws.into_data(), run))

@@ -30,23 +30,31 @@ pub struct LoggedUpdate {
 /// The lines of the metrics log at `path` that parse as `T`, in order; `None` when there is no
 /// log. A line that does not parse (another kind of line, or one being written) is passed over.
 pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(path)(e)),
-    };
-    Ok(Some(
+    Ok(read_log(path)?.map(|text| {
         text.lines()
             .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
-    ))
+            .collect()
+    }))
+}
+
+/// The text of the metrics log at `path`; `None` when there is none.
+fn read_log(path: &Path) -> Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err(path)(e)),
+    }
 }
 
 /// The newest update line (one with `step` and `tokens`) of the metrics log at `path`; `None`
 /// when there is no log or no such line yet. A line that does not parse (one being written) is
-/// passed over.
+/// passed over. Parsed from the end: a status asks this of every log of a study, often.
 pub fn newest_update(path: &Path) -> Result<Option<LoggedUpdate>> {
-    Ok(read_lines::<LoggedUpdate>(path)?.and_then(|l| l.last().copied()))
+    Ok(read_log(path)?.and_then(|text| {
+        text.lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<LoggedUpdate>(l).ok())
+    }))
 }
 
 /// Appends JSON objects, one per line, to a file (or nowhere).

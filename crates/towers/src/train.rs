@@ -586,21 +586,20 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         valid: &[TokenBatch],
         stop_after: Option<u64>,
     ) -> Result<TrainSummary> {
-        let pb = self.progress_bar();
-        let start = Instant::now();
-        let tokens0 = self.state.tokens;
-        let mut val_loss = None;
-        let mut interrupted = false;
         // A finished run resumed: its final validation and checkpoint are already there.
         if self.done() && !valid.is_empty() {
             if let (Some(v), Some(dir)) = (
                 self.state.final_val_loss,
                 self.out_dir.as_deref().and_then(checkpoint::latest),
             ) {
-                pb.finish_and_clear();
                 return Ok(self.summary(Some(v), Some(dir), false));
             }
         }
+        let pb = self.progress_bar();
+        let start = Instant::now();
+        let tokens0 = self.state.tokens;
+        let mut val_loss = None;
+        let mut interrupted = false;
         while !self.done() {
             if self.stop_asked() {
                 pb.finish_and_clear();
