@@ -20,6 +20,10 @@
 //! - `train/<style>/<shape>/f32`, `/bf16`: `--steps` AdamW updates from the same weights and
 //!   batches on the target (f32, then bf16 compute on f32 masters) against the CPU in f32,
 //!   each step's loss within the stated tolerance; a NaN fails.
+//! - `lstm/<shape>/value`, `/grad`: one LSTM layer's recurrence (the fused whole-sequence op,
+//!   on CUDA cuBLAS plus NVRTC-compiled kernels) on the target against the CPU's, with PADs:
+//!   hidden states within [`towers_checks::LSTM_VALUE_TOL`], gradients of gx and W_hh within
+//!   [`towers_checks::GRAD_REL_TOL`]. Shapes `tiny` (B 3, T 9, C 8) and `wide` (16, 64, 512).
 //! - `enc/<model>/f32/{rel,cos}`, `/bf16/{rel,cos}`, `/transformers`: the parity fixtures under
 //!   `--fixtures` and MiniLM (`--minilm`, skipped with `--no-minilm`): pooled embeddings of
 //!   eight texts on the target against the CPU in f32, and the target's against transformers.
@@ -139,6 +143,12 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
                 Err(e) => checks.push(Check::failed(format!("shape/{label}"), e.as_ref())),
             }
         }
+    }
+    for name in shapes {
+        eprintln!("gpu_check: LSTM recurrence {name}");
+        checks.extend(guarded(&format!("lstm/{name}"), || {
+            towers_checks::lstm_checks(name, target, seed)
+        }));
     }
     checks
 }

@@ -68,6 +68,8 @@ fn expected_names() -> BTreeSet<String> {
         }
     }
     for m in [
+        "lstm/tiny/value",
+        "lstm/tiny/grad",
         "moments/embed/mean",
         "moments/embed/cov",
         "moments/f64/mean",

@@ -1,8 +1,9 @@
 //! Two-tower models on the target against the CPU: initial weights, f32 gradients of every
 //! variable, and short training runs (f32, and bf16 compute against f32).
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor, Var};
 use lmsplit::corpus::TokenBatch;
+use lmsplit::towers::nn::lstm_recurrence;
 use lmsplit::towers::{
     BatchSource, Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm,
 };
@@ -53,8 +54,7 @@ pub struct Shape {
 impl Shape {
     /// `tiny`: the preset of the towers' tests (H 32, or ELMo H 16 / cell 32, V 64), 8 × 32
     /// tokens. `wide`: 4x the width and vocabulary (H 128, FFN 512, 4 heads, V 256; ELMo H 64,
-    /// cell 128), 8 × 64 tokens (ELMo 8 × 32: its recurrence runs step by step off the CPU's
-    /// f32 path), so GEMMs span several GPU tiles.
+    /// cell 128), 8 × 64 tokens (ELMo 8 × 32), so GEMMs span several GPU tiles.
     pub fn new(style: Style, name: &str) -> Result<Self, BoxError> {
         let mut cfg = ModelConfig::preset(style, "tiny")?;
         let (batch_size, seq_len) = match name {
@@ -262,4 +262,72 @@ fn loss_check(name: String, run: &[f64], reference: &[f64], abs: f64, rel: f64) 
         reference[0],
         reference[reference.len() - 1]
     ))
+}
+
+/// The LSTM recurrence's values on the target against the CPU's, relative to their largest
+/// entry: both run the fused whole-sequence op in f32 (the CPU's SIMD exp against CUDA's
+/// expf/tanhf, each within a few ulp), so h differs by rounding carried through T steps; a
+/// wrong gate or mask is off by 1e-2 or more.
+pub const LSTM_VALUE_TOL: f64 = 1e-5;
+
+/// The LSTM layer's recurrence ([`lstm_recurrence`], the fused whole-sequence op where it
+/// applies) on the target against the CPU: the hidden states and the gradients of gx and W_hh
+/// of Σ w·h, with PADs at the start of sequence 0, the middle of sequence 1 and the end of
+/// sequence 2. Shape `tiny` is B 3, T 9, C 8; `wide` B 16, T 64, C 512 (GEMMs over several
+/// tiles).
+pub fn lstm_checks(shape: &str, target: &Device, seed: u64) -> Result<Vec<Check>, BoxError> {
+    let (b, t, c) = match shape {
+        "tiny" => (3, 9, 8),
+        "wide" => (16, 64, 512),
+        other => return Err(format!("unknown shape {other:?} (tiny, wide)").into()),
+    };
+    let s = seed as f32;
+    let wave = |n: usize, f: f32, scale: f32| -> Vec<f32> {
+        (0..n).map(|i| (i as f32 * f + s).sin() * scale).collect()
+    };
+    let gx = wave(b * t * 4 * c, 0.37, 2.0);
+    let w = wave(4 * c * c, 0.11, 1.0 / (c as f32).sqrt());
+    let wt = wave(b * t * c, 0.23, 1.0);
+    let mut mask = vec![1f32; b * t];
+    (mask[0], mask[t + t / 2], mask[3 * t - 1]) = (0.0, 0.0, 0.0);
+    let run = |dev: &Device| -> Result<[Vec<f32>; 3], BoxError> {
+        let gx = Var::from_tensor(&Tensor::from_slice(&gx, (b, t, 4 * c), dev)?)?;
+        let w = Var::from_tensor(&Tensor::from_slice(&w, (4 * c, c), dev)?)?;
+        let mask = Tensor::from_slice(&mask, (b, t, 1), dev)?;
+        let h = lstm_recurrence(gx.as_tensor(), w.as_tensor(), &mask, true)?;
+        let grads = (&h * Tensor::from_slice(&wt, (b, t, c), dev)?)?
+            .sum_all()?
+            .backward()?;
+        let grad = |v: &Var| -> Result<Vec<f32>, BoxError> {
+            Ok(host(grads.get(v.as_tensor()).ok_or("no gradient")?)?)
+        };
+        Ok([host(&h)?, grad(&gx)?, grad(&w)?])
+    };
+    let (cpu, tgt) = (run(&Device::Cpu)?, run(target)?);
+    let label = |aspect: &str| format!("lstm/{shape}/{aspect}");
+    let (dgx, dw) = (
+        rel_max_diff(&tgt[1], &cpu[1]),
+        rel_max_diff(&tgt[2], &cpu[2]),
+    );
+    Ok(vec![
+        Check::new(
+            label("value"),
+            "max|dh|/max|h_cpu|",
+            rel_max_diff(&tgt[0], &cpu[0]),
+            Bound::AtMost(LSTM_VALUE_TOL),
+        )
+        .with_detail(format!("B {b}, T {t}, C {c}, 3 PADs")),
+        Check::new(
+            label("grad"),
+            "max over dgx, dW_hh of max|dg|/max|g_cpu|",
+            // NaN (not measurable) wins, so it fails the bound.
+            if dgx.is_nan() || dw.is_nan() {
+                f64::NAN
+            } else {
+                dgx.max(dw)
+            },
+            Bound::AtMost(GRAD_REL_TOL),
+        )
+        .with_detail(format!("dgx {dgx:.3e}, dW_hh {dw:.3e}")),
+    ])
 }

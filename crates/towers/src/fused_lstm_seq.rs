@@ -1,9 +1,10 @@
-//! One LSTM layer over the whole sequence as one CPU custom op with its own backward pass
-//! through time ([`kernels::LstmSeq`]). Written from tensor ops the layer is a loop over T
-//! steps of a matmul and a dozen small elementwise ops, then a stack, and autograd walks it
-//! back node by node; on [B, 4C] tensors candle's per-op cost dominated the ELMo towers. The
-//! per-step graph ([`crate::lstm::composed_recurrence`]) stays for other devices and dtypes and
-//! is the reference in the tests.
+//! One LSTM layer over the whole sequence as one custom op with its own backward pass through
+//! time: [`kernels::LstmSeq`] on the CPU, [`crate::fused_lstm_seq_cuda`] on CUDA (f32 both).
+//! Written from tensor ops the layer is a loop over T steps of a matmul and a dozen small
+//! elementwise ops, then a stack, and autograd walks it back node by node; on [B, 4C] tensors
+//! candle's per-op cost dominated the ELMo towers (on CUDA, its per-step graph ran slower than
+//! the 2-core CPU). The per-step graph ([`crate::lstm::composed_recurrence`]) stays for other
+//! devices and dtypes and is the reference in the tests.
 
 use std::sync::Mutex;
 
@@ -15,10 +16,17 @@ use kernels::LstmSeq;
 const OP: &str = "fused-lstm-seq";
 
 /// What the backward pass needs besides the inputs and the output h: the gate
-/// pre-activations [B, T, 4C] and the cell states [B, T, C] of the forward pass.
-struct Saved {
-    gates: Vec<f32>,
-    c: Vec<f32>,
+/// pre-activations [B, T, 4C] and the cell states [B, T, C] of the forward pass, where it ran.
+enum Saved {
+    Host {
+        gates: Vec<f32>,
+        c: Vec<f32>,
+    },
+    #[cfg(feature = "cuda")]
+    Cuda {
+        gates: candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
+        c: candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
+    },
 }
 
 /// The custom op: gx [B, T, 4C] (the input part W_ih x + b of the gates), W_hh [4C, C] and the
@@ -46,6 +54,12 @@ fn dims(gx: &Shape, w_hh: &Shape, mask: &Shape) -> candle_core::Result<LstmSeq> 
     Ok(LstmSeq { batch, steps, cell })
 }
 
+impl FusedLstmSeq {
+    fn save(&self, saved: Saved) {
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
+    }
+}
+
 impl CustomOp3 for FusedLstmSeq {
     fn name(&self) -> &'static str {
         OP
@@ -69,9 +83,39 @@ impl CustomOp3 for FusedLstmSeq {
         let n = seq.batch * seq.steps * seq.cell;
         let (mut gates, mut h, mut c) = (vec![0f32; 4 * n], vec![0f32; n], vec![0f32; n]);
         seq.forward(gx, w_hh, mask, &mut gates, &mut h, &mut c);
-        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(Saved { gates, c });
+        self.save(Saved::Host { gates, c });
         Ok((
             CpuStorage::F32(h),
+            Shape::from((seq.batch, seq.steps, seq.cell)),
+        ))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use crate::fused_lstm_seq_cuda::{f32_view, forward};
+        let seq = dims(l1.shape(), l2.shape(), l3.shape())?;
+        let dev = &s1.device;
+        let out = forward(
+            dev,
+            seq,
+            &f32_view(s1, l1)?,
+            &f32_view(s2, l2)?,
+            &f32_view(s3, l3)?,
+        )?;
+        self.save(Saved::Cuda {
+            gates: out.gates,
+            c: out.c,
+        });
+        Ok((
+            candle_core::CudaStorage::wrap_cuda_slice(out.h, dev.clone()),
             Shape::from((seq.batch, seq.steps, seq.cell)),
         ))
     }
@@ -86,10 +130,16 @@ impl CustomOp3 for FusedLstmSeq {
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let seq = dims(gx.shape(), w_hh.shape(), mask.shape())?;
         let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(Saved { gates, c }) = saved.as_ref() else {
-            candle_core::bail!("{OP}: backward without a forward pass")
-        };
         let dh = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
+        let (gates, c) = match saved.as_ref() {
+            None => candle_core::bail!("{OP}: backward without a forward pass"),
+            Some(Saved::Host { gates, c }) => (gates, c),
+            #[cfg(feature = "cuda")]
+            Some(Saved::Cuda { gates, c }) => {
+                let (dgx, dw) = cuda_backward(seq, w_hh, mask, gates, res, c, &dh)?;
+                return Ok((Some(dgx), Some(dw), None));
+            }
+        };
         let (dgx, dw) = with_host_f32(&[w_hh, mask, res, &dh], |s| {
             let (mut dgx, mut dw) = (vec![0f32; gates.len()], vec![0f32; s[0].len()]);
             seq.backward(s[0], s[1], gates, s[2], c, s[3], &mut dgx, &mut dw);
@@ -103,4 +153,43 @@ impl CustomOp3 for FusedLstmSeq {
             None,
         ))
     }
+}
+
+/// The backward pass on CUDA: the gradients of gx and W_hh as new CUDA tensors.
+#[cfg(feature = "cuda")]
+fn cuda_backward(
+    seq: LstmSeq,
+    w_hh: &Tensor,
+    mask: &Tensor,
+    gates: &candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
+    h: &Tensor,
+    c: &candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
+    dh: &Tensor,
+) -> candle_core::Result<(Tensor, Tensor)> {
+    use crate::fused_lstm_seq_cuda::{backward, f32_view};
+    use candle_core::op::BackpropOp;
+    use candle_core::{CudaStorage, Storage};
+    let guards = [w_hh, mask, h, dh].map(|t| t.storage_and_layout());
+    fn cuda(storage: &Storage) -> candle_core::Result<&CudaStorage> {
+        match storage {
+            Storage::Cuda(s) => Ok(s),
+            _ => candle_core::bail!("{OP}: backward of a CUDA forward pass got a tensor off CUDA"),
+        }
+    }
+    let views = guards
+        .iter()
+        .map(|(storage, layout)| f32_view(cuda(storage)?, layout))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let dev = cuda(&guards[0].0)?.device.clone();
+    let (dgx, dw) = backward(
+        &dev, seq, &views[0], &views[1], gates, &views[2], c, &views[3],
+    )?;
+    let wrap = |slice, shape: Shape| {
+        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+        Tensor::from_storage(storage, shape, BackpropOp::none(), false)
+    };
+    Ok((
+        wrap(dgx, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
+        wrap(dw, w_hh.shape().clone()),
+    ))
 }

@@ -24,6 +24,8 @@ mod fused_attention;
 mod fused_layer_norm;
 mod fused_linear;
 mod fused_lstm_seq;
+#[cfg(feature = "cuda")]
+mod fused_lstm_seq_cuda;
 mod joint_head;
 mod layers;
 mod linear_nll;

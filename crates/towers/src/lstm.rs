@@ -1,9 +1,10 @@
 //! A multi-layer LSTM run over time (PyTorch `nn.LSTM` gate order i, f, g, o), with the input
 //! projection hoisted out of the time loop and PAD steps resetting the state to zero. On the
-//! CPU in f32 each layer's recurrence is one custom op with its own backward pass through time
-//! ([`crate::fused_lstm_seq`]); elsewhere it is the per-step graph [`composed_recurrence`].
+//! CPU in f32, and on CUDA (in f32 whatever the compute dtype), each layer's recurrence is one
+//! custom op with its own backward pass through time ([`crate::fused_lstm_seq`]); elsewhere it
+//! is the per-step graph [`composed_recurrence`].
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
 use crate::fused_lstm_seq::FusedLstmSeq;
 use crate::layers::{chunk_last, sigmoid, Linear};
@@ -29,7 +30,7 @@ pub fn lstm_cell(gx: &Tensor, h: &Tensor, c: &Tensor, w_hh_t: &Tensor) -> Result
 /// One LSTM layer over the whole sequence as a per-step graph of [`lstm_cell`]: from the input
 /// part of the gates `gx_all` [B, T, 4C], the recurrent weight `w_hh` [4C, C] and `mask`
 /// [B, T, 1] (1 real, 0 PAD; h_t and c_t are multiplied by it), the hidden states [B, T, C].
-/// The path for devices and dtypes other than f32 on the CPU, and the fused op's reference.
+/// The path where the fused op does not apply (see [`recurrence`]), and its reference.
 pub fn composed_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Result<Tensor> {
     let (b, t, c4) = gx_all.dims3()?;
     let w_hh_t = w_hh.t()?.contiguous()?;
@@ -45,6 +46,35 @@ pub fn composed_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Res
         outs.push(h.clone());
     }
     Ok(Tensor::stack(&outs, 1)?)
+}
+
+/// One LSTM layer's recurrence: from the input part of the gates `gx_all` [B, T, 4C], the
+/// recurrent weight `w_hh` [4C, C] and `mask` [B, T, 1] (1 real, 0 PAD), the hidden states
+/// [B, T, C]. With `fused`, the whole-sequence op where it applies (f32 on the CPU; CUDA, where
+/// a bf16 or f16 layer runs its recurrence in f32 and casts back, as cuDNN keeps f32 cell
+/// states); otherwise, and for other devices and dtypes, the per-step graph
+/// [`composed_recurrence`].
+pub fn recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
+    if fused && on_host_f32(&[gx_all, w_hh, mask]) {
+        fused_recurrence(gx_all, w_hh, mask)
+    } else if fused && cfg!(feature = "cuda") && gx_all.device().is_cuda() {
+        let f32s = |t: &Tensor| t.to_dtype(DType::F32);
+        Ok(
+            fused_recurrence(&f32s(gx_all)?, &f32s(w_hh)?, &f32s(mask)?)?
+                .to_dtype(gx_all.dtype())?,
+        )
+    } else {
+        composed_recurrence(gx_all, w_hh, mask)
+    }
+}
+
+/// One layer's recurrence as the whole-sequence op (f32 inputs on the CPU or CUDA).
+fn fused_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Result<Tensor> {
+    Ok(gx_all.contiguous()?.apply_op3(
+        &w_hh.contiguous()?,
+        &mask.contiguous()?,
+        FusedLstmSeq::new(),
+    )?)
 }
 
 #[derive(Debug, Clone)]
@@ -90,23 +120,15 @@ impl Lstm {
     }
 
     /// Runs left to right over `x` [B, T, D]; `mask` [B, T, 1] (1 real, 0 PAD) zeroes the state
-    /// at PAD steps, so a sequence read after PADs starts fresh. Returns [B, T, H]. With `fused`
-    /// each layer is the whole-sequence op where it applies (f32 on the CPU); `!fused` runs the
-    /// per-step graph throughout (other devices and dtypes, and the tests' reference).
+    /// at PAD steps, so a sequence read after PADs starts fresh. Returns [B, T, H]. `fused`
+    /// chooses each layer's [`recurrence`]: the whole-sequence op where it applies, or
+    /// (`!fused`, the tests' reference) the per-step graph throughout.
     pub fn forward(&self, x: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
         let mut seq = x.clone();
         for layer in &self.layers {
             let gx_all = layer.w_ih.forward(&seq)?;
             let w_hh = layer.w_hh.to_dtype(x.dtype())?;
-            seq = if fused && on_host_f32(&[&gx_all, &w_hh, mask]) {
-                gx_all.contiguous()?.apply_op3(
-                    &w_hh.contiguous()?,
-                    &mask.contiguous()?,
-                    FusedLstmSeq::new(),
-                )?
-            } else {
-                composed_recurrence(&gx_all, &w_hh, mask)?
-            };
+            seq = recurrence(&gx_all, &w_hh, mask, fused)?;
         }
         self.h2o.forward(&seq)
     }
