@@ -136,7 +136,9 @@ impl CustomOp3 for FusedLstmSeq {
             Some(Saved::Host { gates, c }) => (gates, c),
             #[cfg(feature = "cuda")]
             Some(Saved::Cuda { gates, c }) => {
-                let (dgx, dw) = cuda_backward(seq, w_hh, mask, gates, res, c, &dh)?;
+                let (dgx, dw) = crate::fused_lstm_seq_cuda::backward_tensors(
+                    seq, w_hh, mask, gates, res, c, &dh,
+                )?;
                 return Ok((Some(dgx), Some(dw), None));
             }
         };
@@ -153,43 +155,4 @@ impl CustomOp3 for FusedLstmSeq {
             None,
         ))
     }
-}
-
-/// The backward pass on CUDA: the gradients of gx and W_hh as new CUDA tensors.
-#[cfg(feature = "cuda")]
-fn cuda_backward(
-    seq: LstmSeq,
-    w_hh: &Tensor,
-    mask: &Tensor,
-    gates: &candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
-    h: &Tensor,
-    c: &candle_core::cuda_backend::cudarc::driver::CudaSlice<f32>,
-    dh: &Tensor,
-) -> candle_core::Result<(Tensor, Tensor)> {
-    use crate::fused_lstm_seq_cuda::{backward, f32_view};
-    use candle_core::op::BackpropOp;
-    use candle_core::{CudaStorage, Storage};
-    let guards = [w_hh, mask, h, dh].map(|t| t.storage_and_layout());
-    fn cuda(storage: &Storage) -> candle_core::Result<&CudaStorage> {
-        match storage {
-            Storage::Cuda(s) => Ok(s),
-            _ => candle_core::bail!("{OP}: backward of a CUDA forward pass got a tensor off CUDA"),
-        }
-    }
-    let views = guards
-        .iter()
-        .map(|(storage, layout)| f32_view(cuda(storage)?, layout))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let dev = cuda(&guards[0].0)?.device.clone();
-    let (dgx, dw) = backward(
-        &dev, seq, &views[0], &views[1], gates, &views[2], c, &views[3],
-    )?;
-    let wrap = |slice, shape: Shape| {
-        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
-        Tensor::from_storage(storage, shape, BackpropOp::none(), false)
-    };
-    Ok((
-        wrap(dgx, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
-        wrap(dw, w_hh.shape().clone()),
-    ))
 }

@@ -17,7 +17,8 @@ use candle_core::cuda_backend::cudarc::driver::{
 };
 use candle_core::cuda_backend::cudarc::nvrtc;
 use candle_core::cuda_backend::WrapErr;
-use candle_core::{CudaDevice, CudaStorage, Layout, Result};
+use candle_core::op::BackpropOp;
+use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
 use kernels::LstmSeq;
 
 /// The kernels' source.
@@ -208,7 +209,7 @@ pub(crate) fn forward(
 /// gates, h and c and the output gradient dh [B, T, C], the gradients (dgx [B, T, 4C],
 /// dW_hh [4C, C]).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn backward(
+fn backward(
     dev: &CudaDevice,
     seq: LstmSeq,
     w_hh: &CudaView<f32>,
@@ -268,6 +269,42 @@ pub(crate) fn backward(
     unsafe { launch.launch(grid(n)) }.w()?;
     gemm(dev, dw_gemm(seq)?, &h_prev, &dgx, &mut dw)?;
     Ok((dgx, dw))
+}
+
+/// [`backward`] on the op's tensors (W_hh, the mask, the output h and its gradient dh, all
+/// contiguous f32 on CUDA): the gradients of gx and W_hh as new CUDA tensors.
+pub(crate) fn backward_tensors(
+    seq: LstmSeq,
+    w_hh: &Tensor,
+    mask: &Tensor,
+    gates: &CudaSlice<f32>,
+    h: &Tensor,
+    c: &CudaSlice<f32>,
+    dh: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let guards = [w_hh, mask, h, dh].map(|t| t.storage_and_layout());
+    fn cuda(storage: &Storage) -> Result<&CudaStorage> {
+        match storage {
+            Storage::Cuda(s) => Ok(s),
+            _ => candle_core::bail!("{OP}: backward of a CUDA forward pass got a tensor off CUDA"),
+        }
+    }
+    let views = guards
+        .iter()
+        .map(|(storage, layout)| f32_view(cuda(storage)?, layout))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let dev = cuda(&guards[0].0)?.device.clone();
+    let (dgx, dw) = backward(
+        &dev, seq, &views[0], &views[1], gates, &views[2], c, &views[3],
+    )?;
+    let wrap = |slice, shape: Shape| {
+        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+        Tensor::from_storage(storage, shape, BackpropOp::none(), false)
+    };
+    Ok((
+        wrap(dgx, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
+        wrap(dw, w_hh.shape().clone()),
+    ))
 }
 
 #[cfg(test)]
