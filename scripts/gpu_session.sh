@@ -17,8 +17,11 @@
 #                                         other weights, checkpoints or snapshots (all the
 #                                         tables read, the snapshot heads' scores included), xz
 #                                         in parts of 15 MiB (a file that comes back holds at
-#                                         most 16 MiB)
-#                                         -> $OUT/fetch.tar.xz.partN
+#                                         most 16 MiB), four parts a call (at most 64 MiB come
+#                                         back): FETCH_PAGE=K brings parts 4K..4K+3 of the pack
+#                                         that page 0 made (an ELMo run's 87 MB of weights take
+#                                         two calls)
+#                                         -> $OUT/fetch.tar.xz.partNN
 #   scripts/gpu_session.sh snapshot LABEL STEP...
 #                                         the snapshots at STEP... of LABEL, so that the CPU can
 #                                         train the heads a cut call left unfinished there: on
@@ -122,8 +125,19 @@ run_files() {
 }
 
 fetch() {
-  run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
-    split -b 15M -d -a 1 - "$OUT/fetch.tar.xz.part"
+  local k=${FETCH_PAGE:-0} dir=${FETCH_PACK_DIR:-/tmp/fetch-pack}
+  if [ "$k" = 0 ]; then
+    rm -rf $dir && mkdir -p $dir
+    run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
+      split -b "${FETCH_PART_MB:-15}M" -d -a 2 - $dir/fetch.tar.xz.part
+  elif [ ! -e $dir/fetch.tar.xz.part00 ]; then
+    echo "fetch: no pack on this machine (a fresh one?): run fetch with FETCH_PAGE=0 first" >&2
+    return 1
+  fi
+  local parts=($dir/fetch.tar.xz.part*) first=$((4 * k))
+  echo "fetch: ${#parts[@]} parts in all; this call brings parts $first to $((first + 3))"
+  [ $((first + 4)) -lt ${#parts[@]} ] && echo "fetch: more left: FETCH_PAGE=$((k + 1)) fetch $*"
+  for p in "${parts[@]:$first:4}"; do cp "$p" "$OUT/"; done
   ls -la "$OUT"
 }
 

@@ -65,12 +65,19 @@ fn session() -> Session {
 
 impl Session {
     fn step(&self, args: &[&str]) -> Output {
+        self.step_with(args, &[])
+    }
+
+    /// A step with extra environment variables; `fetch` packs under the session's folder.
+    fn step_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new("bash")
             .arg(self.repo.join("scripts/gpu_session.sh"))
             .args(args)
             .env("OUT", &self.out)
             .env("STUDY", &self.study)
             .env("STUDY_TIMEOUT", "30")
+            .env("FETCH_PACK_DIR", self.repo.join("../fetch-pack"))
+            .envs(env.iter().copied())
             .output()
             .unwrap()
     }
@@ -178,6 +185,74 @@ fn fetch_brings_what_the_tables_read_and_leaves_optimiser_states_snapshots_and_l
             "gpt-s1/emergence/step-0000488/logprobs-1002.json",
         ])
     );
+}
+
+/// Bytes that xz cannot shrink: a 64-bit xorshift stream.
+fn incompressible(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The names of the fetch parts in `out`, sorted.
+fn fetch_parts(s: &Session) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(&s.out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("fetch.tar.xz.part"))
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn fetch_of_a_run_beyond_four_parts_brings_four_a_call_and_the_rest_on_the_next_page() {
+    let s = session();
+    let o = s.step(&["study", "gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Weights of 5.5 MiB in parts of 1 MiB: six parts, four on page 0 and two on page 1.
+    let weights = s.study.join("gpt-s1/phase1/checkpoint/weights.safetensors");
+    fs::write(&weights, incompressible(5 << 20 | 1 << 19)).unwrap();
+    let page = |k: &str| {
+        s.step_with(
+            &["fetch", "gpt-s1"],
+            &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", k)],
+        )
+    };
+    let o = page("0");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("6 parts in all") && stdout.contains("FETCH_PAGE=1 fetch gpt-s1"),
+        "{stdout}"
+    );
+    assert_eq!(
+        fetch_parts(&s),
+        ["00", "01", "02", "03"].map(|n| format!("fetch.tar.xz.part{n}"))
+    );
+    let o = page("1");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!stdout.contains("more left"), "{stdout}");
+    // Both calls' parts together: the whole run as `fetch` brings it.
+    assert_eq!(fetch_parts(&s).len(), 6);
+    let listing = s.listing("fetch.tar.xz.part");
+    assert!(listing.contains("gpt-s1/phase1/checkpoint/weights.safetensors"));
+    assert!(listing.contains("gpt-s1/run.json"));
+}
+
+#[test]
+fn fetch_of_a_later_page_without_the_first_on_this_machine_fails_saying_so() {
+    let s = session();
+    let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PAGE", "1")]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("FETCH_PAGE=0 first"));
 }
 
 #[test]
