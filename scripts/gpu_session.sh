@@ -19,7 +19,7 @@
 #                                         in parts of 15 MiB (a file that comes back holds at
 #                                         most 16 MiB), four parts a call (at most 64 MiB come
 #                                         back): FETCH_PAGE=K brings parts 4K..4K+3 of the pack
-#                                         that page 0 made (an ELMo run's 87 MB of weights take
+#                                         that page 0 made (an ELMo run's 88 MB of weights take
 #                                         two calls)
 #                                         -> $OUT/fetch.tar.xz.partNN
 #   scripts/gpu_session.sh snapshot LABEL STEP...
