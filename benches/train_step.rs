@@ -11,7 +11,9 @@
 //!
 //! Whole-process timing beside the PyTorch peer (`scripts/peer_two_tower_gpt.py`):
 //! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape,
-//! runs one warm-up step and 10 timed steps, prints JSON and exits. For ELMo it also prints the
+//! runs one warm-up step and 10 timed steps, prints JSON and exits; the JSON also splits a step
+//! into `forward_s`, `backward_s` (each timed alone over as many steps, between device
+//! synchronisations) and `update_s` (the rest: clipping, AdamW, the loss read back). For ELMo it also prints the
 //! step's GFLOP/s (matrix products only, backward = 2x forward) beside faer's f32 GEMM rate at the
 //! recurrent product's shape and at 1024^3, measured in the same process.
 //!
@@ -283,6 +285,26 @@ fn oneshot(spec: &str) {
         "device": format!("{device:?}"), "dtype": format!("{dtype:?}"),
         "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
     });
+    // Where a step's time goes: the forward pass to the loss and the backward pass, each timed
+    // alone between device synchronisations; the rest of a step (clipping, AdamW, the loss read
+    // back) is the difference.
+    let (mut fwd, mut bwd) = (0f64, 0f64);
+    for _ in 0..steps {
+        let t0 = std::time::Instant::now();
+        let loss = model.loss(&batch).unwrap();
+        device.synchronize().unwrap();
+        let t1 = std::time::Instant::now();
+        loss.backward().unwrap();
+        device.synchronize().unwrap();
+        (fwd, bwd) = (
+            fwd + (t1 - t0).as_secs_f64(),
+            bwd + t1.elapsed().as_secs_f64(),
+        );
+    }
+    let per = |x: f64| x / steps as f64;
+    out["forward_s"] = per(fwd).into();
+    out["backward_s"] = per(bwd).into();
+    out["update_s"] = (secs / steps as f64 - per(fwd) - per(bwd)).into();
     let flops = match style {
         Style::Elmo => elmo_flops_per_token(&cfg),
         _ => transformer_flops_per_token(&cfg, t),
