@@ -21,7 +21,7 @@
 //!   batches on the target (f32, then bf16 compute on f32 masters) against the CPU in f32,
 //!   each step's loss within the stated tolerance; a NaN fails.
 //! - `lstm/<shape>/value`, `/grad`: one LSTM layer's recurrence (the fused whole-sequence op,
-//!   on CUDA cuBLAS plus NVRTC-compiled kernels) on the target against the CPU's, with PADs:
+//!   on CUDA cuBLAS plus our nvcc-compiled kernels) on the target against the CPU's, with PADs:
 //!   hidden states within [`towers_checks::LSTM_VALUE_TOL`], gradients of gx and W_hh within
 //!   [`towers_checks::GRAD_REL_TOL`]. Shapes `tiny` (B 3, T 9, C 8) and `wide` (16, 64, 512).
 //! - `enc/<model>/f32/{rel,cos}`, `/bf16/{rel,cos}`, `/transformers`: the parity fixtures under

@@ -2,8 +2,8 @@
 // counterparts of kernels::lstm_cell_forward / lstm_cell_backward and their masked use in
 // kernels::LstmSeq. Buffers are row-major [B, T, ·]: gates [B, T, 4C] (i, f, g, o blocks), h and
 // c [B, T, C], mask [B, T]; dh_next and dc_next [B, C] carry the gradients between steps. One
-// thread per (sequence, unit); the recurrent GEMMs between the steps run in cuBLAS. Compiled at
-// run time by NVRTC.
+// thread per (sequence, unit); the recurrent GEMMs between the steps run in cuBLAS. Compiled to
+// PTX by nvcc at build time (build.rs), and for the host by tests/host_cuda.rs.
 
 __device__ __forceinline__ float lstm_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 

@@ -1,6 +1,6 @@
 //! The whole-sequence LSTM op's CUDA side: the recurrence of [`kernels::LstmSeq`] with one
-//! cuBLAS GEMM and one elementwise kernel (`fused_lstm_seq.cu`, compiled once per process by
-//! NVRTC) per step, forward and back, and dW_hh as one GEMM at the end. On CUDA, candle's
+//! cuBLAS GEMM and one elementwise kernel (`fused_lstm_seq.cu`, compiled to PTX by nvcc at build
+//! time: `build.rs`) per step, forward and back, and dW_hh as one GEMM at the end. On CUDA, candle's
 //! per-step graph spends about a dozen kernels and as many autograd nodes on every step; this
 //! spends two kernels and no nodes.
 //!
@@ -8,39 +8,24 @@
 //! W_hh [4C, C]. cuBLAS is column-major, so every row-major matrix X is handed over as Xᵀ and
 //! each product is written transposed (Cᵀ = Bᵀ Aᵀ).
 
-use std::sync::OnceLock;
-
 use candle_core::cuda_backend::cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use candle_core::cuda_backend::cudarc::cublas::{Gemm, GemmConfig};
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
-use candle_core::cuda_backend::cudarc::nvrtc;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
 use kernels::LstmSeq;
 
-/// The kernels' source.
-pub(crate) const SOURCE: &str = include_str!("fused_lstm_seq.cu");
+/// The kernels' PTX, from `build.rs`.
+const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused_lstm_seq.ptx"));
 
 /// The module name the kernels are loaded under, once per device.
 const MODULE: &str = "lmsplit_fused_lstm_seq";
 
 /// The op's name, in its errors.
 const OP: &str = "fused-lstm-seq";
-
-/// The kernels' PTX, compiled by NVRTC on first use and kept for the process.
-pub(crate) fn ptx() -> Result<&'static str> {
-    static PTX: OnceLock<std::result::Result<String, String>> = OnceLock::new();
-    PTX.get_or_init(|| {
-        nvrtc::compile_ptx(SOURCE)
-            .map(|p| p.to_src())
-            .map_err(|e| e.to_string())
-    })
-    .as_deref()
-    .map_err(|e| candle_core::Error::Msg(format!("{OP}: NVRTC could not compile the kernels: {e}")))
-}
 
 /// The f32 data of a contiguous CUDA storage, as a view from its layout's offset.
 pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, f32>> {
@@ -176,7 +161,7 @@ pub(crate) fn forward(
         return Ok(Forward { h, gates, c });
     }
     dev.memcpy_dtod(gx, &mut gates)?;
-    let step = dev.get_or_load_custom_func("lstm_seq_step_forward", MODULE, ptx()?)?;
+    let step = dev.get_or_load_custom_func("lstm_seq_step_forward", MODULE, PTX)?;
     for t in 0..tn {
         if t > 0 {
             gemm(
@@ -231,7 +216,7 @@ fn backward(
     // cell update.
     let mut dh_next = dev.alloc_zeros::<f32>(bn * cell)?;
     let dc_next = dev.alloc_zeros::<f32>(bn * cell)?;
-    let step = dev.get_or_load_custom_func("lstm_seq_step_backward", MODULE, ptx()?)?;
+    let step = dev.get_or_load_custom_func("lstm_seq_step_backward", MODULE, PTX)?;
     for t in (0..tn).rev() {
         let t_i = i32_of(t)?;
         let mut launch = step.builder();
@@ -262,7 +247,7 @@ fn backward(
     // dW_hh = Σ_t dgates_tᵀ h_{t−1}: one GEMM over all (sequence, step) rows against h shifted
     // one step.
     let h_prev = dev.alloc_zeros::<f32>(n)?;
-    let shift = dev.get_or_load_custom_func("lstm_seq_shift_steps", MODULE, ptx()?)?;
+    let shift = dev.get_or_load_custom_func("lstm_seq_shift_steps", MODULE, PTX)?;
     let mut launch = shift.builder();
     launch.arg(h).arg(&h_prev).arg(&bi).arg(&ti).arg(&ci);
     // SAFETY: as in `forward`.
@@ -311,19 +296,16 @@ pub(crate) fn backward_tensors(
 mod tests {
     use super::*;
 
-    /// NVRTC needs no GPU: the kernels compile wherever the CUDA toolkit's libnvrtc loads (put
-    /// its folder on LD_LIBRARY_PATH), so a typo or a wrong signature fails here, not on a lent
-    /// GPU.
+    /// The PTX that `build.rs` compiled holds each kernel the op loads by name.
     #[test]
-    fn the_kernels_compile_with_nvrtc() {
-        let ptx = ptx().unwrap();
+    fn the_ptx_holds_every_kernel_the_op_loads() {
         for f in [
             "lstm_seq_step_forward",
             "lstm_seq_step_backward",
             "lstm_seq_shift_steps",
         ] {
             assert!(
-                ptx.contains(&format!(".entry {f}(")),
+                PTX.contains(&format!(".entry {f}(")),
                 "{f} missing from the PTX"
             );
         }

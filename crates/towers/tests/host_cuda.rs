@@ -2,7 +2,7 @@
 //! host by the system C++ compiler with a shim for CUDA's qualifiers and thread indices, and run
 //! in the op's step loops (`tests/host_cuda/lstm_seq_kernels.cpp`): their arithmetic and
 //! indexing checked against an f64 recurrence and its finite differences on every machine, not
-//! only on a lent GPU. (On CUDA the same source is compiled by NVRTC; `gpu_check`'s `lstm/*`
+//! only on a lent GPU. (On CUDA the same source is compiled by nvcc, `build.rs`; `gpu_check`'s `lstm/*`
 //! compares the device with the CPU.)
 
 use std::path::Path;
