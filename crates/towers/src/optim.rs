@@ -188,17 +188,21 @@ impl AdamW {
 }
 
 /// Global L2 norm of the gradients (squares summed in f64), or an error if it is not finite.
+/// Off the host the per-gradient sums stay on the device and are read back once: a read per
+/// gradient would wait for the device hundreds of times a step.
 pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
     let mut sq = 0f64;
+    let mut on_device = Vec::new();
     for g in grads.iter().flatten() {
-        sq += match with_host_f32(&[g], |s| sum_sq(s[0])) {
-            Some(s) => s,
-            None => g
-                .to_dtype(DType::F64)?
-                .sqr()?
-                .sum_all()?
-                .to_scalar::<f64>()?,
-        };
+        match with_host_f32(&[g], |s| sum_sq(s[0])) {
+            Some(s) => sq += s,
+            None => on_device.push(g.to_dtype(DType::F64)?.sqr()?.sum_all()?),
+        }
+    }
+    if !on_device.is_empty() {
+        sq += Tensor::stack(&on_device, 0)?
+            .sum_all()?
+            .to_scalar::<f64>()?;
     }
     let norm = sq.sqrt();
     if !norm.is_finite() {
@@ -378,6 +382,24 @@ mod tests {
         let theta2 = Tensor::from_vec(vec![0f32; 6], (2, 3), &Device::Cpu).unwrap();
         let tt = theta2.t().unwrap();
         assert!(fused_update(&tt, &tt, &tt, &tt, &k).unwrap().is_none());
+    }
+
+    #[test]
+    fn grad_norm_sums_host_and_device_style_gradients_alike() {
+        // f64 and strided gradients take the tensor-op path (read back once, at the end).
+        let host = Tensor::from_vec(vec![3f32, 4.0], 2, &Device::Cpu).unwrap();
+        let f64s = Tensor::from_vec(vec![1f64, 2.0], 2, &Device::Cpu).unwrap();
+        let strided = Tensor::from_vec(vec![2f32, 0.0, 0.0, 2.0, 1.0, 0.0], (2, 3), &Device::Cpu)
+            .unwrap()
+            .t()
+            .unwrap();
+        let n = grad_norm(&[Some(host), None, Some(f64s), Some(strided)]).unwrap();
+        assert_eq!(n, (25.0f64 + 5.0 + 9.0).sqrt());
+        let bad = Tensor::from_vec(vec![f64::INFINITY], 1, &Device::Cpu).unwrap();
+        assert!(matches!(
+            grad_norm(&[Some(bad)]),
+            Err(TowersError::NonFinite(_))
+        ));
     }
 
     #[test]
