@@ -24,6 +24,8 @@
 //!   on CUDA cuBLAS plus our nvcc-compiled kernels) on the target against the CPU's, with PADs:
 //!   hidden states within [`towers_checks::LSTM_VALUE_TOL`], gradients of gx and W_hh within
 //!   [`towers_checks::GRAD_REL_TOL`]. Shapes `tiny` (B 3, T 9, C 8) and `wide` (16, 64, 512).
+//! - `adamw/f32`: three AdamW updates on the target against the CPU, same weights and host-made
+//!   gradients: equal bit for bit (both one fused f32 pass, one rounding per operation).
 //! - `enc/<model>/f32/{rel,cos}`, `/bf16/{rel,cos}`, `/transformers`: the parity fixtures under
 //!   `--fixtures` and MiniLM (`--minilm`, skipped with `--no-minilm`): pooled embeddings of
 //!   eight texts on the target against the CPU in f32, and the target's against transformers.
@@ -144,6 +146,10 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
             }
         }
     }
+    eprintln!("gpu_check: AdamW");
+    checks.extend(guarded("adamw", || {
+        towers_checks::adamw_checks(target, seed)
+    }));
     for name in shapes {
         eprintln!("gpu_check: LSTM recurrence {name}");
         checks.extend(guarded(&format!("lstm/{name}"), || {

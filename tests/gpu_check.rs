@@ -68,6 +68,7 @@ fn expected_names() -> BTreeSet<String> {
         }
     }
     for m in [
+        "adamw/f32",
         "lstm/tiny/value",
         "lstm/tiny/grad",
         "moments/embed/mean",

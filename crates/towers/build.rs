@@ -1,40 +1,46 @@
-//! Under the `cuda` feature: the LSTM op's kernels (`src/fused_lstm_seq.cu`) compiled to PTX by
-//! the CUDA toolkit's nvcc at build time, as candle-kernels compiles candle's, so that the
-//! binary needs no NVRTC at run time and its PTX is of the toolkit it was built with (a driver
-//! rejects PTX newer than itself). `CUDA_COMPUTE_CAP` (e.g. 90) picks the virtual architecture,
-//! default 75 (the oldest CUDA 13 supports; the driver compiles it for newer GPUs); `NVCC`
-//! names the compiler, default `nvcc` on the PATH.
+//! Under the `cuda` feature: our CUDA kernels (the LSTM op's `src/fused_lstm_seq.cu`, AdamW's
+//! `src/adamw.cu`) compiled to PTX by the CUDA toolkit's nvcc at build time, as candle-kernels
+//! compiles candle's, so that the binary needs no NVRTC at run time and its PTX is of the
+//! toolkit it was built with (a driver rejects PTX newer than itself). `CUDA_COMPUTE_CAP`
+//! (e.g. 90) picks the virtual architecture, default 75 (the oldest CUDA 13 supports; the
+//! driver compiles it for newer GPUs); `NVCC` names the compiler, default `nvcc` on the PATH.
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// Our kernel sources, `src/<name>.cu`, each to `OUT_DIR/<name>.ptx`.
+const KERNELS: [&str; 2] = ["fused_lstm_seq", "adamw"];
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-changed=src/fused_lstm_seq.cu");
+    for name in KERNELS {
+        println!("cargo::rerun-if-changed=src/{name}.cu");
+    }
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     if env::var_os("CARGO_FEATURE_CUDA").is_none() {
         return;
     }
-    let out =
-        PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("fused_lstm_seq.ptx");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let cap = env::var("CUDA_COMPUTE_CAP").unwrap_or_else(|_| "75".into());
     let nvcc = env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
-    let run = Command::new(&nvcc)
-        .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-o"])
-        .arg(&out)
-        .arg("src/fused_lstm_seq.cu")
-        .output();
-    match run {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!(
-            "{nvcc} could not compile src/fused_lstm_seq.cu:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        ),
-        Err(e) => panic!(
-            "the cuda feature needs the CUDA toolkit's nvcc ({nvcc}: {e}); \
-             `source ../shared/tools/cuda-env.sh` installs one"
-        ),
+    for name in KERNELS {
+        let run = Command::new(&nvcc)
+            .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-o"])
+            .arg(out_dir.join(format!("{name}.ptx")))
+            .arg(format!("src/{name}.cu"))
+            .output();
+        match run {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "{nvcc} could not compile src/{name}.cu:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => panic!(
+                "the cuda feature needs the CUDA toolkit's nvcc ({nvcc}: {e}); \
+                 `source ../shared/tools/cuda-env.sh` installs one"
+            ),
+        }
     }
 }

@@ -100,15 +100,16 @@ impl CustomOp3 for FusedLstmSeq {
         s3: &candle_core::CudaStorage,
         l3: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::fused_lstm_seq_cuda::{f32_view, forward};
+        use crate::cuda::f32_view;
+        use crate::fused_lstm_seq_cuda::forward;
         let seq = dims(l1.shape(), l2.shape(), l3.shape())?;
         let dev = &s1.device;
         let out = forward(
             dev,
             seq,
-            &f32_view(s1, l1)?,
-            &f32_view(s2, l2)?,
-            &f32_view(s3, l3)?,
+            &f32_view(s1, l1, OP)?,
+            &f32_view(s2, l2, OP)?,
+            &f32_view(s3, l3, OP)?,
         )?;
         self.save(Saved::Cuda {
             gates: out.gates,

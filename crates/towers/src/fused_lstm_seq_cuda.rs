@@ -11,29 +11,22 @@
 use candle_core::cuda_backend::cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
 use candle_core::cuda_backend::cudarc::cublas::{Gemm, GemmConfig};
 use candle_core::cuda_backend::cudarc::driver::{
-    CudaSlice, CudaView, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+    CudaSlice, CudaView, DevicePtr, DevicePtrMut, PushKernelArg,
 };
 use candle_core::cuda_backend::WrapErr;
-use candle_core::op::BackpropOp;
-use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{CudaDevice, Result, Shape, Tensor};
 use kernels::LstmSeq;
 
+use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+
 /// The kernels' PTX, from `build.rs`.
-const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused_lstm_seq.ptx"));
+const PTX: &str = ptx!("fused_lstm_seq");
 
 /// The module name the kernels are loaded under, once per device.
 const MODULE: &str = "lmsplit_fused_lstm_seq";
 
 /// The op's name, in its errors.
 const OP: &str = "fused-lstm-seq";
-
-/// The f32 data of a contiguous CUDA storage, as a view from its layout's offset.
-pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout) -> Result<CudaView<'a, f32>> {
-    let Some((a, b)) = l.contiguous_offsets() else {
-        candle_core::bail!("{OP} expects contiguous inputs")
-    };
-    Ok(s.as_cuda_slice::<f32>()?.slice(a..b))
-}
 
 /// What the forward pass returns: the output h and what the backward pass needs.
 pub(crate) struct Forward {
@@ -54,11 +47,6 @@ fn sizes(seq: LstmSeq) -> Result<(i32, i32, i32)> {
     // The largest index a kernel or GEMM forms is B·T·4C.
     i32_of(seq.batch * seq.steps * 4 * seq.cell)?;
     Ok((i32_of(seq.batch)?, i32_of(seq.steps)?, i32_of(seq.cell)?))
-}
-
-/// The launch of `n` threads, one per element.
-fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig::for_num_elems(n as u32)
 }
 
 /// A row-major matrix operand: its row stride, and whether the buffer holds its transpose.
@@ -268,27 +256,17 @@ pub(crate) fn backward_tensors(
     dh: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
     let guards = [w_hh, mask, h, dh].map(|t| t.storage_and_layout());
-    fn cuda(storage: &Storage) -> Result<&CudaStorage> {
-        match storage {
-            Storage::Cuda(s) => Ok(s),
-            _ => candle_core::bail!("{OP}: backward of a CUDA forward pass got a tensor off CUDA"),
-        }
-    }
     let views = guards
         .iter()
-        .map(|(storage, layout)| f32_view(cuda(storage)?, layout))
+        .map(|(storage, layout)| f32_view(cuda_storage(storage, OP)?, layout, OP))
         .collect::<candle_core::Result<Vec<_>>>()?;
-    let dev = cuda(&guards[0].0)?.device.clone();
+    let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
     let (dgx, dw) = backward(
         &dev, seq, &views[0], &views[1], gates, &views[2], c, &views[3],
     )?;
-    let wrap = |slice, shape: Shape| {
-        let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
-        Tensor::from_storage(storage, shape, BackpropOp::none(), false)
-    };
     Ok((
-        wrap(dgx, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
-        wrap(dw, w_hh.shape().clone()),
+        tensor(dgx, &dev, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
+        tensor(dw, &dev, w_hh.shape().clone()),
     ))
 }
 

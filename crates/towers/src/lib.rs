@@ -15,6 +15,8 @@
 mod attention;
 mod checkpoint;
 mod config;
+#[cfg(feature = "cuda")]
+mod cuda;
 mod data;
 mod elmo;
 mod embedding;
@@ -38,6 +40,8 @@ mod model;
 pub mod nn;
 mod norm;
 mod optim;
+#[cfg(feature = "cuda")]
+mod optim_cuda;
 mod params;
 mod schedule;
 pub mod style;

@@ -7,6 +7,9 @@ use candle_core::{backprop::GradStore, DType, Tensor};
 
 use serde::{Deserialize, Serialize};
 
+/// The one-kernel CUDA update where it applies.
+#[cfg(feature = "cuda")]
+use crate::optim_cuda::cuda_update as device_update;
 use crate::params::Param;
 use crate::{Result, TowersError};
 use kernels::host::with_host_f32;
@@ -90,9 +93,9 @@ impl AdamW {
     }
 
     /// [`AdamW::step`] on the gradients multiplied by `grad_scale` (the clipping factor of
-    /// `clip_factor`, applied inside the update instead of as a separate pass). On CPU with
-    /// f32 tensors each parameter is updated in one fused pass; elsewhere by tensor ops with
-    /// the same f32 arithmetic.
+    /// `clip_factor`, applied inside the update instead of as a separate pass). On CPU and CUDA
+    /// with f32 tensors each parameter is updated in one fused pass (on CUDA one kernel,
+    /// `optim_cuda`); elsewhere by tensor ops with the same f32 arithmetic.
     pub fn step_scaled(
         &mut self,
         grads: &[Option<Tensor>],
@@ -127,9 +130,14 @@ impl AdamW {
             };
             let theta = p.var.as_tensor();
             let g = g.to_dtype(DType::F32)?;
-            let (new, m, v) = match fused_update(theta, &g, &self.m[i], &self.v[i], &k)? {
+            let (m0, v0) = (&self.m[i], &self.v[i]);
+            let fused = match fused_update(theta, &g, m0, v0, &k)? {
+                Some(r) => Some(r),
+                None => device_update(theta, &g, m0, v0, &k)?,
+            };
+            let (new, m, v) = match fused {
                 Some(r) => r,
-                None => composed_update(theta, &g, &self.m[i], &self.v[i], &k)?,
+                None => composed_update(theta, &g, m0, v0, &k)?,
             };
             p.var.set(&new)?;
             self.m[i] = m;
@@ -247,17 +255,17 @@ fn sum_sq(x: &[f32]) -> f64 {
 }
 
 /// The scalars of one AdamW update, in the f32 arithmetic of the update itself.
-struct Coeffs {
-    grad_scale: f32,
-    b1: f32,
-    one_minus_b1: f32,
-    b2: f32,
-    one_minus_b2: f32,
-    inv_bc1: f32,
-    inv_bc2: f32,
-    eps: f32,
-    keep: f32,
-    lr: f32,
+pub(crate) struct Coeffs {
+    pub(crate) grad_scale: f32,
+    pub(crate) b1: f32,
+    pub(crate) one_minus_b1: f32,
+    pub(crate) b2: f32,
+    pub(crate) one_minus_b2: f32,
+    pub(crate) inv_bc1: f32,
+    pub(crate) inv_bc2: f32,
+    pub(crate) eps: f32,
+    pub(crate) keep: f32,
+    pub(crate) lr: f32,
 }
 
 /// One element of the update (the same operation order as [`composed_update`]).
@@ -271,7 +279,20 @@ fn adamw_elem(theta: f32, g: f32, m: f32, v: f32, k: &Coeffs) -> (f32, f32, f32)
     (theta * k.keep - upd * k.lr, m, v)
 }
 
-type Updated = (Tensor, Tensor, Tensor);
+/// θ', m', v' of one parameter's update.
+pub(crate) type Updated = (Tensor, Tensor, Tensor);
+
+/// Without CUDA there is no device update: the composed one runs.
+#[cfg(not(feature = "cuda"))]
+fn device_update(
+    _: &Tensor,
+    _: &Tensor,
+    _: &Tensor,
+    _: &Tensor,
+    _: &Coeffs,
+) -> Result<Option<Updated>> {
+    Ok(None)
+}
 
 /// The fused CPU update: one parallel pass over θ, g, m, v (None when not all four are
 /// contiguous f32 CPU tensors of one size).

@@ -1,36 +1,48 @@
-//! The CUDA kernels of the whole-sequence LSTM op (`src/fused_lstm_seq.cu`), compiled for the
-//! host by the system C++ compiler with a shim for CUDA's qualifiers and thread indices, and run
-//! in the op's step loops (`tests/host_cuda/lstm_seq_kernels.cpp`): their arithmetic and
-//! indexing checked against an f64 recurrence and its finite differences on every machine, not
-//! only on a lent GPU. (On CUDA the same source is compiled by nvcc, `build.rs`; `gpu_check`'s `lstm/*`
-//! compares the device with the CPU.)
+//! Our CUDA kernels (`src/*.cu`), compiled for the host by the system C++ compiler with a shim
+//! for CUDA's qualifiers, thread indices and intrinsics (`tests/host_cuda/shim.h`), and run by a
+//! harness per source (`tests/host_cuda/*.cpp`): their arithmetic and indexing checked on every
+//! machine, not only on a lent GPU. (On CUDA the same sources are compiled by nvcc, `build.rs`;
+//! `gpu_check` compares the device with the CPU.)
 
 use std::path::Path;
 use std::process::Command;
 
-#[test]
-fn the_lstm_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
+/// Builds `tests/host_cuda/<harness>.cpp` around `src/<source>.cu`, runs it, and returns its
+/// report; panics with the compiler's log or the report when either fails.
+fn run_harness(harness: &str, source: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join("lstm_seq_kernels");
+    let exe = dir.path().join(harness);
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let kernels = root.join("src/fused_lstm_seq.cu");
+    let cu = root.join(format!("src/{source}.cu"));
     let built = Command::new(&cxx)
         .args(["-std=c++17", "-O1", "-o"])
         .arg(&exe)
-        .arg(format!("-DLSTM_SEQ_CU=\"{}\"", kernels.display()))
-        .arg(root.join("tests/host_cuda/lstm_seq_kernels.cpp"))
+        .arg(format!("-DCU_SOURCE=\"{}\"", cu.display()))
+        .arg(root.join(format!("tests/host_cuda/{harness}.cpp")))
         .output()
         .unwrap_or_else(|e| {
             panic!("this test needs a C++ compiler ({cxx}; set CXX to another): {e}")
         });
     assert!(
         built.status.success(),
-        "{cxx} could not build the host harness:\n{}",
+        "{cxx} could not build the host harness {harness}:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
     let run = Command::new(&exe).output().unwrap();
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success(), "the kernels do not match: {stdout}");
-    assert!(stdout.contains("gradients non-zero"), "{stdout}");
+    let report = String::from_utf8_lossy(&run.stdout).into_owned();
+    assert!(run.status.success(), "{source}.cu does not match: {report}");
+    report
+}
+
+#[test]
+fn the_lstm_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
+    let report = run_harness("lstm_seq_kernels", "fused_lstm_seq");
+    assert!(report.contains("gradients non-zero"), "{report}");
+}
+
+#[test]
+fn the_adamw_cuda_kernel_compiled_for_the_host_equals_the_cpu_update_bit_for_bit() {
+    let report = run_harness("adamw", "adamw");
+    assert!(report.starts_with("0 of 3003 values differ"), "{report}");
 }

@@ -4,35 +4,15 @@
 // three GEMMs written out on the row-major buffers (their cuBLAS mapping has its own test there).
 // The hidden states and the gradients of gx and W_hh must match a double-precision recurrence and
 // its central differences, with PADs at a sequence's start, middle and end. Exit code 0 on a match.
-#include <cmath>
 #include <cstdio>
 #include <vector>
 
-struct Dim3 {
-  unsigned x, y, z;
-};
-static Dim3 blockIdx, blockDim, threadIdx;
-#define __global__
-#define __device__
-#define __forceinline__ inline
-#include LSTM_SEQ_CU
+#include "shim.h"
+#include CU_SOURCE
 
 using V = std::vector<float>;
 using W = std::vector<double>;
 const int B = 3, T = 5, C = 3;
-
-// A launch of n threads in blocks of 4 (so that the grid arithmetic is exercised), with one
-// block past the end, as a grid rounded up has.
-template <class F>
-void launch(long n, F kernel) {
-  blockDim.x = 4;
-  for (long block = 0; block * 4 < n + 4; block++)
-    for (unsigned thread = 0; thread < 4; thread++) {
-      blockIdx.x = block;
-      threadIdx.x = thread;
-      kernel();
-    }
-}
 
 // The op: h from gx, W_hh and the mask; then dgx and dW_hh from dh.
 void op(const V& gx, const V& w, const V& mask, const V& dh, V& h, V& dgx, V& dw) {

@@ -1,0 +1,41 @@
+//! What the CUDA sides of the custom ops share: the PTX that `build.rs` compiled, contiguous f32
+//! views of CUDA storages, launch grids, and new CUDA tensors from device buffers.
+
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
+use candle_core::op::BackpropOp;
+use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
+
+/// The PTX of one of our `.cu` files, from `build.rs` (`OUT_DIR/<name>.ptx`).
+macro_rules! ptx {
+    ($name:literal) => {
+        include_str!(concat!(env!("OUT_DIR"), "/", $name, ".ptx"))
+    };
+}
+pub(crate) use ptx;
+
+/// The CUDA storage of a tensor's storage, or an error naming the op `op`.
+pub(crate) fn cuda_storage<'a>(storage: &'a Storage, op: &str) -> Result<&'a CudaStorage> {
+    match storage {
+        Storage::Cuda(s) => Ok(s),
+        _ => candle_core::bail!("{op}: a tensor off CUDA where CUDA was expected"),
+    }
+}
+
+/// The f32 data of a contiguous CUDA storage, as a view from its layout's offset.
+pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout, op: &str) -> Result<CudaView<'a, f32>> {
+    let Some((a, b)) = l.contiguous_offsets() else {
+        candle_core::bail!("{op} expects contiguous inputs")
+    };
+    Ok(s.as_cuda_slice::<f32>()?.slice(a..b))
+}
+
+/// The launch of `n` threads, one per element.
+pub(crate) fn grid(n: usize) -> LaunchConfig {
+    LaunchConfig::for_num_elems(n as u32)
+}
+
+/// A new tensor (no gradient history) of `shape` over a device buffer.
+pub(crate) fn tensor(slice: CudaSlice<f32>, dev: &CudaDevice, shape: Shape) -> Tensor {
+    let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
+    Tensor::from_storage(storage, shape, BackpropOp::none(), false)
+}

@@ -1,0 +1,93 @@
+//! AdamW's update on CUDA: one kernel launch per parameter (`adamw.cu`) where the composed
+//! update launches about a dozen, with the CPU's f32 arithmetic bit for bit
+//! ([`crate::optim`]'s `adamw_elem`).
+
+use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+use candle_core::cuda_backend::WrapErr;
+use candle_core::{DType, Tensor};
+
+use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+use crate::optim::{Coeffs, Updated};
+use crate::Result;
+
+/// The kernel's PTX, from `build.rs`.
+const PTX: &str = ptx!("adamw");
+
+/// The op's name, in its errors.
+const OP: &str = "adamw";
+
+/// The update of θ from its gradient g and moments m, v in one launch: (θ', m', v') as new
+/// tensors; `None` unless all four are contiguous f32 CUDA tensors of one size.
+pub(crate) fn cuda_update(
+    theta: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    k: &Coeffs,
+) -> Result<Option<Updated>> {
+    let ts = [theta, g, m, v];
+    let n = theta.elem_count();
+    let applies = |t: &&Tensor| {
+        t.device().is_cuda() && t.dtype() == DType::F32 && t.elem_count() == n && t.is_contiguous()
+    };
+    if !ts.iter().all(applies) || i32::try_from(n).is_err() {
+        return Ok(None);
+    }
+    let guards = ts.map(|t| t.storage_and_layout());
+    let views = guards
+        .iter()
+        .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
+        .collect::<candle_core::Result<Vec<_>>>()?;
+    let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
+    let (theta_out, m_out, v_out) = (
+        dev.alloc_zeros::<f32>(n)?,
+        dev.alloc_zeros::<f32>(n)?,
+        dev.alloc_zeros::<f32>(n)?,
+    );
+    if n > 0 {
+        let step = dev.get_or_load_custom_func("adamw_step", "lmsplit_adamw", PTX)?;
+        let n_i = n as i64;
+        let mut launch = step.builder();
+        launch
+            .arg(&views[0])
+            .arg(&views[1])
+            .arg(&views[2])
+            .arg(&views[3])
+            .arg(&theta_out)
+            .arg(&m_out)
+            .arg(&v_out)
+            .arg(&n_i);
+        for c in [
+            &k.grad_scale,
+            &k.b1,
+            &k.one_minus_b1,
+            &k.b2,
+            &k.one_minus_b2,
+            &k.inv_bc1,
+            &k.inv_bc2,
+            &k.eps,
+            &k.keep,
+            &k.lr,
+        ] {
+            launch.arg(c);
+        }
+        // SAFETY: the arguments match the kernel's signature in adamw.cu, and it touches the
+        // first n elements of seven buffers of n.
+        unsafe { launch.launch(grid(n)) }.w()?;
+    }
+    let shape = theta.shape();
+    Ok(Some((
+        tensor(theta_out, &dev, shape.clone()),
+        tensor(m_out, &dev, shape.clone()),
+        tensor(v_out, &dev, shape.clone()),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The PTX that `build.rs` compiled holds the kernel the update loads by name.
+    #[test]
+    fn the_ptx_holds_the_update_kernel() {
+        assert!(super::PTX.contains(".entry adamw_step("));
+    }
+}
