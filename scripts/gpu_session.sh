@@ -10,6 +10,10 @@
 #   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
 #   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
 #                                                                             -> $OUT/throughput.jsonl
+#   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
+#                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
+#                                         with the step's forward / backward / update split
+#                                         -> $OUT/speed.jsonl
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
 #                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
@@ -101,6 +105,14 @@ throughput() {
       EXTRACT_DTYPE=$dtype EXTRACT_BATCH=32 $BIN/extract 2>/dev/null | tail -1 | tee -a "$log"
     python3 scripts/peer_extract.py --model $bert --texts "$texts" --dtype $dtype --batch 32 \
       | tail -1 | tee -a "$log"
+  done
+}
+
+speed() {
+  ensure_setup
+  for style in elmo gpt; do
+    TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
+      $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
   done
 }
 
