@@ -1,5 +1,5 @@
 //! Under the `cuda` feature: our CUDA kernels (the LSTM op's `src/fused_lstm_seq.cu`, AdamW's
-//! `src/adamw.cu`) compiled to PTX by the CUDA toolkit's nvcc at build time, as candle-kernels
+//! `src/adamw.cu`, LayerNorm's `src/layer_norm.cu`) compiled to PTX by the CUDA toolkit's nvcc at build time, as candle-kernels
 //! compiles candle's, so that the binary needs no NVRTC at run time and its PTX is of the
 //! toolkit it was built with (a driver rejects PTX newer than itself). `CUDA_COMPUTE_CAP`
 //! (e.g. 90) picks the virtual architecture, default 75 (the oldest CUDA 13 supports; the
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Our kernel sources, `src/<name>.cu`, each to `OUT_DIR/<name>.ptx`.
-const KERNELS: [&str; 2] = ["fused_lstm_seq", "adamw"];
+const KERNELS: [&str; 3] = ["fused_lstm_seq", "adamw", "layer_norm"];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");

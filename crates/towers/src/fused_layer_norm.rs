@@ -1,4 +1,5 @@
-//! LayerNorm as one CPU custom op with its backward pass. The composed graph
+//! LayerNorm as one custom op with its backward pass, on the CPU and on CUDA
+//! ([`crate::fused_layer_norm_cuda`], f32 both). The composed graph
 //! ([`crate::norm::layer_norm`]) is eight elementwise passes forward, and its backward reduces
 //! the gain and shift gradients over every leading row with candle's strided `sum_keepdim`;
 //! here the forward is one pass per row and the backward one more, with the gain and shift
@@ -50,6 +51,34 @@ impl CustomOp3 for FusedLayerNorm {
         Ok((CpuStorage::F32(y), l1.shape().clone()))
     }
 
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
+        use crate::cuda::f32_view;
+        let h = width(l1.shape(), l2.shape(), l3.shape())?;
+        let rows = l1.shape().elem_count() / h.max(1);
+        let op = "fused-layer-norm";
+        let y = crate::fused_layer_norm_cuda::forward(
+            &s1.device,
+            (rows, h),
+            &f32_view(s1, l1, op)?,
+            &f32_view(s2, l2, op)?,
+            &f32_view(s3, l3, op)?,
+            self.eps,
+        )?;
+        Ok((
+            candle_core::CudaStorage::wrap_cuda_slice(y, s1.device.clone()),
+            l1.shape().clone(),
+        ))
+    }
+
     fn bwd(
         &self,
         x: &Tensor,
@@ -61,6 +90,11 @@ impl CustomOp3 for FusedLayerNorm {
         let h = width(x.shape(), gamma.shape(), beta.shape())?;
         let dy = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
         let eps = self.eps;
+        #[cfg(feature = "cuda")]
+        if x.device().is_cuda() {
+            let (dx, dg, db) = crate::fused_layer_norm_cuda::backward_tensors(x, gamma, &dy, eps)?;
+            return Ok((Some(dx), Some(dg), Some(db)));
+        }
         let (dx, dg, db) = with_host_f32(&[x, &dy, gamma], |s| {
             let (x, dy, g) = (s[0], s[1], s[2]);
             let mut dx = vec![0f32; x.len()];

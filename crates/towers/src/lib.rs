@@ -24,6 +24,8 @@ mod error;
 mod finished;
 mod fused_attention;
 mod fused_layer_norm;
+#[cfg(feature = "cuda")]
+mod fused_layer_norm_cuda;
 mod fused_linear;
 mod fused_lstm_seq;
 #[cfg(feature = "cuda")]

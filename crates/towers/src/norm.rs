@@ -25,18 +25,30 @@ pub fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
 }
 
 /// Layer normalisation over the last dimension, computed in f32 for half-precision inputs
-/// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on CPU runs as one
-/// fused op with its backward pass; other devices and dtypes run `composed_layer_norm`.
+/// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on the CPU, and CUDA
+/// in f32 or half precision, run as one fused op with its backward pass; other devices and
+/// f64 on CUDA run `composed_layer_norm`.
 pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
     if on_host_f32(&[x, gamma, beta]) {
-        let dims = x.dims().to_vec();
-        let h = dims.last().copied().unwrap_or(1);
-        let x2 = x.reshape(((), h))?.contiguous()?;
-        let op = FusedLayerNorm { eps: eps as f32 };
-        let y = x2.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)?;
-        return Ok(y.reshape(dims)?);
+        return fused_layer_norm(x, gamma, beta, eps);
+    }
+    if cfg!(feature = "cuda") && x.device().is_cuda() && x.dtype() != DType::F64 {
+        // Half precision is normalised in f32, as the composed graph does.
+        let f32s = |t: &Tensor| t.to_dtype(DType::F32);
+        let y = fused_layer_norm(&f32s(x)?, &f32s(gamma)?, &f32s(beta)?, eps)?;
+        return Ok(y.to_dtype(x.dtype())?);
     }
     composed_layer_norm(x, gamma, beta, eps)
+}
+
+/// [`layer_norm`] as the fused op (f32 on the CPU or CUDA), over the rows of the last dimension.
+fn fused_layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
+    let dims = x.dims().to_vec();
+    let h = dims.last().copied().unwrap_or(1);
+    let x2 = x.reshape(((), h))?.contiguous()?;
+    let op = FusedLayerNorm { eps: eps as f32 };
+    let y = x2.apply_op3(&gamma.contiguous()?, &beta.contiguous()?, op)?;
+    Ok(y.reshape(dims)?)
 }
 
 /// [`layer_norm`] from basic tensor ops (any device or dtype; the fused op's reference).

@@ -46,3 +46,9 @@ fn the_adamw_cuda_kernel_compiled_for_the_host_equals_the_cpu_update_bit_for_bit
     let report = run_harness("adamw", "adamw");
     assert!(report.starts_with("0 of 3003 values differ"), "{report}");
 }
+
+#[test]
+fn the_layer_norm_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
+    let report = run_harness("layer_norm", "layer_norm");
+    assert!(report.contains("worst gradient error"), "{report}");
+}

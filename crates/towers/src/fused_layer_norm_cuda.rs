@@ -1,0 +1,114 @@
+//! The LayerNorm op's CUDA side: the forward pass and dx in one kernel each, one thread per row
+//! (`layer_norm.cu`); the gain's and shift's gradients, sums over rows, by two reductions. On
+//! CUDA the composed graph spends about eight kernels forward and twenty back.
+
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use candle_core::cuda_backend::WrapErr;
+use candle_core::{CudaDevice, Result, Tensor};
+
+use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+
+/// The kernels' PTX, from `build.rs`.
+const PTX: &str = ptx!("layer_norm");
+
+/// The module name the kernels are loaded under, once per device.
+const MODULE: &str = "lmsplit_layer_norm";
+
+/// The op's name, in its errors.
+const OP: &str = "fused-layer-norm";
+
+/// (rows, width) as the kernels take them.
+fn sizes(rows: usize, h: usize) -> Result<(i32, i32)> {
+    match (
+        i32::try_from(rows),
+        i32::try_from(h),
+        i32::try_from(rows * h),
+    ) {
+        (Ok(r), Ok(w), Ok(_)) => Ok((r, w)),
+        _ => candle_core::bail!("{OP}: {rows} rows of {h} beyond i32"),
+    }
+}
+
+/// y [rows, h] from x [rows, h], gamma and beta [h].
+pub(crate) fn forward(
+    dev: &CudaDevice,
+    (rows, h): (usize, usize),
+    x: &CudaView<f32>,
+    gamma: &CudaView<f32>,
+    beta: &CudaView<f32>,
+    eps: f32,
+) -> Result<CudaSlice<f32>> {
+    let (ri, hi) = sizes(rows, h)?;
+    let y = dev.alloc_zeros::<f32>(rows * h)?;
+    if rows * h > 0 {
+        let f = dev.get_or_load_custom_func("layer_norm_rows", MODULE, PTX)?;
+        let mut launch = f.builder();
+        launch
+            .arg(x)
+            .arg(gamma)
+            .arg(beta)
+            .arg(&y)
+            .arg(&ri)
+            .arg(&hi)
+            .arg(&eps);
+        // SAFETY: the arguments match the kernel's signature in layer_norm.cu; each thread
+        // touches its own row of x and y, below rows·h.
+        unsafe { launch.launch(grid(rows)) }.w()?;
+    }
+    Ok(y)
+}
+
+/// The backward pass on the op's tensors (x [rows, h], gamma [h] and the output gradient dy,
+/// contiguous f32 on CUDA): (dx, dgamma, dbeta) as new tensors.
+pub(crate) fn backward_tensors(
+    x: &Tensor,
+    gamma: &Tensor,
+    dy: &Tensor,
+    eps: f32,
+) -> Result<(Tensor, Tensor, Tensor)> {
+    let (rows, h) = x.dims2()?;
+    let (ri, hi) = sizes(rows, h)?;
+    let (dx, xhat, dev) = {
+        let guards = [x, dy, gamma].map(|t| t.storage_and_layout());
+        let views = guards
+            .iter()
+            .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
+            .collect::<Result<Vec<_>>>()?;
+        let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
+        let (dx, xhat) = (
+            dev.alloc_zeros::<f32>(rows * h)?,
+            dev.alloc_zeros::<f32>(rows * h)?,
+        );
+        if rows * h > 0 {
+            let f = dev.get_or_load_custom_func("layer_norm_backward_rows", MODULE, PTX)?;
+            let mut launch = f.builder();
+            launch
+                .arg(&views[0])
+                .arg(&views[1])
+                .arg(&views[2])
+                .arg(&dx)
+                .arg(&xhat)
+                .arg(&ri)
+                .arg(&hi)
+                .arg(&eps);
+            // SAFETY: as in `forward`.
+            unsafe { launch.launch(grid(rows)) }.w()?;
+        }
+        (dx, xhat, dev)
+    };
+    let xhat = tensor(xhat, &dev, x.shape().clone());
+    let dgamma = (dy * xhat)?.sum(0)?;
+    let dbeta = dy.sum(0)?;
+    Ok((tensor(dx, &dev, x.shape().clone()), dgamma, dbeta))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The PTX that `build.rs` compiled holds both kernels the op loads by name.
+    #[test]
+    fn the_ptx_holds_both_kernels() {
+        for f in ["layer_norm_rows", "layer_norm_backward_rows"] {
+            assert!(super::PTX.contains(&format!(".entry {f}(")), "{f}");
+        }
+    }
+}

@@ -1,0 +1,64 @@
+// LayerNorm's CUDA kernels (src/layer_norm.cu), compiled for the host with shim.h and launched
+// over 5 rows of width 7 (a ragged last block): y must match a double-precision LayerNorm, and
+// dx, and the gain's and shift's gradients formed as the op forms them from the kernel's xhat
+// (sum over rows of dy xhat, and of dy), must match central differences of sum(w y) in double.
+// Exit code 0 on a match.
+#include <cstdio>
+#include <vector>
+
+#include "shim.h"
+#include CU_SOURCE
+
+const int R = 5, H = 7;
+const float EPS = 1e-5f;
+using W = std::vector<double>;
+
+// sum(w y) of LayerNorm(x; gamma, beta) in double.
+double loss(const W& x, const W& g, const W& b, const W& w) {
+  double total = 0;
+  for (int r = 0; r < R; r++) {
+    double mean = 0, var = 0;
+    for (int k = 0; k < H; k++) mean += x[r * H + k] / H;
+    for (int k = 0; k < H; k++) var += (x[r * H + k] - mean) * (x[r * H + k] - mean) / H;
+    for (int k = 0; k < H; k++)
+      total += w[r * H + k] * ((x[r * H + k] - mean) / std::sqrt(var + EPS) * g[k] + b[k]);
+  }
+  return total;
+}
+
+int main() {
+  std::vector<float> x(R * H), g(H), b(H), w(R * H), y(R * H), dx(R * H), xhat(R * H);
+  for (int i = 0; i < R * H; i++) x[i] = std::sin(i * 0.61f) * 2.0f + (i % H == 3 ? 1.5f : 0.0f);
+  for (int i = 0; i < R * H; i++) w[i] = std::cos(i * 0.29f);
+  for (int k = 0; k < H; k++) g[k] = 1.0f + 0.1f * k, b[k] = 0.05f * k - 0.2f;
+  launch(R, [&] { layer_norm_rows(x.data(), g.data(), b.data(), y.data(), R, H, EPS); });
+  launch(R, [&] {
+    layer_norm_backward_rows(x.data(), w.data(), g.data(), dx.data(), xhat.data(), R, H, EPS);
+  });
+  W x64(x.begin(), x.end()), g64(g.begin(), g.end()), b64(b.begin(), b.end());
+  W w64(w.begin(), w.end());
+  double got = 0;
+  for (int i = 0; i < R * H; i++) got += w[i] * y[i];
+  double want = loss(x64, g64, b64, w64), worst = 0;
+  // The op's reductions of the gain's and shift's gradients.
+  std::vector<float> dg(H, 0), db(H, 0);
+  for (int r = 0; r < R; r++)
+    for (int k = 0; k < H; k++) dg[k] += w[r * H + k] * xhat[r * H + k], db[k] += w[r * H + k];
+  auto check = [&](W& v, const std::vector<float>& grad) {
+    for (size_t j = 0; j < v.size(); j++) {
+      double e = 1e-6, keep = v[j];
+      v[j] = keep + e;
+      double up = loss(x64, g64, b64, w64);
+      v[j] = keep - e;
+      double down = loss(x64, g64, b64, w64);
+      v[j] = keep;
+      double fd = (up - down) / (2 * e);
+      worst = std::fmax(worst, std::fabs(fd - grad[j]) / (1 + std::fabs(fd)));
+    }
+  };
+  check(x64, dx);
+  check(g64, dg);
+  check(b64, db);
+  printf("loss %.9f (f64 %.9f); worst gradient error %.3e\n", got, want, worst);
+  return std::fabs(got - want) < 1e-5 && worst < 2e-5 ? 0 : 1;
+}
