@@ -22,6 +22,8 @@
 //! `TRAIN_STEP_BATCH=64` (default: the shape's batch) set where and how the one-shot runs; it
 //! then also prints the model FLOPs per token, the TFLOP/s and the MFU against the H100/H200
 //! dense peak of the dtype (bf16 989.4, f32 66.9 TFLOP/s; SXM data sheet).
+//! `TRAIN_STEP_EVENTS=off` turns cudarc's per-buffer event tracking off first (one stream needs
+//! none), to measure what it costs a launch-bound step.
 //!
 //! `head_step_<style>`: one step of phases 2/3 (the K heads trained on frozen towers, the bulk
 //! of a reproduction's CPU time) at the `cpu` protocol's shape: `peer_small` with the paper's
@@ -268,6 +270,15 @@ fn oneshot(spec: &str) {
         "bf16" => (DType::BF16, 989.4),
         other => panic!("TRAIN_STEP_DTYPE: f32 or bf16, not {other}"),
     };
+    // cudarc records an event on every buffer a kernel touches, for multi-stream safety that
+    // one stream does not need: TRAIN_STEP_EVENTS=off measures the steps without it (it must be
+    // off before any buffer exists).
+    let events = env("TRAIN_STEP_EVENTS", "on") != "off";
+    #[cfg(feature = "cuda")]
+    if let (false, Device::Cuda(d)) = (events, &device) {
+        // SAFETY: this process uses the device's one stream only.
+        unsafe { d.disable_event_tracking() }
+    }
     let (model, batch) = setup_on(style, &cfg, b, t, &device);
     let model = model.with_compute_dtype(dtype);
     let mut tr = trainer(&model);
@@ -285,6 +296,9 @@ fn oneshot(spec: &str) {
         "device": format!("{device:?}"), "dtype": format!("{dtype:?}"),
         "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
     });
+    if device.is_cuda() {
+        out["event_tracking"] = events.into();
+    }
     // Where a step's time goes: the forward pass to the loss and the backward pass, each timed
     // alone between device synchronisations; the rest of a step (clipping, AdamW, the loss read
     // back) is the difference.

@@ -12,7 +12,8 @@
 #                                                                             -> $OUT/throughput.jsonl
 #   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
 #                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
-#                                         with the step's forward / backward / update split
+#                                         with the step's forward / backward / update split,
+#                                         with cudarc's event tracking on and off
 #                                         -> $OUT/speed.jsonl
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
@@ -111,8 +112,10 @@ throughput() {
 speed() {
   ensure_setup
   for style in elmo gpt; do
-    TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-      $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
+    for events in on off; do
+      TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
+        TRAIN_STEP_EVENTS=$events $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
+    done
   done
 }
 
