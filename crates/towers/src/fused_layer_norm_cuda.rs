@@ -39,7 +39,7 @@ pub(crate) fn forward(
     eps: f32,
 ) -> Result<CudaSlice<f32>> {
     let (ri, hi) = sizes(rows, h)?;
-    let y = dev.alloc_zeros::<f32>(rows * h)?;
+    let mut y = dev.alloc_zeros::<f32>(rows * h)?;
     if rows * h > 0 {
         let f = dev.get_or_load_custom_func("layer_norm_rows", MODULE, PTX)?;
         let mut launch = f.builder();
@@ -47,7 +47,7 @@ pub(crate) fn forward(
             .arg(x)
             .arg(gamma)
             .arg(beta)
-            .arg(&y)
+            .arg(&mut y)
             .arg(&ri)
             .arg(&hi)
             .arg(&eps);
@@ -75,7 +75,7 @@ pub(crate) fn backward_tensors(
             .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
             .collect::<Result<Vec<_>>>()?;
         let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-        let (dx, xhat) = (
+        let (mut dx, mut xhat) = (
             dev.alloc_zeros::<f32>(rows * h)?,
             dev.alloc_zeros::<f32>(rows * h)?,
         );
@@ -86,8 +86,8 @@ pub(crate) fn backward_tensors(
                 .arg(&views[0])
                 .arg(&views[1])
                 .arg(&views[2])
-                .arg(&dx)
-                .arg(&xhat)
+                .arg(&mut dx)
+                .arg(&mut xhat)
                 .arg(&ri)
                 .arg(&hi)
                 .arg(&eps);

@@ -144,7 +144,7 @@ pub(crate) fn forward(
     let n = bn * tn * cell;
     let mut gates = dev.alloc_zeros::<f32>(4 * n)?;
     let mut h = dev.alloc_zeros::<f32>(n)?;
-    let c = dev.alloc_zeros::<f32>(n)?;
+    let mut c = dev.alloc_zeros::<f32>(n)?;
     if n == 0 {
         return Ok(Forward { h, gates, c });
     }
@@ -166,7 +166,7 @@ pub(crate) fn forward(
             .arg(&gates)
             .arg(mask)
             .arg(&mut h)
-            .arg(&c)
+            .arg(&mut c)
             .arg(&bi)
             .arg(&ti)
             .arg(&ci)
@@ -203,7 +203,7 @@ fn backward(
     // The gradients reaching h_t through step t + 1's recurrent GEMM, and c_t through its
     // cell update.
     let mut dh_next = dev.alloc_zeros::<f32>(bn * cell)?;
-    let dc_next = dev.alloc_zeros::<f32>(bn * cell)?;
+    let mut dc_next = dev.alloc_zeros::<f32>(bn * cell)?;
     let step = dev.get_or_load_custom_func("lstm_seq_step_backward", MODULE, PTX)?;
     for t in (0..tn).rev() {
         let t_i = i32_of(t)?;
@@ -214,7 +214,7 @@ fn backward(
             .arg(mask)
             .arg(dh)
             .arg(&dh_next)
-            .arg(&dc_next)
+            .arg(&mut dc_next)
             .arg(&mut dgx)
             .arg(&bi)
             .arg(&ti)
@@ -234,10 +234,10 @@ fn backward(
     }
     // dW_hh = Σ_t dgates_tᵀ h_{t−1}: one GEMM over all (sequence, step) rows against h shifted
     // one step.
-    let h_prev = dev.alloc_zeros::<f32>(n)?;
+    let mut h_prev = dev.alloc_zeros::<f32>(n)?;
     let shift = dev.get_or_load_custom_func("lstm_seq_shift_steps", MODULE, PTX)?;
     let mut launch = shift.builder();
-    launch.arg(h).arg(&h_prev).arg(&bi).arg(&ti).arg(&ci);
+    launch.arg(h).arg(&mut h_prev).arg(&bi).arg(&ti).arg(&ci);
     // SAFETY: as in `forward`.
     unsafe { launch.launch(grid(n)) }.w()?;
     gemm(dev, dw_gemm(seq)?, &h_prev, &dgx, &mut dw)?;

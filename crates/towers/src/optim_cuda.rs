@@ -39,7 +39,7 @@ pub(crate) fn cuda_update(
         .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
         .collect::<candle_core::Result<Vec<_>>>()?;
     let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-    let (theta_out, m_out, v_out) = (
+    let (mut theta_out, mut m_out, mut v_out) = (
         dev.alloc_zeros::<f32>(n)?,
         dev.alloc_zeros::<f32>(n)?,
         dev.alloc_zeros::<f32>(n)?,
@@ -53,9 +53,9 @@ pub(crate) fn cuda_update(
             .arg(&views[1])
             .arg(&views[2])
             .arg(&views[3])
-            .arg(&theta_out)
-            .arg(&m_out)
-            .arg(&v_out)
+            .arg(&mut theta_out)
+            .arg(&mut m_out)
+            .arg(&mut v_out)
             .arg(&n_i);
         for c in [
             &k.grad_scale,
