@@ -7,9 +7,6 @@ use candle_core::{backprop::GradStore, DType, Tensor};
 
 use serde::{Deserialize, Serialize};
 
-/// The one-kernel CUDA update where it applies.
-#[cfg(feature = "cuda")]
-use crate::optim_cuda::cuda_update as device_update;
 use crate::params::Param;
 use crate::{Result, TowersError};
 use kernels::host::with_host_f32;
@@ -131,9 +128,12 @@ impl AdamW {
             let theta = p.var.as_tensor();
             let g = g.to_dtype(DType::F32)?;
             let (m0, v0) = (&self.m[i], &self.v[i]);
-            let fused = match fused_update(theta, &g, m0, v0, &k)? {
+            let fused = fused_update(theta, &g, m0, v0, &k)?;
+            // On CUDA, one kernel per parameter where it applies.
+            #[cfg(feature = "cuda")]
+            let fused = match fused {
                 Some(r) => Some(r),
-                None => device_update(theta, &g, m0, v0, &k)?,
+                None => crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k)?,
             };
             let (new, m, v) = match fused {
                 Some(r) => r,
@@ -281,18 +281,6 @@ fn adamw_elem(theta: f32, g: f32, m: f32, v: f32, k: &Coeffs) -> (f32, f32, f32)
 
 /// θ', m', v' of one parameter's update.
 pub(crate) type Updated = (Tensor, Tensor, Tensor);
-
-/// Without CUDA there is no device update: the composed one runs.
-#[cfg(not(feature = "cuda"))]
-fn device_update(
-    _: &Tensor,
-    _: &Tensor,
-    _: &Tensor,
-    _: &Tensor,
-    _: &Coeffs,
-) -> Result<Option<Updated>> {
-    Ok(None)
-}
 
 /// The fused CPU update: one parallel pass over θ, g, m, v (None when not all four are
 /// contiguous f32 CPU tensors of one size).

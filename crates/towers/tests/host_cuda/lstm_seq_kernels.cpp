@@ -91,23 +91,10 @@ int main() {
   double got = 0;
   for (size_t i = 0; i < h.size(); i++) got += h[i] * wh[i];
   double want = loss(gx64, w64, mask, wh);
-  double worst = 0;
   int nonzero = 0;
-  auto check = [&](W& x, const V& grad) {
-    for (size_t j = 0; j < x.size(); j++) {
-      double e = 1e-6, keep = x[j];
-      x[j] = keep + e;
-      double up = loss(gx64, w64, mask, wh);
-      x[j] = keep - e;
-      double down = loss(gx64, w64, mask, wh);
-      x[j] = keep;
-      double fd = (up - down) / (2 * e);
-      worst = std::fmax(worst, std::fabs(fd - grad[j]) / (1 + std::fabs(fd)));
-      nonzero += std::fabs(fd) > 1e-3;
-    }
-  };
-  check(gx64, dgx);
-  check(w64, dw);
+  auto at = [&] { return loss(gx64, w64, mask, wh); };
+  double worst = std::fmax(worst_fd_error(gx64, dgx, at, &nonzero),
+                           worst_fd_error(w64, dw, at, &nonzero));
   int n = (int)(gx64.size() + w64.size());
   printf("loss %.9f (f64 %.9f); worst gradient error %.3e; %d of %d gradients non-zero\n", got,
          want, worst, nonzero, n);

@@ -2,6 +2,7 @@
 // the thread indices are globals that launch() sets, and the round-to-nearest intrinsics are
 // the plain operations (the host compiler contracts no multiply-add without FMA enabled).
 #include <cmath>
+#include <vector>
 
 struct Dim3 {
   unsigned x, y, z;
@@ -24,4 +25,25 @@ void launch(long n, F kernel) {
       threadIdx.x = thread;
       kernel();
     }
+}
+
+// Checks a float gradient against central differences (step 1e-6, in double) of loss() in each
+// entry of v: returns the worst |fd - grad| / (1 + |fd|) and adds to *nonzero the entries whose
+// difference exceeds 1e-3 in size.
+template <class Loss>
+double worst_fd_error(std::vector<double>& v, const std::vector<float>& grad, Loss loss,
+                      int* nonzero) {
+  double worst = 0;
+  for (size_t j = 0; j < v.size(); j++) {
+    double e = 1e-6, keep = v[j];
+    v[j] = keep + e;
+    double up = loss();
+    v[j] = keep - e;
+    double down = loss();
+    v[j] = keep;
+    double fd = (up - down) / (2 * e);
+    worst = std::fmax(worst, std::fabs(fd - grad[j]) / (1 + std::fabs(fd)));
+    *nonzero += std::fabs(fd) > 1e-3;
+  }
+  return worst;
 }
