@@ -133,7 +133,7 @@ impl AdamW {
             #[cfg(feature = "cuda")]
             let fused = match fused {
                 Some(r) => Some(r),
-                None => crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k)?,
+                None => crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?,
             };
             let (new, m, v) = match fused {
                 Some(r) => r,
@@ -255,17 +255,36 @@ fn sum_sq(x: &[f32]) -> f64 {
 }
 
 /// The scalars of one AdamW update, in the f32 arithmetic of the update itself.
-pub(crate) struct Coeffs {
-    pub(crate) grad_scale: f32,
-    pub(crate) b1: f32,
-    pub(crate) one_minus_b1: f32,
-    pub(crate) b2: f32,
-    pub(crate) one_minus_b2: f32,
-    pub(crate) inv_bc1: f32,
-    pub(crate) inv_bc2: f32,
-    pub(crate) eps: f32,
-    pub(crate) keep: f32,
-    pub(crate) lr: f32,
+struct Coeffs {
+    grad_scale: f32,
+    b1: f32,
+    one_minus_b1: f32,
+    b2: f32,
+    one_minus_b2: f32,
+    inv_bc1: f32,
+    inv_bc2: f32,
+    eps: f32,
+    keep: f32,
+    lr: f32,
+}
+
+impl Coeffs {
+    /// The scalars in the CUDA kernel's argument order (`adamw.cu`).
+    #[cfg(feature = "cuda")]
+    fn kernel_args(&self) -> [f32; 10] {
+        [
+            self.grad_scale,
+            self.b1,
+            self.one_minus_b1,
+            self.b2,
+            self.one_minus_b2,
+            self.inv_bc1,
+            self.inv_bc2,
+            self.eps,
+            self.keep,
+            self.lr,
+        ]
+    }
 }
 
 /// One element of the update (the same operation order as [`composed_update`]).
@@ -280,7 +299,7 @@ fn adamw_elem(theta: f32, g: f32, m: f32, v: f32, k: &Coeffs) -> (f32, f32, f32)
 }
 
 /// θ', m', v' of one parameter's update.
-pub(crate) type Updated = (Tensor, Tensor, Tensor);
+type Updated = (Tensor, Tensor, Tensor);
 
 /// The fused CPU update: one parallel pass over θ, g, m, v (None when not all four are
 /// contiguous f32 CPU tensors of one size).

@@ -7,7 +7,6 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{DType, Tensor};
 
 use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
-use crate::optim::{Coeffs, Updated};
 use crate::Result;
 
 /// The kernel's PTX, from `build.rs`.
@@ -16,15 +15,17 @@ const PTX: &str = ptx!("adamw");
 /// The op's name, in its errors.
 const OP: &str = "adamw";
 
-/// The update of θ from its gradient g and moments m, v in one launch: (θ', m', v') as new
-/// tensors; `None` unless all four are contiguous f32 CUDA tensors of one size.
+/// The update of θ from its gradient g and moments m, v in one launch, with the update's ten
+/// scalars `k` in `adamw.cu`'s argument order (grad_scale, b1, 1 − b1, b2, 1 − b2, 1/bc1,
+/// 1/bc2, eps, keep, lr): (θ', m', v') as new tensors; `None` unless all four are contiguous
+/// f32 CUDA tensors of one size.
 pub(crate) fn cuda_update(
     theta: &Tensor,
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    k: &Coeffs,
-) -> Result<Option<Updated>> {
+    k: &[f32; 10],
+) -> Result<Option<(Tensor, Tensor, Tensor)>> {
     let ts = [theta, g, m, v];
     let n = theta.elem_count();
     let applies = |t: &&Tensor| {
@@ -57,18 +58,7 @@ pub(crate) fn cuda_update(
             .arg(&mut m_out)
             .arg(&mut v_out)
             .arg(&n_i);
-        for c in [
-            &k.grad_scale,
-            &k.b1,
-            &k.one_minus_b1,
-            &k.b2,
-            &k.one_minus_b2,
-            &k.inv_bc1,
-            &k.inv_bc2,
-            &k.eps,
-            &k.keep,
-            &k.lr,
-        ] {
+        for c in k {
             launch.arg(c);
         }
         // SAFETY: the arguments match the kernel's signature in adamw.cu, and it touches the
