@@ -30,6 +30,7 @@ mod fused_linear;
 mod fused_lstm_seq;
 #[cfg(feature = "cuda")]
 mod fused_lstm_seq_cuda;
+mod fused_softmax;
 mod joint_head;
 mod layers;
 mod linear_nll;

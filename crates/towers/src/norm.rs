@@ -4,13 +4,18 @@
 use candle_core::{DType, Tensor, D};
 
 use crate::fused_layer_norm::FusedLayerNorm;
+use crate::fused_softmax::SoftmaxLast;
 use crate::params::Init;
 use crate::Result;
 use kernels::host::on_host_f32;
 
 /// Softmax over the last dimension: exp(x - max) / sum exp(x - max). The max is detached: it
-/// cancels mathematically, so no gradient needs to flow through it.
+/// cancels mathematically, so no gradient needs to flow through it. On CUDA in f32 one fused
+/// op ([`crate::fused_softmax`]); elsewhere tensor ops.
 pub fn softmax_last(x: &Tensor) -> Result<Tensor> {
+    if cfg!(feature = "cuda") && x.device().is_cuda() && x.dtype() == DType::F32 {
+        return Ok(x.contiguous()?.apply_op1(SoftmaxLast)?);
+    }
     let max = x.max_keepdim(D::Minus1)?.detach();
     let e = x.broadcast_sub(&max)?.exp()?;
     Ok(e.broadcast_div(&e.sum_keepdim(D::Minus1)?)?)

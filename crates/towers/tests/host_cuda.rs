@@ -52,3 +52,9 @@ fn the_layer_norm_cuda_kernels_compiled_for_the_host_match_f64_finite_difference
     let report = run_harness("layer_norm", "layer_norm");
     assert!(report.contains("worst gradient error"), "{report}");
 }
+
+#[test]
+fn the_softmax_cuda_kernel_compiled_for_the_host_matches_f64() {
+    let report = run_harness("softmax", "softmax");
+    assert!(report.contains("masked entry 0"), "{report}");
+}
