@@ -75,13 +75,17 @@ pub fn composed_linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Re
 }
 
 /// GELU with the exact erf form (PyTorch's `nn.GELU()` default): one fused op with its
-/// backward for f32 on CPU, candle's `gelu_erf` (which has a backward) elsewhere.
+/// backward for f32 on CPU and on CUDA (`gelu_cuda`), candle's `gelu_erf` (which has a
+/// backward) elsewhere.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
     if on_host_f32(&[x]) {
-        Ok(x.contiguous()?.apply_op1(GeluErf)?)
-    } else {
-        Ok(x.gelu_erf()?)
+        return Ok(x.contiguous()?.apply_op1(GeluErf)?);
     }
+    #[cfg(feature = "cuda")]
+    if x.device().is_cuda() && x.dtype() == candle_core::DType::F32 {
+        return Ok(x.contiguous()?.apply_op1(crate::gelu_cuda::Gelu)?);
+    }
+    Ok(x.gelu_erf()?)
 }
 
 /// Logistic sigmoid from `tanh`, whose backward candle implements: σ(x) = (1 + tanh(x/2)) / 2.

@@ -31,6 +31,8 @@ mod fused_lstm_seq;
 #[cfg(feature = "cuda")]
 mod fused_lstm_seq_cuda;
 mod fused_softmax;
+#[cfg(feature = "cuda")]
+mod gelu_cuda;
 mod joint_head;
 mod layers;
 mod linear_nll;

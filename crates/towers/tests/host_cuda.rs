@@ -58,3 +58,9 @@ fn the_softmax_cuda_kernel_compiled_for_the_host_matches_f64() {
     let report = run_harness("softmax", "softmax");
     assert!(report.contains("masked entry 0"), "{report}");
 }
+
+#[test]
+fn the_gelu_cuda_kernels_compiled_for_the_host_match_f64() {
+    let report = run_harness("gelu", "gelu");
+    assert!(report.contains("over 1001 points"), "{report}");
+}
