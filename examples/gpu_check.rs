@@ -172,6 +172,12 @@ fn run(args: Args) -> Result<(), BoxError> {
                 .to_string(),
         );
     }
+    if !lmsplit::towers::cuda_kernels_enabled() {
+        notices.push(format!(
+            "our CUDA kernels are off ({}=off): the composed candle graph runs in their place",
+            lmsplit::towers::CUDA_KERNELS_ENV
+        ));
+    }
     let minilm = minilm_folder(&args, &mut notices)?;
     let specs = encoder_checks::encoder_specs(&fixtures, minilm)?;
     for n in &notices {
@@ -184,6 +190,7 @@ fn run(args: Args) -> Result<(), BoxError> {
     let meta = json!({
         "target": device_name(&target),
         "reference": "cpu",
+        "cuda_kernels": lmsplit::towers::cuda_kernels_enabled(),
         "seed": args.seed,
         "steps": args.steps,
         "shapes": args.shapes,

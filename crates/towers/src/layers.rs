@@ -82,7 +82,7 @@ pub fn gelu(x: &Tensor) -> Result<Tensor> {
         return Ok(x.contiguous()?.apply_op1(GeluErf)?);
     }
     #[cfg(feature = "cuda")]
-    if x.device().is_cuda() && x.dtype() == candle_core::DType::F32 {
+    if crate::cuda_switch::on_cuda_kernels(x) && x.dtype() == candle_core::DType::F32 {
         return Ok(x.contiguous()?.apply_op1(crate::gelu_cuda::Gelu)?);
     }
     Ok(x.gelu_erf()?)

@@ -17,6 +17,7 @@ mod checkpoint;
 mod config;
 #[cfg(feature = "cuda")]
 mod cuda;
+mod cuda_switch;
 mod data;
 mod elmo;
 mod embedding;
@@ -57,6 +58,7 @@ mod transformer;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
 pub use config::{ElmoMode, ModelConfig, Style};
+pub use cuda_switch::{cuda_kernels_enabled, CUDA_KERNELS_ENV};
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use finished::finished_elsewhere;

@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
+use crate::cuda_switch::on_cuda_kernels;
 use crate::fused_layer_norm::FusedLayerNorm;
 use crate::fused_softmax::SoftmaxLast;
 use crate::params::Init;
@@ -13,7 +14,7 @@ use kernels::host::on_host_f32;
 /// cancels mathematically, so no gradient needs to flow through it. On CUDA in f32 one fused
 /// op ([`crate::fused_softmax`]); elsewhere tensor ops.
 pub fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    if cfg!(feature = "cuda") && x.device().is_cuda() && x.dtype() == DType::F32 {
+    if on_cuda_kernels(x) && x.dtype() == DType::F32 {
         return Ok(x.contiguous()?.apply_op1(SoftmaxLast)?);
     }
     let max = x.max_keepdim(D::Minus1)?.detach();
@@ -37,7 +38,7 @@ pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result
     if on_host_f32(&[x, gamma, beta]) {
         return fused_layer_norm(x, gamma, beta, eps);
     }
-    if cfg!(feature = "cuda") && x.device().is_cuda() && x.dtype() != DType::F64 {
+    if on_cuda_kernels(x) && x.dtype() != DType::F64 {
         // Half precision is normalised in f32, as the composed graph does.
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
         let y = fused_layer_norm(&f32s(x)?, &f32s(gamma)?, &f32s(beta)?, eps)?;

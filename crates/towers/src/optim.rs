@@ -132,8 +132,10 @@ impl AdamW {
             // On CUDA, one kernel per parameter where it applies.
             #[cfg(feature = "cuda")]
             let fused = match fused {
-                Some(r) => Some(r),
-                None => crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?,
+                None if crate::cuda_switch::on_cuda_kernels(theta) => {
+                    crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?
+                }
+                other => other,
             };
             let (new, m, v) = match fused {
                 Some(r) => r,
