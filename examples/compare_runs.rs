@@ -10,9 +10,9 @@
 //!
 //! Each run is `NAME=DIR` or `DIR` (named `<study folder>/<run folder>`). Nothing is trained:
 //! an unfinished folder is an error naming it; a finished one is read as it lies, also while
-//! the process that holds it still trains its snapshot heads. A study moved whole, or brought from another
-//! machine, reads its scoring sets from its own `data/` beside the run when the folder its
-//! records name is not here. Writes `pairs_<score>_<selection>.{md,csv,json}`
+//! the process that holds it still trains its snapshot heads. A study moved whole, or brought
+//! from another machine, reads its scoring sets from its own `data/` beside the run when the
+//! folder its records name is not here. Writes `pairs_<score>_<selection>.{md,csv,json}`
 //! and `fig_table2_<score>_<selection>.png` into `--out`; the last line printed is a JSON object
 //! `{"pairs": [{"a", "b", "selection", "tokens", "pearson", "disattenuated"}], "outputs"}`.
 

@@ -1,5 +1,6 @@
 //! What the CUDA sides of the custom ops share: the PTX that `build.rs` compiled, contiguous f32
-//! views of CUDA storages, launch grids, and new CUDA tensors from device buffers.
+//! views of CUDA storages and tensors, uninitialised buffers for kernels that write them whole,
+//! launch grids, and new CUDA tensors from device buffers.
 
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
 use candle_core::op::BackpropOp;
@@ -14,7 +15,7 @@ macro_rules! ptx {
 pub(crate) use ptx;
 
 /// The CUDA storage of a tensor's storage, or an error naming the op `op`.
-pub(crate) fn cuda_storage<'a>(storage: &'a Storage, op: &str) -> Result<&'a CudaStorage> {
+fn cuda_storage<'a>(storage: &'a Storage, op: &str) -> Result<&'a CudaStorage> {
     match storage {
         Storage::Cuda(s) => Ok(s),
         _ => candle_core::bail!("{op}: a tensor off CUDA where CUDA was expected"),
@@ -27,6 +28,35 @@ pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout, op: &str) -> Result<C
         candle_core::bail!("{op} expects contiguous inputs")
     };
     Ok(s.as_cuda_slice::<f32>()?.slice(a..b))
+}
+
+/// Runs `f` on the device and the contiguous f32 data of CUDA tensors, their read guards held
+/// for the call: the CUDA counterpart of `kernels::host::with_host_f32` for the backward passes,
+/// or an error naming the op `op` when a tensor is off CUDA, of another dtype or strided.
+pub(crate) fn with_cuda_f32<R>(
+    ts: &[&Tensor],
+    op: &str,
+    f: impl FnOnce(&CudaDevice, &[CudaView<'_, f32>]) -> Result<R>,
+) -> Result<R> {
+    let guards: Vec<_> = ts.iter().map(|t| t.storage_and_layout()).collect();
+    let views = guards
+        .iter()
+        .map(|(s, l)| f32_view(cuda_storage(s, op)?, l, op))
+        .collect::<Result<Vec<_>>>()?;
+    let Some((first, _)) = guards.first() else {
+        candle_core::bail!("{op}: no tensors")
+    };
+    f(&cuda_storage(first, op)?.device, &views)
+}
+
+/// A buffer of `n` f32 without the memset `alloc_zeros` launches: on a launch-bound step each
+/// one counts.
+///
+/// # Safety
+/// The caller's kernel (or GEMM) writes all `n` entries before anything reads them.
+pub(crate) unsafe fn written_whole(dev: &CudaDevice, n: usize) -> Result<CudaSlice<f32>> {
+    // SAFETY: passed on to the caller.
+    unsafe { dev.alloc::<f32>(n) }
 }
 
 /// The launch of `n` threads, one per element.

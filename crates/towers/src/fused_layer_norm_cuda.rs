@@ -6,7 +6,7 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelA
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaDevice, Result, Tensor};
 
-use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+use crate::cuda::{grid, ptx, tensor, with_cuda_f32, written_whole};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("layer_norm");
@@ -39,7 +39,8 @@ pub(crate) fn forward(
     eps: f32,
 ) -> Result<CudaSlice<f32>> {
     let (ri, hi) = sizes(rows, h)?;
-    let mut y = dev.alloc_zeros::<f32>(rows * h)?;
+    // SAFETY: each row's thread writes its row of y whole.
+    let mut y = unsafe { written_whole(dev, rows * h)? };
     if rows * h > 0 {
         let f = dev.get_or_load_custom_func("layer_norm_rows", MODULE, PTX)?;
         let mut launch = f.builder();
@@ -68,17 +69,10 @@ pub(crate) fn backward_tensors(
 ) -> Result<(Tensor, Tensor, Tensor)> {
     let (rows, h) = x.dims2()?;
     let (ri, hi) = sizes(rows, h)?;
-    let (dx, xhat, dev) = {
-        let guards = [x, dy, gamma].map(|t| t.storage_and_layout());
-        let views = guards
-            .iter()
-            .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
-            .collect::<Result<Vec<_>>>()?;
-        let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-        let (mut dx, mut xhat) = (
-            dev.alloc_zeros::<f32>(rows * h)?,
-            dev.alloc_zeros::<f32>(rows * h)?,
-        );
+    let (dx, xhat, dev) = with_cuda_f32(&[x, dy, gamma], OP, |dev, views| {
+        // SAFETY: each row's thread writes its row of dx and of xhat whole.
+        let (mut dx, mut xhat) =
+            unsafe { (written_whole(dev, rows * h)?, written_whole(dev, rows * h)?) };
         if rows * h > 0 {
             let f = dev.get_or_load_custom_func("layer_norm_backward_rows", MODULE, PTX)?;
             let mut launch = f.builder();
@@ -94,8 +88,8 @@ pub(crate) fn backward_tensors(
             // SAFETY: as in `forward`.
             unsafe { launch.launch(grid(rows)) }.w()?;
         }
-        (dx, xhat, dev)
-    };
+        Ok((dx, xhat, dev.clone()))
+    })?;
     let xhat = tensor(xhat, &dev, x.shape().clone());
     let dgamma = (dy * xhat)?.sum(0)?;
     let dbeta = dy.sum(0)?;

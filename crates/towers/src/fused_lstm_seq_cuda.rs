@@ -17,7 +17,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaDevice, Result, Shape, Tensor};
 use kernels::LstmSeq;
 
-use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+use crate::cuda::{grid, ptx, tensor, with_cuda_f32, written_whole};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("fused_lstm_seq");
@@ -142,9 +142,15 @@ pub(crate) fn forward(
     let (bi, ti, ci) = sizes(seq)?;
     let (bn, tn, cell) = (seq.batch, seq.steps, seq.cell);
     let n = bn * tn * cell;
-    let mut gates = dev.alloc_zeros::<f32>(4 * n)?;
-    let mut h = dev.alloc_zeros::<f32>(n)?;
-    let mut c = dev.alloc_zeros::<f32>(n)?;
+    // SAFETY: gates is copied from gx whole, and step t's kernel writes h and c at every
+    // (sequence, unit) of step t, for every t.
+    let (mut gates, mut h, mut c) = unsafe {
+        (
+            written_whole(dev, 4 * n)?,
+            written_whole(dev, n)?,
+            written_whole(dev, n)?,
+        )
+    };
     if n == 0 {
         return Ok(Forward { h, gates, c });
     }
@@ -195,8 +201,14 @@ fn backward(
     let (bi, ti, ci) = sizes(seq)?;
     let (bn, tn, cell) = (seq.batch, seq.steps, seq.cell);
     let n = bn * tn * cell;
-    let mut dgx = dev.alloc_zeros::<f32>(4 * n)?;
-    let mut dw = dev.alloc_zeros::<f32>(4 * cell * cell)?;
+    // SAFETY: step t's kernel writes dgx's four gates at every (sequence, unit) of step t, for
+    // every t; the last GEMM writes dW_hh whole (β = 0).
+    let (mut dgx, mut dw) = unsafe {
+        (
+            written_whole(dev, 4 * n)?,
+            written_whole(dev, 4 * cell * cell)?,
+        )
+    };
     if n == 0 {
         return Ok((dgx, dw));
     }
@@ -234,7 +246,8 @@ fn backward(
     }
     // dW_hh = Σ_t dgates_tᵀ h_{t−1}: one GEMM over all (sequence, step) rows against h shifted
     // one step.
-    let mut h_prev = dev.alloc_zeros::<f32>(n)?;
+    // SAFETY: the shift kernel writes every entry (zeros at step 0).
+    let mut h_prev = unsafe { written_whole(dev, n)? };
     let shift = dev.get_or_load_custom_func("lstm_seq_shift_steps", MODULE, PTX)?;
     let mut launch = shift.builder();
     launch.arg(h).arg(&mut h_prev).arg(&bi).arg(&ti).arg(&ci);
@@ -255,19 +268,13 @@ pub(crate) fn backward_tensors(
     c: &CudaSlice<f32>,
     dh: &Tensor,
 ) -> Result<(Tensor, Tensor)> {
-    let guards = [w_hh, mask, h, dh].map(|t| t.storage_and_layout());
-    let views = guards
-        .iter()
-        .map(|(storage, layout)| f32_view(cuda_storage(storage, OP)?, layout, OP))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-    let (dgx, dw) = backward(
-        &dev, seq, &views[0], &views[1], gates, &views[2], c, &views[3],
-    )?;
-    Ok((
-        tensor(dgx, &dev, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
-        tensor(dw, &dev, w_hh.shape().clone()),
-    ))
+    with_cuda_f32(&[w_hh, mask, h, dh], OP, |dev, v| {
+        let (dgx, dw) = backward(dev, seq, &v[0], &v[1], gates, &v[2], c, &v[3])?;
+        Ok((
+            tensor(dgx, dev, Shape::from((seq.batch, seq.steps, 4 * seq.cell))),
+            tensor(dw, dev, w_hh.shape().clone()),
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -45,7 +45,7 @@ impl CustomOp1 for SoftmaxLast {
         s: &candle_core::CudaStorage,
         l: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::cuda::{f32_view, grid, ptx};
+        use crate::cuda::{f32_view, grid, ptx, written_whole};
         use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
         use candle_core::cuda_backend::WrapErr;
         let n = l.shape().dims().last().copied().unwrap_or(1);
@@ -57,7 +57,8 @@ impl CustomOp1 for SoftmaxLast {
         };
         let dev = &s.device;
         let x = f32_view(s, l, OP)?;
-        let mut y = dev.alloc_zeros::<f32>(count)?;
+        // SAFETY: each row's thread writes its row of y whole.
+        let mut y = unsafe { written_whole(dev, count)? };
         if count > 0 {
             let f =
                 dev.get_or_load_custom_func("softmax_rows", "lmsplit_softmax", ptx!("softmax"))?;

@@ -7,7 +7,7 @@ use candle_core::cuda_backend::WrapErr;
 use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use kernels::ops::GeluErf;
 
-use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+use crate::cuda::{f32_view, grid, ptx, tensor, with_cuda_f32, written_whole};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("gelu");
@@ -43,7 +43,8 @@ impl CustomOp1 for Gelu {
         let ni = count(n)?;
         let dev = &s.device;
         let x = f32_view(s, l, OP)?;
-        let mut y = dev.alloc_zeros::<f32>(n)?;
+        // SAFETY: the kernel writes all n entries.
+        let mut y = unsafe { written_whole(dev, n)? };
         if n > 0 {
             let f = dev.get_or_load_custom_func("gelu_erf_forward", MODULE, PTX)?;
             let mut launch = f.builder();
@@ -64,21 +65,18 @@ impl CustomOp1 for Gelu {
         let dy = dy.to_dtype(DType::F32)?.contiguous()?;
         let n = x.elem_count();
         let ni = count(n)?;
-        let guards = [x, &dy].map(|t| t.storage_and_layout());
-        let views = guards
-            .iter()
-            .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
-            .collect::<candle_core::Result<Vec<_>>>()?;
-        let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-        let mut dx = dev.alloc_zeros::<f32>(n)?;
-        if n > 0 {
-            let f = dev.get_or_load_custom_func("gelu_erf_backward", MODULE, PTX)?;
-            let mut launch = f.builder();
-            launch.arg(&views[0]).arg(&views[1]).arg(&mut dx).arg(&ni);
-            // SAFETY: as in `cuda_fwd`.
-            unsafe { launch.launch(grid(n)) }.w()?;
-        }
-        Ok(Some(tensor(dx, &dev, x.shape().clone())))
+        with_cuda_f32(&[x, &dy], OP, |dev, views| {
+            // SAFETY: the kernel writes all n entries.
+            let mut dx = unsafe { written_whole(dev, n)? };
+            if n > 0 {
+                let f = dev.get_or_load_custom_func("gelu_erf_backward", MODULE, PTX)?;
+                let mut launch = f.builder();
+                launch.arg(&views[0]).arg(&views[1]).arg(&mut dx).arg(&ni);
+                // SAFETY: as in `cuda_fwd`.
+                unsafe { launch.launch(grid(n)) }.w()?;
+            }
+            Ok(Some(tensor(dx, dev, x.shape().clone())))
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{DType, Tensor};
 
-use crate::cuda::{cuda_storage, f32_view, grid, ptx, tensor};
+use crate::cuda::{grid, ptx, tensor, with_cuda_f32, written_whole};
 use crate::Result;
 
 /// The kernel's PTX, from `build.rs`.
@@ -34,43 +34,43 @@ pub(crate) fn cuda_update(
     if !ts.iter().all(applies) || i32::try_from(n).is_err() {
         return Ok(None);
     }
-    let guards = ts.map(|t| t.storage_and_layout());
-    let views = guards
-        .iter()
-        .map(|(s, l)| f32_view(cuda_storage(s, OP)?, l, OP))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    let dev = cuda_storage(&guards[0].0, OP)?.device.clone();
-    let (mut theta_out, mut m_out, mut v_out) = (
-        dev.alloc_zeros::<f32>(n)?,
-        dev.alloc_zeros::<f32>(n)?,
-        dev.alloc_zeros::<f32>(n)?,
-    );
-    if n > 0 {
-        let step = dev.get_or_load_custom_func("adamw_step", "lmsplit_adamw", PTX)?;
-        let n_i = n as i64;
-        let mut launch = step.builder();
-        launch
-            .arg(&views[0])
-            .arg(&views[1])
-            .arg(&views[2])
-            .arg(&views[3])
-            .arg(&mut theta_out)
-            .arg(&mut m_out)
-            .arg(&mut v_out)
-            .arg(&n_i);
-        for c in k {
-            launch.arg(c);
+    let updated = with_cuda_f32(&ts, OP, |dev, views| {
+        // SAFETY: the kernel writes all n entries of the three.
+        let (mut theta_out, mut m_out, mut v_out) = unsafe {
+            (
+                written_whole(dev, n)?,
+                written_whole(dev, n)?,
+                written_whole(dev, n)?,
+            )
+        };
+        if n > 0 {
+            let step = dev.get_or_load_custom_func("adamw_step", "lmsplit_adamw", PTX)?;
+            let n_i = n as i64;
+            let mut launch = step.builder();
+            launch
+                .arg(&views[0])
+                .arg(&views[1])
+                .arg(&views[2])
+                .arg(&views[3])
+                .arg(&mut theta_out)
+                .arg(&mut m_out)
+                .arg(&mut v_out)
+                .arg(&n_i);
+            for c in k {
+                launch.arg(c);
+            }
+            // SAFETY: the arguments match the kernel's signature in adamw.cu, and it touches the
+            // first n elements of seven buffers of n.
+            unsafe { launch.launch(grid(n)) }.w()?;
         }
-        // SAFETY: the arguments match the kernel's signature in adamw.cu, and it touches the
-        // first n elements of seven buffers of n.
-        unsafe { launch.launch(grid(n)) }.w()?;
-    }
-    let shape = theta.shape();
-    Ok(Some((
-        tensor(theta_out, &dev, shape.clone()),
-        tensor(m_out, &dev, shape.clone()),
-        tensor(v_out, &dev, shape.clone()),
-    )))
+        let shape = theta.shape();
+        Ok((
+            tensor(theta_out, dev, shape.clone()),
+            tensor(m_out, dev, shape.clone()),
+            tensor(v_out, dev, shape.clone()),
+        ))
+    })?;
+    Ok(Some(updated))
 }
 
 #[cfg(test)]
