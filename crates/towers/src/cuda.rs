@@ -69,3 +69,43 @@ pub(crate) fn tensor(slice: CudaSlice<f32>, dev: &CudaDevice, shape: Shape) -> T
     let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
     Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The PTX that `build.rs` compiled for each `.cu` holds every kernel the ops load from it
+    /// by name.
+    #[test]
+    fn each_ptx_holds_every_kernel_its_op_loads() {
+        let files: [(&str, &str, &[&str]); 5] = [
+            (
+                "fused_lstm_seq",
+                ptx!("fused_lstm_seq"),
+                &[
+                    "lstm_seq_step_forward",
+                    "lstm_seq_step_backward",
+                    "lstm_seq_shift_steps",
+                ],
+            ),
+            ("adamw", ptx!("adamw"), &["adamw_step"]),
+            (
+                "layer_norm",
+                ptx!("layer_norm"),
+                &["layer_norm_rows", "layer_norm_backward_rows"],
+            ),
+            ("softmax", ptx!("softmax"), &["softmax_rows"]),
+            (
+                "gelu",
+                ptx!("gelu"),
+                &["gelu_erf_forward", "gelu_erf_backward"],
+            ),
+        ];
+        for (file, ptx, kernels) in files {
+            for k in kernels {
+                assert!(
+                    ptx.contains(&format!(".entry {k}(")),
+                    "{k} missing from {file}.ptx"
+                );
+            }
+        }
+    }
+}

@@ -72,12 +72,3 @@ pub(crate) fn cuda_update(
     })?;
     Ok(Some(updated))
 }
-
-#[cfg(test)]
-mod tests {
-    /// The PTX that `build.rs` compiled holds the kernel the update loads by name.
-    #[test]
-    fn the_ptx_holds_the_update_kernel() {
-        assert!(super::PTX.contains(".entry adamw_step("));
-    }
-}
