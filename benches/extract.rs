@@ -84,7 +84,7 @@ fn setup() -> (
     let opts = LoadOptions {
         device: match env_or("EXTRACT_DEVICE", "cpu").as_str() {
             "cpu" => candle_core::Device::Cpu,
-            "cuda" => candle_core::Device::new_cuda(0).expect("a CUDA device"),
+            "cuda" => lmsplit::kernels::device::cuda(0).expect("a CUDA device"),
             other => panic!("EXTRACT_DEVICE: cpu or cuda, not {other}"),
         },
         dtype: match env_or("EXTRACT_DTYPE", "f32").as_str() {

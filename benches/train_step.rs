@@ -22,8 +22,10 @@
 //! `TRAIN_STEP_BATCH=64` (default: the shape's batch) set where and how the one-shot runs; it
 //! then also prints the model FLOPs per token, the TFLOP/s and the MFU against the H100/H200
 //! dense peak of the dtype (bf16 989.4, f32 66.9 TFLOP/s; SXM data sheet).
-//! `TRAIN_STEP_EVENTS=off` turns cudarc's per-buffer event tracking off first (one stream needs
-//! none), to measure what it costs a launch-bound step.
+//! The device opens through `kernels::device::cuda`: its memory pool keeps freed memory across
+//! synchronisations and cudarc's per-buffer events are off; `LMSPLIT_CUDA_POOL=release` and
+//! `LMSPLIT_CUDA_EVENTS=on` restore the defaults, to measure what each costs a launch-bound
+//! step (the JSON says which ran).
 //!
 //! `head_step_<style>`: one step of phases 2/3 (the K heads trained on frozen towers, the bulk
 //! of a reproduction's CPU time) at the `cpu` protocol's shape: `peer_small` with the paper's
@@ -262,7 +264,7 @@ fn oneshot(spec: &str) {
         .expect("TRAIN_STEP_BATCH");
     let device = match env("TRAIN_STEP_DEVICE", "cpu").as_str() {
         "cpu" => Device::Cpu,
-        "cuda" => Device::new_cuda(0).expect("a CUDA device (a --features cuda build)"),
+        "cuda" => lmsplit::kernels::device::cuda(0).expect("a CUDA device (a --features cuda build)"),
         other => panic!("TRAIN_STEP_DEVICE: cpu or cuda, not {other}"),
     };
     let (dtype, peak_tflops) = match env("TRAIN_STEP_DTYPE", "f32").as_str() {
@@ -270,15 +272,6 @@ fn oneshot(spec: &str) {
         "bf16" => (DType::BF16, 989.4),
         other => panic!("TRAIN_STEP_DTYPE: f32 or bf16, not {other}"),
     };
-    // cudarc records an event on every buffer a kernel touches, for multi-stream safety that
-    // one stream does not need: TRAIN_STEP_EVENTS=off measures the steps without it (it must be
-    // off before any buffer exists).
-    let events = env("TRAIN_STEP_EVENTS", "on") != "off";
-    #[cfg(feature = "cuda")]
-    if let (false, Device::Cuda(d)) = (events, &device) {
-        // SAFETY: this process uses the device's one stream only.
-        unsafe { d.disable_event_tracking() }
-    }
     let (model, batch) = setup_on(style, &cfg, b, t, &device);
     let model = model.with_compute_dtype(dtype);
     let mut tr = trainer(&model);
@@ -297,7 +290,9 @@ fn oneshot(spec: &str) {
         "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
     });
     if device.is_cuda() {
-        out["event_tracking"] = events.into();
+        out["event_tracking"] = lmsplit::kernels::device::event_tracking(&device).into();
+        out["pool_release_threshold"] =
+            lmsplit::kernels::device::pool_release_threshold(&device).unwrap().into();
     }
     // Where a step's time goes: the forward pass to the loss and the backward pass, each timed
     // alone between device synchronisations; the rest of a step (clipping, AdamW, the loss read

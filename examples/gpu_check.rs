@@ -178,6 +178,15 @@ fn run(args: Args) -> Result<(), BoxError> {
             lmsplit::towers::CUDA_KERNELS_ENV
         ));
     }
+    // The pool's release threshold as the driver reports it (u64::MAX: freed memory stays
+    // mapped across synchronisations; None: no CUDA pool).
+    let pool_threshold = lmsplit::kernels::device::pool_release_threshold(&target)?;
+    if target.is_cuda() && !lmsplit::kernels::device::pool_keeps_memory() {
+        notices.push(format!(
+            "the CUDA memory pool releases freed memory at every synchronisation ({}=release)",
+            lmsplit::kernels::device::POOL_ENV
+        ));
+    }
     let minilm = minilm_folder(&args, &mut notices)?;
     let specs = encoder_checks::encoder_specs(&fixtures, minilm)?;
     for n in &notices {
@@ -191,6 +200,7 @@ fn run(args: Args) -> Result<(), BoxError> {
         "target": device_name(&target),
         "reference": "cpu",
         "cuda_kernels": lmsplit::towers::cuda_kernels_enabled(),
+        "cuda_pool_release_threshold": pool_threshold,
         "seed": args.seed,
         "steps": args.steps,
         "shapes": args.shapes,

@@ -18,7 +18,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use candle_core::Device;
 use clap::Parser;
 use lmsplit::experiment::groups::FitRows;
 use lmsplit::experiment::{open_run, word_groups, ExperimentError, RunOptions, WordGroupSettings};
@@ -58,7 +57,7 @@ fn main() -> ExitCode {
 fn run(args: Args) -> Result<(), ExperimentError> {
     // The embedding comes from the run's final checkpoint: nothing is trained or scored again.
     let opts = RunOptions {
-        device: Device::cuda_if_available(0)?,
+        device: lmsplit::kernels::device::cuda_if_available(0)?,
         ..RunOptions::default()
     };
     let (data, run) = open_run(&args.run, &opts)?;

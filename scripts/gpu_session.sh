@@ -13,7 +13,10 @@
 #   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
 #                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
 #                                         with the step's forward / backward / update split,
-#                                         with cudarc's event tracking on and off
+#                                         with cudarc's event tracking off and on
+#                                         (LMSPLIT_CUDA_EVENTS), the memory pool kept and
+#                                         released (LMSPLIT_CUDA_POOL); GPT at base_2tower B 64
+#                                         ours against both defaults
 #                                         -> $OUT/speed.jsonl
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
@@ -111,12 +114,20 @@ throughput() {
 
 speed() {
   ensure_setup
+  # each line: cudarc's event tracking off/on and the memory pool kept/released (on, release:
+  # the defaults before 27 Nov)
+  one() { # style shape steps batch events pool
+    TRAIN_STEP_ONESHOT=$1/$2/$3 TRAIN_STEP_BATCH=$4 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
+      LMSPLIT_CUDA_EVENTS=$5 LMSPLIT_CUDA_POOL=$6 $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
+  }
   for style in elmo gpt; do
-    for events in on off; do
-      TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-        TRAIN_STEP_EVENTS=$events $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
-    done
+    one $style peer_small 20 16 off keep
+    one $style peer_small 20 16 on keep
+    one $style peer_small 20 16 off release
+    one $style peer_small 20 16 on release
   done
+  one gpt base_2tower 10 64 off keep
+  one gpt base_2tower 10 64 on release
 }
 
 study() {

@@ -59,12 +59,12 @@ pub fn device(flag: Option<&str>) -> Result<candle_core::Device, ExperimentError
 fn device_of(flag: Option<&str>) -> Result<candle_core::Device, String> {
     use candle_core::Device;
     let cuda = |id: usize| {
-        Device::new_cuda(id).map_err(|e| {
+        lmsplit::kernels::device::cuda(id).map_err(|e| {
             format!("no CUDA device {id} ({e}); build with --features cuda on a GPU machine")
         })
     };
     match flag {
-        None => Device::cuda_if_available(0).map_err(|e| e.to_string()),
+        None => lmsplit::kernels::device::cuda_if_available(0).map_err(|e| e.to_string()),
         Some("cpu") => Ok(Device::Cpu),
         Some("cuda") => cuda(0),
         Some(s) => match s.strip_prefix("cuda:").map(str::parse::<usize>) {

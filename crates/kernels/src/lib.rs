@@ -12,6 +12,8 @@
 //! contracted by rustc), so the results are identical whichever CPU runs them: training stays
 //! bit-reproducible across machines of one architecture.
 //!
+//! [`device`] opens CUDA devices with the driver's memory pool set for training.
+//!
 //! The row kernels need nothing; [`host`], [`par`] and [`ops`] use candle-core and faer. `towers` and
 //! `lmd` both sit above this crate.
 
@@ -44,6 +46,7 @@ macro_rules! dispatch {
     };
 }
 
+pub mod device;
 mod exp;
 mod gelu;
 pub mod host;

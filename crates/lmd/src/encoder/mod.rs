@@ -94,14 +94,14 @@ impl LoadOptions {
     /// The first CUDA device when this build has one, else the CPU, computing in `dtype`.
     pub fn best_device(dtype: DType) -> Self {
         Self {
-            device: Device::cuda_if_available(0).unwrap_or(Device::Cpu),
+            device: kernels::device::cuda_if_available(0).unwrap_or(Device::Cpu),
             dtype,
         }
     }
 
     /// The first CUDA device at bf16 when this build has one, else CPU at f32.
     pub fn auto() -> Self {
-        match Device::cuda_if_available(0) {
+        match kernels::device::cuda_if_available(0) {
             Ok(d) if d.is_cuda() => Self {
                 device: d,
                 dtype: DType::BF16,
