@@ -264,7 +264,9 @@ fn oneshot(spec: &str) {
         .expect("TRAIN_STEP_BATCH");
     let device = match env("TRAIN_STEP_DEVICE", "cpu").as_str() {
         "cpu" => Device::Cpu,
-        "cuda" => lmsplit::kernels::device::cuda(0).expect("a CUDA device (a --features cuda build)"),
+        "cuda" => {
+            lmsplit::kernels::device::cuda(0).expect("a CUDA device (a --features cuda build)")
+        }
         other => panic!("TRAIN_STEP_DEVICE: cpu or cuda, not {other}"),
     };
     let (dtype, peak_tflops) = match env("TRAIN_STEP_DTYPE", "f32").as_str() {
@@ -291,8 +293,9 @@ fn oneshot(spec: &str) {
     });
     if device.is_cuda() {
         out["event_tracking"] = lmsplit::kernels::device::event_tracking(&device).into();
-        out["pool_release_threshold"] =
-            lmsplit::kernels::device::pool_release_threshold(&device).unwrap().into();
+        out["pool_release_threshold"] = lmsplit::kernels::device::pool_release_threshold(&device)
+            .unwrap()
+            .into();
     }
     // Where a step's time goes: the forward pass to the loss and the backward pass, each timed
     // alone between device synchronisations; the rest of a step (clipping, AdamW, the loss read

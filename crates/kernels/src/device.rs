@@ -146,8 +146,10 @@ mod pool {
         };
         let mut value = 0u64;
         // SAFETY: a valid pool; the attribute's value is a cuuint64_t.
-        unsafe { result::mem_pool::get_attribute(pool, THRESHOLD, (&mut value as *mut u64).cast()) }
-            .map_err(candle_core::Error::wrap)?;
+        unsafe {
+            result::mem_pool::get_attribute(pool, THRESHOLD, (&mut value as *mut u64).cast())
+        }
+        .map_err(candle_core::Error::wrap)?;
         Ok(Some(value))
     }
 }
