@@ -98,6 +98,12 @@ fn gpu_check_on_the_cpu_passes_every_check() {
     assert_eq!(r["passed"], Value::Bool(true));
     assert_eq!(r["failed"].as_array().unwrap().len(), 0);
     assert_eq!(r["meta"]["target"], "cpu");
+    // The CPU has no CUDA memory pool: the field is there, and null.
+    assert_eq!(r["meta"]["cuda_pool_release_threshold"], Value::Null);
+    assert!(r["meta"]
+        .as_object()
+        .unwrap()
+        .contains_key("cuda_pool_release_threshold"));
     let checks = r["checks"].as_array().unwrap();
     let names: BTreeSet<String> = checks
         .iter()
