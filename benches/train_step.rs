@@ -293,6 +293,7 @@ fn oneshot(spec: &str) {
     });
     if device.is_cuda() {
         out["event_tracking"] = lmsplit::kernels::device::event_tracking(&device).into();
+        out["cuda_kernels"] = lmsplit::towers::cuda_kernels_enabled().into();
         out["pool_release_threshold"] = lmsplit::kernels::device::pool_release_threshold(&device)
             .unwrap()
             .into();

@@ -16,7 +16,7 @@
 #                                         with cudarc's event tracking off and on
 #                                         (LMSPLIT_CUDA_EVENTS), the memory pool kept and
 #                                         released (LMSPLIT_CUDA_POOL); GPT at base_2tower B 64
-#                                         ours against both defaults
+#                                         ours, ours without our CUDA kernels, both defaults
 #                                         -> $OUT/speed.jsonl
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
@@ -116,9 +116,10 @@ speed() {
   ensure_setup
   # each line: cudarc's event tracking off/on and the memory pool kept/released (on, release:
   # the defaults before 27 Nov)
-  one() { # style shape steps batch events pool
+  one() { # style shape steps batch events pool [kernels]
     TRAIN_STEP_ONESHOT=$1/$2/$3 TRAIN_STEP_BATCH=$4 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-      LMSPLIT_CUDA_EVENTS=$5 LMSPLIT_CUDA_POOL=$6 $BIN/train_step | tail -1 | tee -a "$OUT/speed.jsonl"
+      LMSPLIT_CUDA_EVENTS=$5 LMSPLIT_CUDA_POOL=$6 LMSPLIT_CUDA_KERNELS=${7:-on} $BIN/train_step \
+      | tail -1 | tee -a "$OUT/speed.jsonl"
   }
   for style in elmo gpt; do
     one $style peer_small 20 16 off keep
@@ -127,6 +128,7 @@ speed() {
     one $style peer_small 20 16 on release
   done
   one gpt base_2tower 10 64 off keep
+  one gpt base_2tower 10 64 off keep off
   one gpt base_2tower 10 64 on release
 }
 
