@@ -246,10 +246,20 @@ pub struct ClassTrend {
 /// Runs' labels and their orientation signs (+1 / -1), in one order.
 type Signs = (Vec<String>, Vec<i8>);
 
-/// The runs of the pairs at the end of phase 1 (fraction 1) and their orientation signs (see
-/// [`orientation_at`]).
-fn end_orientation(e: &Emergence) -> Option<Signs> {
-    orientation_at(e, 1.0)
+/// Each point of phase 1 with the orientation of its pairs ([`orientation_at`]), in order.
+type Orientations = Vec<(f64, Option<Signs>)>;
+
+/// One orientation search per point of phase 1, shared by every class of pairs.
+fn orientations(e: &Emergence) -> Orientations {
+    sorted_fractions(e.pairs.iter().map(|p| p.fraction))
+        .into_iter()
+        .map(|f| (f, orientation_at(e, f)))
+        .collect()
+}
+
+/// The signs of the point at `fraction`, where one was found.
+fn signs_at(o: &Orientations, fraction: f64) -> Option<&Signs> {
+    o.iter().find(|(f, _)| *f == fraction)?.1.as_ref()
 }
 
 /// The runs of the pairs at `fraction` of phase 1 and their orientation signs, from the pairs'
@@ -270,12 +280,7 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
     let mut classes: Vec<&str> = e.pairs.iter().map(|p| p.class.as_str()).collect();
     classes.sort();
     classes.dedup();
-    // One orientation search per point of phase 1, shared by every class.
-    let orientations: Vec<(f64, Option<Signs>)> =
-        sorted_fractions(e.pairs.iter().map(|p| p.fraction))
-            .into_iter()
-            .map(|f| (f, orientation_at(e, f)))
-            .collect();
+    let orientations = orientations(e);
     let mut out = Vec::new();
     for c in classes {
         let fr = sorted_fractions(
@@ -297,7 +302,7 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             ps.iter().filter_map(|p| p.disattenuated).sum::<f64>() / ps.len() as f64
         };
         let oriented_mean = |ps: &[&EmergencePair], f: f64| -> Option<f64> {
-            let (labels, signs) = orientations.iter().find(|o| o.0 == f)?.1.as_ref()?;
+            let (labels, signs) = signs_at(&orientations, f)?;
             let cells: Vec<(String, String, f64)> = ps
                 .iter()
                 .filter_map(|p| Some((p.a.clone(), p.b.clone(), p.disattenuated?)))
@@ -330,7 +335,8 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 /// pairs) and the figures: `fig_emergence_correlation.png` (a panel per class of pairs, the
 /// same-model classes first, on one y range: every pair's disattenuated r, filled, and its raw
 /// r, hollow, with bootstrap intervals, at each point of phase 1; a line joins the class's mean),
-/// `fig_emergence_oriented.png` (the same up to the end's orientation, where one is found) and
+/// `fig_emergence_oriented.png` (the same up to orientation, each point in its own, as the
+/// oriented trend rows; where one is found) and
 /// `fig_emergence_heads.png` (each run's primary share, mean head gap, head-seed reliability and
 /// r with its own end at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
@@ -344,22 +350,24 @@ pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
 const PANEL_COLUMNS: usize = 4;
 
 /// `fig_emergence_correlation.png`: each class's pairs with intervals at each fraction of
-/// phase 1, and `fig_emergence_oriented.png`: the same up to the end's orientation (each pair
-/// times its runs' signs, as the oriented trend rows), where one is found (none without pairs).
+/// phase 1, and `fig_emergence_oriented.png`: the same up to orientation (each pair times its
+/// runs' signs in the orientation of its own point, as the oriented trend rows, so that runs
+/// whose towers traded sides later do not read as disagreeing before), where some point has one
+/// (none without pairs).
 fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
     let fractions = sorted_fractions(e.pairs.iter().map(|p| p.fraction));
     if fractions.is_empty() {
         return Ok(Vec::new());
     }
     let positions: Vec<String> = fractions.iter().map(|&f| fraction_name(f)).collect();
-    let orientation = end_orientation(e);
+    let orientation = orientations(e);
     let mut figures = vec![("fig_emergence_correlation.png", None, "Pearson r", "")];
-    if let Some(o) = &orientation {
+    if orientation.iter().any(|(_, s)| s.is_some()) {
         figures.push((
             "fig_emergence_oriented.png",
-            Some(o),
+            Some(&orientation),
             "oriented r",
-            " (up to orientation)",
+            " (up to orientation, each point its own)",
         ));
     }
     let mut files = Vec::new();
@@ -400,17 +408,24 @@ const RAW: &str = "raw r";
 /// A panel per class of pairs ([`panel_order`]), titled with the class and its number of pairs,
 /// in the class's colour: each pair's disattenuated r (filled) and raw r (hollow) at its
 /// fraction's position, with their intervals. A class without reliabilities has the raw group
-/// only. With `signs` (labels and their orientation signs), each pair's values and interval
-/// are multiplied by its runs' signs.
-fn class_panels(e: &Emergence, fractions: &[f64], signs: Option<&Signs>) -> Vec<IntervalPanel> {
-    let sign = |l: &str| -> f64 {
-        signs
-            .and_then(|(labels, s)| label_sign(labels, s, l))
-            .unwrap_or(1.0)
+/// only. With `orientation`, each pair's values and interval are multiplied by its runs' signs
+/// at its point, and pairs at a point without an orientation are left out.
+fn class_panels(
+    e: &Emergence,
+    fractions: &[f64],
+    orientation: Option<&Orientations>,
+) -> Vec<IntervalPanel> {
+    // The product of the pair's runs' signs at its point (1 unoriented), or none.
+    let sign = |p: &EmergencePair| -> Option<f64> {
+        let Some(o) = orientation else {
+            return Some(1.0);
+        };
+        let (labels, s) = signs_at(o, p.fraction)?;
+        Some(label_sign(labels, s, &p.a)? * label_sign(labels, s, &p.b)?)
     };
     let point = |p: &EmergencePair, y: f64, iv: Option<Interval>| {
         let at = fractions.iter().position(|f| *f == p.fraction)?;
-        let s = sign(&p.a) * sign(&p.b);
+        let s = sign(p)?;
         let (y, iv) = (s * y, iv.map(|i| (s * i.lo, s * i.hi)));
         Some(IntervalPoint {
             at,
@@ -888,15 +903,22 @@ mod tests {
         );
         assert_eq!(t.oriented_rising, Some(false));
         // The end's signs applied to 1/2 give the biased reading this guards against.
-        let (labels, signs) = end_orientation(&e).unwrap();
+        let o = orientations(&e);
+        let (labels, signs) = signs_at(&o, 1.0).unwrap();
         let half: Vec<(String, String, f64)> = e
             .pairs
             .iter()
             .filter(|p| p.fraction == 0.5)
             .map(|p| (p.a.clone(), p.b.clone(), p.disattenuated.unwrap()))
             .collect();
-        let biased = apply_signs(&labels, &signs, "gpt × gpt", &half).unwrap();
+        let biased = apply_signs(labels, signs, "gpt × gpt", &half).unwrap();
         assert!((biased.mean_oriented_r + 0.1).abs() < 1e-12);
+        // The oriented figure reads as the trend rows: every pair at 0.3 at both points (the
+        // disattenuated group; each point in its own orientation).
+        let panels = class_panels(&e, &[0.5, 1.0], Some(&o));
+        let ys: Vec<f64> = panels[0].groups[0].points.iter().map(|p| p.y).collect();
+        assert_eq!(ys.len(), 6);
+        assert!(ys.iter().all(|y| (y - 0.3).abs() < 1e-12), "{ys:?}");
     }
 
     #[test]
@@ -951,9 +973,9 @@ mod tests {
                 between("gpt-s1", "gpt-s2", 1.0, 0.6),
             ],
         };
-        let signs = end_orientation(&e).unwrap();
+        let o = orientations(&e);
         let signed = &class_panels(&e, &[1.0], None)[0].groups;
-        let oriented = &class_panels(&e, &[1.0], Some(&signs))[0].groups;
+        let oriented = &class_panels(&e, &[1.0], Some(&o))[0].groups;
         // Disattenuated group: gpt-s0 × gpt-s1 turns positive with its interval mirrored;
         // gpt-s1 × gpt-s2 (same side) is unchanged.
         let (s0, o0) = (&signed[0].points, &oriented[0].points);
