@@ -25,10 +25,10 @@
 #                                         other weights, checkpoints or snapshots (all the
 #                                         tables read, the snapshot heads' scores included), xz
 #                                         in parts of 15 MiB (a file that comes back holds at
-#                                         most 16 MiB), four parts a call (at most 64 MiB come
-#                                         back): FETCH_PAGE=K brings parts 4K..4K+3 of the pack
-#                                         that page 0 made (an ELMo run's 88 MB of weights take
-#                                         two calls)
+#                                         most 16 MiB), a page of parts a call (what one call
+#                                         brings back: page_out): FETCH_PAGE=K brings page K of
+#                                         the pack that page 0 made (an ELMo run's 88 MB of
+#                                         weights take two calls)
 #                                         -> $OUT/fetch.tar.xz.partNN
 #   scripts/gpu_session.sh snapshot LABEL STEP...
 #                                         the snapshots at STEP... of LABEL, so that the CPU can
@@ -36,13 +36,15 @@
 #                                         the warm machine that trained LABEL, packed as they
 #                                         are (seconds); on a fresh one, phase 1 again from its
 #                                         start up to the last of them, then stopped (the GPU
-#                                         repeats a run bit for bit); at most 64 MiB come back
-#                                         (two BERT snapshots, three GPT ones)
-#                                         -> $OUT/snap.tar.xz.partN
+#                                         repeats a run bit for bit); a page a call as fetch:
+#                                         SNAP_PAGE=K brings page K (two BERT snapshots or
+#                                         three GPT ones fit page 0; an ELMo snapshot, 88 MB,
+#                                         takes two pages)
+#                                         -> $OUT/snap.tar.xz.partNN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
 #                                         weights, heads' scores), xz in parts of 15 MiB: call K
-#                                         brings parts 8K..8K+7 -> $OUT/runs.tar.xz.partNN
+#                                         brings page K -> $OUT/runs.tar.xz.partNN
 # Every call carries .gpu afresh, which removes what `setup` unpacked there: the steps that run
 # a binary unpack it first when it is missing.
 set -uo pipefail
@@ -152,26 +154,66 @@ run_files() {
     find "$@" -path '*/phase1/checkpoint/weights.safetensors')
 }
 
+# Copies page K of the pack DIR/NAME.partNN into $OUT and says what is left. A page is the
+# next parts in order, as many as one call brings back: at most 8 files, PAGE_MIB (64) MiB
+# together. HINT is the command that brings the next page.
+page_out() {
+  local name=$1 dir=$2 k=$3 hint=$4
+  local parts=("$dir/$name".part*) cap=$((${PAGE_MIB:-64} << 20))
+  local page=0 used=0 n=0 first=-1 last=-1 i size
+  for i in "${!parts[@]}"; do
+    size=$(stat -c %s "${parts[$i]}")
+    if [ $n -gt 0 ] && { [ $((used + size)) -gt $cap ] || [ $n -ge 8 ]; }; then
+      page=$((page + 1)) used=0 n=0
+    fi
+    used=$((used + size)) n=$((n + 1))
+    if [ "$page" = "$k" ]; then
+      [ $first -lt 0 ] && first=$i
+      last=$i
+    fi
+  done
+  if [ $first -lt 0 ]; then
+    echo "$name: no page $k: the pack has pages 0 to $page" >&2
+    return 1
+  fi
+  echo "$name: ${#parts[@]} parts in all, pages 0 to $page; this call brings page $k (parts $first to $last)"
+  [ "$k" -lt $page ] && echo "$name: more left: $hint"
+  for i in $(seq $first $last); do cp "${parts[$i]}" "$OUT/"; done
+  ls -la "$OUT"
+}
+
+# Fails saying how to make it when DIR holds no pack NAME (a later page asked of a fresh machine).
+have_pack() {
+  [ -e "$2/$1.part00" ] && return 0
+  echo "$1: no pack on this machine (a fresh one?): run $3 first" >&2
+  return 1
+}
+
 fetch() {
   local k=${FETCH_PAGE:-0} dir=${FETCH_PACK_DIR:-/tmp/fetch-pack}
   if [ "$k" = 0 ]; then
     rm -rf $dir && mkdir -p $dir
     run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
       split -b "${FETCH_PART_MB:-15}M" -d -a 2 - $dir/fetch.tar.xz.part
-  elif [ ! -e $dir/fetch.tar.xz.part00 ]; then
-    echo "fetch: no pack on this machine (a fresh one?): run fetch with FETCH_PAGE=0 first" >&2
-    return 1
   fi
-  local parts=($dir/fetch.tar.xz.part*) first=$((4 * k))
-  echo "fetch: ${#parts[@]} parts in all; this call brings parts $first to $((first + 3))"
-  [ $((first + 4)) -lt ${#parts[@]} ] && echo "fetch: more left: FETCH_PAGE=$((k + 1)) fetch $*"
-  for p in "${parts[@]:$first:4}"; do cp "$p" "$OUT/"; done
-  ls -la "$OUT"
+  have_pack fetch.tar.xz $dir "fetch with FETCH_PAGE=0" &&
+    page_out fetch.tar.xz $dir "$k" "FETCH_PAGE=$((k + 1)) fetch $*"
 }
 
 snapshot() {
-  local label=$1 f last=0 s
-  shift
+  local k=${SNAP_PAGE:-0} dir=${SNAP_PACK_DIR:-/tmp/snap-pack} all="$*"
+  if [ "$k" = 0 ]; then
+    snapshot_pack "$dir" "$@" || return 1
+  fi
+  have_pack snap.tar.xz $dir "snapshot with SNAP_PAGE=0" &&
+    page_out snap.tar.xz $dir "$k" "SNAP_PAGE=$((k + 1)) snapshot $all"
+}
+
+# The snapshots at STEP... of LABEL (training up to the last of them when they are not there),
+# with the phase-1 log, packed into DIR/snap.tar.xz.partNN.
+snapshot_pack() {
+  local dir=$1 label=$2 f last=0 s
+  shift 2
   local files=()
   for s in "$@"; do
     files+=("$label/phase1/snapshots/step-$(printf %07d "$s").safetensors")
@@ -191,9 +233,9 @@ snapshot() {
   for f in "${files[@]}"; do
     [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
   done
+  rm -rf "$dir" && mkdir -p "$dir"
   (cd "$STUDY" && tar -cf - "$label/phase1/metrics.jsonl" "${files[@]}") | xz -1 -T0 |
-    split -b 15M -d -a 1 - "$OUT/snap.tar.xz.part"
-  ls -la "$OUT"
+    split -b "${SNAP_PART_MB:-15}M" -d -a 2 - "$dir/snap.tar.xz.part"
 }
 
 pack() {
@@ -212,10 +254,7 @@ runs() {
       split -b 15M -d -a 2 - $dir/runs.tar.xz.part
     touch $dir/done
   fi
-  local parts=($dir/runs.tar.xz.part*)
-  echo "${#parts[@]} parts in all; this call brings parts $((8 * k)) to $((8 * k + 7))"
-  for p in "${parts[@]:$((8 * k)):8}"; do cp "$p" "$OUT/"; done
-  ls -la "$OUT"
+  page_out runs.tar.xz $dir "$k" "runs $((k + 1))"
 }
 
 "$@"

@@ -68,7 +68,8 @@ impl Session {
         self.step_with(args, &[])
     }
 
-    /// A step with extra environment variables; `fetch` packs under the session's folder.
+    /// A step with extra environment variables; `fetch` and `snapshot` pack under the session's
+    /// folder.
     fn step_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new("bash")
             .arg(self.repo.join("scripts/gpu_session.sh"))
@@ -77,6 +78,7 @@ impl Session {
             .env("STUDY", &self.study)
             .env("STUDY_TIMEOUT", "30")
             .env("FETCH_PACK_DIR", self.repo.join("../fetch-pack"))
+            .env("SNAP_PACK_DIR", self.repo.join("../snap-pack"))
             .envs(env.iter().copied())
             .output()
             .unwrap()
@@ -212,17 +214,18 @@ fn fetch_parts(s: &Session) -> Vec<String> {
 }
 
 #[test]
-fn fetch_of_a_run_beyond_four_parts_brings_four_a_call_and_the_rest_on_the_next_page() {
+fn fetch_of_a_run_beyond_a_call_brings_what_fits_a_call_and_the_rest_on_the_next_page() {
     let s = session();
     let o = s.step(&["study", "gpt-s1"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Weights of 5.5 MiB in parts of 1 MiB: six parts, four on page 0 and two on page 1.
+    // Weights of 5.5 MiB in parts of 1 MiB, 4 MiB a call: six parts, four on page 0 and two on
+    // page 1.
     let weights = s.study.join("gpt-s1/phase1/checkpoint/weights.safetensors");
     fs::write(&weights, incompressible(5 << 20 | 1 << 19)).unwrap();
     let page = |k: &str| {
         s.step_with(
             &["fetch", "gpt-s1"],
-            &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", k)],
+            &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", k), ("PAGE_MIB", "4")],
         )
     };
     let o = page("0");
@@ -245,6 +248,72 @@ fn fetch_of_a_run_beyond_four_parts_brings_four_a_call_and_the_rest_on_the_next_
     let listing = s.listing("fetch.tar.xz.part");
     assert!(listing.contains("gpt-s1/phase1/checkpoint/weights.safetensors"));
     assert!(listing.contains("gpt-s1/run.json"));
+}
+
+#[test]
+fn a_page_holds_at_most_eight_files_however_small() {
+    let s = session();
+    let o = s.step(&["study", "gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Ten parts of 1 MiB, far below 64 MiB together: eight come back a call, the device's
+    // limit on files.
+    let weights = s.study.join("gpt-s1/phase1/checkpoint/weights.safetensors");
+    fs::write(&weights, incompressible(9 << 20 | 1 << 19)).unwrap();
+    let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PART_MB", "1")]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("10 parts in all, pages 0 to 1"), "{stdout}");
+    assert_eq!(fetch_parts(&s).len(), 8);
+    // A page past the last one fails, naming the pages there are.
+    let o = s.step_with(
+        &["fetch", "gpt-s1"],
+        &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", "2")],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no page 2: the pack has pages 0 to 1"));
+}
+
+#[test]
+fn snapshots_beyond_a_call_come_back_in_pages() {
+    let s = session();
+    let snaps = s.study.join("gpt-s1/phase1/snapshots");
+    fs::create_dir_all(&snaps).unwrap();
+    // Two snapshots of 2.5 MiB (an ELMo snapshot is 88 MB) in parts of 1 MiB, 4 MiB a call.
+    for step in ["0000488", "0001954"] {
+        let bytes = incompressible(2 << 20 | 1 << 19);
+        fs::write(snaps.join(format!("step-{step}.safetensors")), bytes).unwrap();
+    }
+    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
+    let page = |k: &str| {
+        s.step_with(
+            &["snapshot", "gpt-s1", "488", "1954"],
+            &[("SNAP_PART_MB", "1"), ("SNAP_PAGE", k), ("PAGE_MIB", "4")],
+        )
+    };
+    let o = page("0");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        stdout.contains("pages 0 to 1") && stdout.contains("SNAP_PAGE=1 snapshot gpt-s1 488 1954"),
+        "{stdout}"
+    );
+    let snap_parts = || {
+        fs::read_dir(&s.out)
+            .unwrap()
+            .filter(|e| {
+                let name = e.as_ref().unwrap().file_name();
+                name.to_string_lossy().starts_with("snap.tar.xz.part")
+            })
+            .count()
+    };
+    assert_eq!(snap_parts(), 4);
+    let o = page("1");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(snap_parts(), 6);
+    assert_eq!(
+        s.listing("snap.tar.xz.part"),
+        log_and_snapshots(&[488, 1954])
+    );
 }
 
 #[test]
