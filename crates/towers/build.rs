@@ -18,6 +18,8 @@ fn main() {
     for name in KERNELS {
         println!("cargo::rerun-if-changed=src/{name}.cu");
     }
+    // Included by the row kernels.
+    println!("cargo::rerun-if-changed=src/warp.cuh");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     if env::var_os("CARGO_FEATURE_CUDA").is_none() {

@@ -59,9 +59,38 @@ pub(crate) unsafe fn written_whole(dev: &CudaDevice, n: usize) -> Result<CudaSli
     unsafe { dev.alloc::<f32>(n) }
 }
 
+/// Threads per block of the elementwise kernels. cudarc's `for_num_elems` takes 1,024, which
+/// puts an LSTM step's 16 × 2,048 units on 32 of an H100's 132 SMs; 256 spreads them over 128.
+const BLOCK: u32 = 256;
+
+/// Lanes of a warp: the row kernels (LayerNorm, softmax) give each row one warp (`warp.cuh`).
+const WARP: u32 = 32;
+
+/// Rows (warps) per block of the row kernels: 8, blocks of 256 threads.
+const ROWS_PER_BLOCK: u32 = 8;
+
+/// `n` threads in blocks of `block` (callers bound `n` below 2³¹).
+fn blocks_of(n: usize, block: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((n as u32).div_ceil(block), 1, 1),
+        block_dim: (block, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
 /// The launch of `n` threads, one per element.
 pub(crate) fn grid(n: usize) -> LaunchConfig {
-    LaunchConfig::for_num_elems(n as u32)
+    blocks_of(n, BLOCK)
+}
+
+/// The launch of one warp per row, `rows` rows (callers bound `rows` below 2³¹), in whole
+/// warps: the kernels let a warp past the last row leave as one.
+pub(crate) fn row_grid(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: ((rows as u32).div_ceil(ROWS_PER_BLOCK), 1, 1),
+        block_dim: (ROWS_PER_BLOCK * WARP, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 /// A new tensor (no gradient history) of `shape` over a device buffer.
@@ -72,6 +101,33 @@ pub(crate) fn tensor(slice: CudaSlice<f32>, dev: &CudaDevice, shape: Shape) -> T
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Every thread index below n is launched, in as few blocks as hold them; every row gets
+    /// a warp, in whole warps.
+    #[test]
+    fn the_grids_cover_every_thread_and_row_in_whole_blocks() {
+        for n in [1, 256, 257, 16 * 2048] {
+            let cfg = grid(n);
+            let threads = (cfg.grid_dim.0 * cfg.block_dim.0) as usize;
+            assert!(
+                threads >= n && threads - n < BLOCK as usize,
+                "{n} in {cfg:?}"
+            );
+        }
+        assert_eq!(grid(16 * 2048).grid_dim.0, 128);
+        for rows in [1, 8, 9, 8192] {
+            let cfg = row_grid(rows);
+            assert_eq!(cfg.block_dim.0 % WARP, 0);
+            let warps = (cfg.grid_dim.0 * cfg.block_dim.0 / WARP) as usize;
+            assert!(
+                warps >= rows && warps - rows < ROWS_PER_BLOCK as usize,
+                "{rows} in {cfg:?}"
+            );
+        }
+        assert_eq!(row_grid(8192).grid_dim.0, 1024);
+    }
+
     /// The PTX that `build.rs` compiled for each `.cu` holds every kernel the ops load from it
     /// by name.
     #[test]

@@ -1,4 +1,4 @@
-//! The LayerNorm op's CUDA side: the forward pass and dx in one kernel each, one thread per row
+//! The LayerNorm op's CUDA side: the forward pass and dx in one kernel each, one warp per row
 //! (`layer_norm.cu`); the gain's and shift's gradients, sums over rows, by two reductions. On
 //! CUDA the composed graph spends about eight kernels forward and twenty back.
 
@@ -6,7 +6,7 @@ use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelA
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaDevice, Result, Tensor};
 
-use crate::cuda::{grid, ptx, tensor, with_cuda_f32, written_whole};
+use crate::cuda::{ptx, row_grid, tensor, with_cuda_f32, written_whole};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("layer_norm");
@@ -39,7 +39,7 @@ pub(crate) fn forward(
     eps: f32,
 ) -> Result<CudaSlice<f32>> {
     let (ri, hi) = sizes(rows, h)?;
-    // SAFETY: each row's thread writes its row of y whole.
+    // SAFETY: each row's warp writes its row of y whole.
     let mut y = unsafe { written_whole(dev, rows * h)? };
     if rows * h > 0 {
         let f = dev.get_or_load_custom_func("layer_norm_rows", MODULE, PTX)?;
@@ -52,9 +52,9 @@ pub(crate) fn forward(
             .arg(&ri)
             .arg(&hi)
             .arg(&eps);
-        // SAFETY: the arguments match the kernel's signature in layer_norm.cu; each thread
+        // SAFETY: the arguments match the kernel's signature in layer_norm.cu; each warp
         // touches its own row of x and y, below rows·h.
-        unsafe { launch.launch(grid(rows)) }.w()?;
+        unsafe { launch.launch(row_grid(rows)) }.w()?;
     }
     Ok(y)
 }
@@ -70,7 +70,7 @@ pub(crate) fn backward_tensors(
     let (rows, h) = x.dims2()?;
     let (ri, hi) = sizes(rows, h)?;
     let (dx, xhat, dev) = with_cuda_f32(&[x, dy, gamma], OP, |dev, views| {
-        // SAFETY: each row's thread writes its row of dx and of xhat whole.
+        // SAFETY: each row's warp writes its row of dx and of xhat whole.
         let (mut dx, mut xhat) =
             unsafe { (written_whole(dev, rows * h)?, written_whole(dev, rows * h)?) };
         if rows * h > 0 {
@@ -86,7 +86,7 @@ pub(crate) fn backward_tensors(
                 .arg(&hi)
                 .arg(&eps);
             // SAFETY: as in `forward`.
-            unsafe { launch.launch(grid(rows)) }.w()?;
+            unsafe { launch.launch(row_grid(rows)) }.w()?;
         }
         Ok((dx, xhat, dev.clone()))
     })?;

@@ -1,5 +1,5 @@
 //! Softmax over the last dimension as one custom op: the forward pass in one kernel (CUDA:
-//! `softmax.cu`, one thread per row; CPU: `kernels::softmax_row`) and the backward pass
+//! `softmax.cu`, one warp per row; CPU: `kernels::softmax_row`) and the backward pass
 //! dx = y ⊙ (dy − Σ dy ⊙ y) in four tensor ops. The composed graph
 //! ([`crate::norm::softmax_last`]) spends five kernels forward and about eight back; on CUDA,
 //! where attention runs composed, that is per attention layer and step. The CPU keeps the
@@ -45,7 +45,7 @@ impl CustomOp1 for SoftmaxLast {
         s: &candle_core::CudaStorage,
         l: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::cuda::{f32_view, grid, ptx, written_whole};
+        use crate::cuda::{f32_view, ptx, row_grid, written_whole};
         use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
         use candle_core::cuda_backend::WrapErr;
         let n = l.shape().dims().last().copied().unwrap_or(1);
@@ -57,16 +57,16 @@ impl CustomOp1 for SoftmaxLast {
         };
         let dev = &s.device;
         let x = f32_view(s, l, OP)?;
-        // SAFETY: each row's thread writes its row of y whole.
+        // SAFETY: each row's warp writes its row of y whole.
         let mut y = unsafe { written_whole(dev, count)? };
         if count > 0 {
             let f =
                 dev.get_or_load_custom_func("softmax_rows", "lmsplit_softmax", ptx!("softmax"))?;
             let mut launch = f.builder();
             launch.arg(&x).arg(&mut y).arg(&ri).arg(&ni);
-            // SAFETY: the arguments match the kernel's signature in softmax.cu; each thread
+            // SAFETY: the arguments match the kernel's signature in softmax.cu; each warp
             // touches its own row of x and y.
-            unsafe { launch.launch(grid(rows)) }.w()?;
+            unsafe { launch.launch(row_grid(rows)) }.w()?;
         }
         Ok((
             candle_core::CudaStorage::wrap_cuda_slice(y, dev.clone()),

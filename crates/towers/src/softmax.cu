@@ -1,19 +1,27 @@
 // Softmax over the last dimension on CUDA (fused_softmax.rs): exp(x - max) / sum, the
-// composed graph's arithmetic, one thread per row of width n (attention rows are T wide).
-// Compiled to PTX by nvcc at build time (build.rs), and for the host by tests/host_cuda.rs.
+// composed graph's arithmetic, one warp per row of width n (attention rows are T wide): lane l
+// reads entries l, l + 32, ... (coalesced) and the warp combines its maxima and sums
+// (warp.cuh). Launched with a whole number of warps per block, so a warp past the last row
+// leaves as one. Compiled to PTX by nvcc at build time (build.rs), and for the host by
+// tests/host_cuda.rs.
+#include "warp.cuh"
 
 extern "C" __global__ void softmax_rows(const float* x, float* y, int rows, int n) {
-  long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  long long r = t / WARP_LANES;
+  int lane = (int)(t % WARP_LANES);
   if (r >= rows) return;
   const float* xr = x + r * n;
   float* yr = y + r * n;
-  float mx = xr[0];  // n >= 1: no launch for empty rows
-  for (int k = 1; k < n; k++) mx = fmaxf(mx, xr[k]);
+  float mx = -INFINITY;
+  for (int k = lane; k < n; k += WARP_LANES) mx = fmaxf(mx, xr[k]);
+  mx = warp_max(mx);
   float s = 0.0f;
-  for (int k = 0; k < n; k++) {
+  for (int k = lane; k < n; k += WARP_LANES) {
     float e = expf(xr[k] - mx);
     yr[k] = e;
     s += e;
   }
-  for (int k = 0; k < n; k++) yr[k] = yr[k] / s;
+  s = warp_sum(s);
+  for (int k = lane; k < n; k += WARP_LANES) yr[k] = yr[k] / s;
 }

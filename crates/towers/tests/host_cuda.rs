@@ -1,5 +1,5 @@
 //! Our CUDA kernels (`src/*.cu`), compiled for the host by the system C++ compiler with a shim
-//! for CUDA's qualifiers, thread indices and intrinsics (`tests/host_cuda/shim.h`), and run by a
+//! for CUDA's qualifiers, thread indices, intrinsics and warp shuffles (`tests/host_cuda/shim.h`), and run by a
 //! harness per source (`tests/host_cuda/*.cpp`): their arithmetic and indexing checked on every
 //! machine, not only on a lent GPU. (On CUDA the same sources are compiled by nvcc, `build.rs`;
 //! `gpu_check` compares the device with the CPU.)
@@ -16,7 +16,7 @@ fn run_harness(harness: &str, source: &str) -> String {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let cu = root.join(format!("src/{source}.cu"));
     let built = Command::new(&cxx)
-        .args(["-std=c++17", "-O1", "-o"])
+        .args(["-std=c++20", "-O1", "-pthread", "-o"])
         .arg(&exe)
         .arg(format!("-DCU_SOURCE=\"{}\"", cu.display()))
         .arg(root.join(format!("tests/host_cuda/{harness}.cpp")))

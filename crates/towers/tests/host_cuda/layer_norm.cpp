@@ -1,5 +1,5 @@
 // LayerNorm's CUDA kernels (src/layer_norm.cu), compiled for the host with shim.h and launched
-// over 5 rows of width 7 (a ragged last block): y must match a double-precision LayerNorm, and
+// over 5 rows of width 45 (one warp per row, a ragged last block, lanes striding past the width): y must match a double-precision LayerNorm, and
 // dx, and the gain's and shift's gradients formed as the op forms them from the kernel's xhat
 // (sum over rows of dy xhat, and of dy), must match central differences of sum(w y) in double.
 // Exit code 0 on a match.
@@ -9,7 +9,7 @@
 #include "shim.h"
 #include CU_SOURCE
 
-const int R = 5, H = 7;
+const int R = 5, H = 45;
 const float EPS = 1e-5f;
 using W = std::vector<double>;
 
@@ -31,8 +31,8 @@ int main() {
   for (int i = 0; i < R * H; i++) x[i] = std::sin(i * 0.61f) * 2.0f + (i % H == 3 ? 1.5f : 0.0f);
   for (int i = 0; i < R * H; i++) w[i] = std::cos(i * 0.29f);
   for (int k = 0; k < H; k++) g[k] = 1.0f + 0.1f * k, b[k] = 0.05f * k - 0.2f;
-  launch(R, [&] { layer_norm_rows(x.data(), g.data(), b.data(), y.data(), R, H, EPS); });
-  launch(R, [&] {
+  launch_warps(R, [&] { layer_norm_rows(x.data(), g.data(), b.data(), y.data(), R, H, EPS); });
+  launch_warps(R, [&] {
     layer_norm_backward_rows(x.data(), w.data(), g.data(), dx.data(), xhat.data(), R, H, EPS);
   });
   W x64(x.begin(), x.end()), g64(g.begin(), g.end()), b64(b.begin(), b.end());

@@ -1,13 +1,17 @@
 // What a CUDA source needs to compile as host C++ in these harnesses: the qualifiers vanish,
-// the thread indices are globals that launch() sets, and the round-to-nearest intrinsics are
-// the plain operations (the host compiler contracts no multiply-add without FMA enabled).
+// the thread indices are per-thread variables that the launches set, the round-to-nearest
+// intrinsics are the plain operations (the host compiler contracts no multiply-add without FMA
+// enabled), and a warp's shuffle is an exchange between 32 host threads at a barrier.
+#include <barrier>
 #include <cmath>
+#include <memory>
+#include <thread>
 #include <vector>
 
 struct Dim3 {
   unsigned x, y, z;
 };
-static Dim3 blockIdx, blockDim, threadIdx;
+static thread_local Dim3 blockIdx, blockDim, threadIdx;
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -25,6 +29,47 @@ void launch(long n, F kernel) {
       threadIdx.x = thread;
       kernel();
     }
+}
+
+// The 32 lanes of one emulated warp: a slot each for a shuffle's values, and the barrier at
+// which they meet.
+struct Warp {
+  std::barrier<> meet{32};
+  float slot[32];
+};
+static thread_local Warp* this_warp = nullptr;
+
+// CUDA's __shfl_xor_sync over a whole warp (mask 0xffffffff): lane l gets lane l ^ m's v.
+// Every lane of the warp must call it, as on the device.
+inline float __shfl_xor_sync(unsigned, float v, int m) {
+  int lane = threadIdx.x % 32;
+  this_warp->slot[lane] = v;
+  this_warp->meet.arrive_and_wait();
+  float got = this_warp->slot[lane ^ m];
+  this_warp->meet.arrive_and_wait();
+  return got;
+}
+
+// A launch of the kernels that give each row one warp: `rows` warps in blocks of two (so that
+// the grid arithmetic is exercised), with one block past the end, each lane a host thread, so
+// that the lanes of a warp run together as on the device.
+template <class F>
+void launch_warps(long rows, F kernel) {
+  const unsigned lanes = 32, per_block = 2 * lanes;
+  for (long block = 0; block * 2 < rows + 2; block++) {
+    std::vector<std::unique_ptr<Warp>> warps;
+    for (int w = 0; w < 2; w++) warps.push_back(std::make_unique<Warp>());
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < per_block; t++)
+      threads.emplace_back([&, t] {
+        blockIdx.x = block;
+        blockDim.x = per_block;
+        threadIdx.x = t;
+        this_warp = warps[t / lanes].get();
+        kernel();
+      });
+    for (auto& t : threads) t.join();
+  }
 }
 
 // Checks a float gradient against central differences (step 1e-6, in double) of loss() in each

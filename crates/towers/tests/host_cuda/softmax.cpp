@@ -1,7 +1,7 @@
 // Softmax's CUDA kernel (src/softmax.cu), compiled for the host with shim.h and launched over 6
-// rows of width 9 (a ragged last block), with a key masked by -1e9 as attention's bias does
-// and a row 60 above the rest: y must match softmax in double to 1e-6, and the masked entry
-// must be exactly zero. Exit code 0 on a match.
+// rows of width 41 (one warp per row, lanes striding past the width), with a key masked by
+// -1e9 as attention's bias does and a row 60 above the rest: y must match softmax in double to
+// 1e-6, and the masked entry must be exactly zero. Exit code 0 on a match.
 #include <cstdio>
 #include <vector>
 
@@ -9,12 +9,12 @@
 #include CU_SOURCE
 
 int main() {
-  const int R = 6, N = 9;
+  const int R = 6, N = 41;
   std::vector<float> x(R * N), y(R * N, NAN);
   for (int i = 0; i < R * N; i++) x[i] = std::sin(i * 0.77f) * 3.0f;
   x[4] = -1e9f;
   for (int k = 0; k < N; k++) x[N + k] += 60.0f;
-  launch(R, [&] { softmax_rows(x.data(), y.data(), R, N); });
+  launch_warps(R, [&] { softmax_rows(x.data(), y.data(), R, N); });
   double worst = 0;
   for (int r = 0; r < R; r++) {
     double mx = x[r * N], s = 0;
