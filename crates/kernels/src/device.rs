@@ -52,7 +52,7 @@ pub fn keeps_event_tracking() -> bool {
 pub fn cuda(ordinal: usize) -> Result<Device> {
     let device = Device::new_cuda(ordinal)?;
     if !keeps_event_tracking() {
-        pool::untrack_events(&device);
+        driver::untrack_events(&device);
     }
     keep_pool_memory(&device)?;
     Ok(device)
@@ -61,7 +61,7 @@ pub fn cuda(ordinal: usize) -> Result<Device> {
 /// Whether buffers made on `device` from now on carry cudarc's synchronisation events (`None`
 /// where there are none: the CPU, a build without `cuda`).
 pub fn event_tracking(device: &Device) -> Option<bool> {
-    pool::event_tracking(device)
+    driver::event_tracking(device)
 }
 
 /// The first CUDA device through [`cuda`] when this build has CUDA and a GPU is present, else
@@ -85,8 +85,9 @@ pub fn keep_pool_memory(device: &Device) -> Result<Option<u64>> {
     pool_release_threshold(device)
 }
 
+/// The driver calls behind the public functions (nothing without the `cuda` feature).
 #[cfg(feature = "cuda")]
-mod pool {
+mod driver {
     use candle_core::cuda_backend::cudarc::driver::{result, sys};
     use candle_core::{Device, Result};
 
@@ -155,7 +156,7 @@ mod pool {
 }
 
 #[cfg(not(feature = "cuda"))]
-mod pool {
+mod driver {
     use candle_core::{Device, Result};
 
     pub(super) fn set_release_threshold(_: &Device, _: u64) -> Result<()> {
@@ -176,13 +177,13 @@ mod pool {
 /// Sets the release threshold (bytes kept mapped at a synchronisation) of `device`'s current
 /// memory pool; nothing where there is no pool.
 pub fn set_release_threshold(device: &Device, bytes: u64) -> Result<()> {
-    pool::set_release_threshold(device, bytes)
+    driver::set_release_threshold(device, bytes)
 }
 
 /// The release threshold of `device`'s current memory pool, or `None` (the CPU, a build
 /// without `cuda`, a driver without stream-ordered allocation).
 pub fn pool_release_threshold(device: &Device) -> Result<Option<u64>> {
-    pool::pool_release_threshold(device)
+    driver::pool_release_threshold(device)
 }
 
 #[cfg(test)]
