@@ -33,6 +33,9 @@
 //!   the CPU's; `moments/f64/{mean,cov}`: the same embeddings accumulated on the target
 //!   (`Moments::update_tensor`) against the host.
 //!
+//! `--no-encoders` leaves the `enc/*` and `moments/*` checks out (the two-tower checks alone, as
+//! `scripts/gpu_session.sh sanitize` runs them under compute-sanitizer).
+//!
 //! The JSON report (`<out>/gpu_check.json`) lists every check with its result. The exit code is
 //! 1 when any check fails, naming the failed checks; errors are printed as sentences.
 
@@ -89,6 +92,10 @@ struct Args {
     /// Leave MiniLM out (its 90 MB folder does not travel to the GPU machine).
     #[arg(long)]
     no_minilm: bool,
+    /// Leave the encoders and the moments out: the two-tower checks alone (e.g. under
+    /// compute-sanitizer, where every kernel runs many times slower).
+    #[arg(long)]
+    no_encoders: bool,
     /// Two-tower shapes: tiny, wide (comma separated).
     #[arg(long, value_delimiter = ',', default_value = "tiny,wide")]
     shapes: Vec<String>,
@@ -187,14 +194,21 @@ fn run(args: Args) -> Result<(), BoxError> {
             lmsplit::kernels::device::POOL_ENV
         ));
     }
-    let minilm = minilm_folder(&args, &mut notices)?;
-    let specs = encoder_checks::encoder_specs(&fixtures, minilm)?;
+    let specs = if args.no_encoders {
+        notices.push("the encoders and the moments are left out (--no-encoders)".to_string());
+        Vec::new()
+    } else {
+        let minilm = minilm_folder(&args, &mut notices)?;
+        encoder_checks::encoder_specs(&fixtures, minilm)?
+    };
     for n in &notices {
         eprintln!("gpu_check: note: {n}");
     }
     let mut checks = towers_section(&args.shapes, &target, args.seed, args.steps as usize);
-    eprintln!("gpu_check: encoders ({}) and moments", specs.len());
-    checks.extend(encoder_checks::encoder_section(&specs, &target));
+    if !args.no_encoders {
+        eprintln!("gpu_check: encoders ({}) and moments", specs.len());
+        checks.extend(encoder_checks::encoder_section(&specs, &target));
+    }
     report::print_table(&checks);
     let meta = json!({
         "target": device_name(&target),

@@ -18,6 +18,13 @@
 #                                         released (LMSPLIT_CUDA_POOL); GPT at base_2tower B 64
 #                                         ours, ours without our CUDA kernels, both defaults
 #                                         -> $OUT/speed.jsonl
+#   scripts/gpu_session.sh sanitize       gpu_check's two-tower checks at the tiny shapes, 2 steps,
+#                                         under compute-sanitizer's memcheck, initcheck and
+#                                         synccheck (SANITIZE_TOOLS), each cut at
+#                                         SANITIZE_TIMEOUT (150) s: out-of-bounds accesses, reads
+#                                         of memory never written (the kernels' uninitialised
+#                                         outputs), shuffles with lanes missing
+#                                         -> $OUT/sanitize.txt, $OUT/sanitize-TOOL.txt
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
 #                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
@@ -132,6 +139,26 @@ speed() {
   one gpt base_2tower 10 64 off keep
   one gpt base_2tower 10 64 off keep off
   one gpt base_2tower 10 64 on release
+}
+
+sanitize() {
+  ensure_setup
+  local tool rc verdict
+  for tool in ${SANITIZE_TOOLS:-memcheck initcheck synccheck}; do
+    timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      --print-limit 20 $BIN/gpu_check --device cuda --no-encoders --shapes tiny --steps 2 \
+      --out "$OUT/sanitize-$tool" >"$OUT/sanitize-$tool.txt" 2>&1
+    rc=$?
+    case $rc in
+      0) verdict="clean, every check passed" ;;
+      3) verdict="the sanitizer reported errors" ;;
+      1) verdict="no sanitizer error, but a check failed" ;;
+      124) verdict="cut at ${SANITIZE_TIMEOUT:-150} s" ;;
+      *) verdict="did not run to the end" ;;
+    esac
+    echo "sanitize $tool: exit $rc, $verdict" | tee -a "$OUT/sanitize.txt"
+    [ $rc = 0 ] || tail -n 25 "$OUT/sanitize-$tool.txt"
+  done
 }
 
 study() {

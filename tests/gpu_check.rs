@@ -122,6 +122,46 @@ fn gpu_check_on_the_cpu_passes_every_check() {
 }
 
 #[test]
+fn no_encoders_runs_the_two_tower_checks_alone_and_says_so() {
+    let out = tempfile::tempdir().unwrap();
+    // No fixtures folder at all: with --no-encoders it is never read.
+    let o = Command::new(example_bin("gpu_check"))
+        .args([
+            "--device",
+            "cpu",
+            "--no-encoders",
+            "--shapes",
+            "tiny",
+            "--steps",
+            "1",
+        ])
+        .args(["--fixtures", "/nonexistent/fixtures", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = report(out.path());
+    let names: BTreeSet<String> = r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    let towers: BTreeSet<String> = expected_names()
+        .into_iter()
+        .filter(|n| !n.starts_with("enc/") && !n.starts_with("moments/"))
+        .collect();
+    assert_eq!(names, towers);
+    let notices = r["notices"].to_string();
+    assert!(notices.contains("--no-encoders"), "{notices}");
+}
+
+#[test]
 fn a_broken_model_folder_is_a_named_failed_check_with_exit_code_1() {
     let dir = tempfile::tempdir().unwrap();
     let bert = dir.path().join("fixtures/bert");

@@ -317,6 +317,41 @@ fn snapshots_beyond_a_call_come_back_in_pages() {
 }
 
 #[test]
+fn sanitize_runs_each_tool_on_the_two_tower_checks_and_names_its_verdict() {
+    let s = session();
+    // A stand-in compute-sanitizer that logs its command line; initcheck "finds" an error.
+    let tools = s.repo.join("../tools");
+    fs::create_dir_all(&tools).unwrap();
+    let fake = tools.join("compute-sanitizer");
+    fs::write(
+        &fake,
+        "#!/usr/bin/env bash\necho \"$@\" >> \"$OUT/args.txt\"\n[ \"$2\" = initcheck ] && exit 3\nexit 0\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
+    let o = s.step_with(&["sanitize"], &[("PATH", &path)]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let verdicts = fs::read_to_string(s.out.join("sanitize.txt")).unwrap();
+    assert_eq!(
+        verdicts.lines().collect::<Vec<_>>(),
+        [
+            "sanitize memcheck: exit 0, clean, every check passed",
+            "sanitize initcheck: exit 3, the sanitizer reported errors",
+            "sanitize synccheck: exit 0, clean, every check passed",
+        ]
+    );
+    let args = fs::read_to_string(s.out.join("args.txt")).unwrap();
+    for line in args.lines() {
+        assert!(
+            line.contains("--error-exitcode 3")
+                && line.contains("gpu_check --device cuda --no-encoders --shapes tiny"),
+            "{line}"
+        );
+    }
+}
+
+#[test]
 fn fetch_of_a_later_page_without_the_first_on_this_machine_fails_saying_so() {
     let s = session();
     let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PAGE", "1")]);
