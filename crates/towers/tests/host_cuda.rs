@@ -1,8 +1,10 @@
 //! Our CUDA kernels (`src/*.cu`), compiled for the host by the system C++ compiler with a shim
-//! for CUDA's qualifiers, thread indices, intrinsics and warp shuffles (`tests/host_cuda/shim.h`), and run by a
-//! harness per source (`tests/host_cuda/*.cpp`): their arithmetic and indexing checked on every
-//! machine, not only on a lent GPU. (On CUDA the same sources are compiled by nvcc, `build.rs`;
-//! `gpu_check` compares the device with the CPU.)
+//! for CUDA's qualifiers, thread indices, intrinsics and warp shuffles
+//! (`tests/host_cuda/shim.h`), and run by a harness per source (`tests/host_cuda/*.cpp`): their
+//! arithmetic and indexing checked on every machine, not only on a lent GPU, under
+//! AddressSanitizer and UBSan (an access out of bounds aborts: checked with a bound check
+//! loosened by one in the LayerNorm and LSTM kernels). (On CUDA the same sources are compiled
+//! by nvcc, `build.rs`; `gpu_check` compares the device with the CPU.)
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +18,12 @@ fn run_harness(harness: &str, source: &str) -> String {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let cu = root.join(format!("src/{source}.cu"));
     let built = Command::new(&cxx)
-        .args(["-std=c++20", "-O1", "-pthread", "-o"])
+        .args(["-std=c++20", "-O1", "-pthread"])
+        // Every access of a kernel in bounds of the buffers the harness gives it (exactly the
+        // sizes the op allocates), every launch past the end bounded: AddressSanitizer aborts
+        // at the first overflow, UBSan at undefined arithmetic.
+        .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
+        .args(["-fno-omit-frame-pointer", "-o"])
         .arg(&exe)
         .arg(format!("-DCU_SOURCE=\"{}\"", cu.display()))
         .arg(root.join(format!("tests/host_cuda/{harness}.cpp")))
@@ -31,7 +38,11 @@ fn run_harness(harness: &str, source: &str) -> String {
     );
     let run = Command::new(&exe).output().unwrap();
     let report = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert!(run.status.success(), "{source}.cu does not match: {report}");
+    assert!(
+        run.status.success(),
+        "{source}.cu does not match: {report}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     report
 }
 
