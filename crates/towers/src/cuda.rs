@@ -69,18 +69,13 @@ const WARP: u32 = 32;
 /// Rows (warps) per block of the row kernels: 8, blocks of 256 threads.
 const ROWS_PER_BLOCK: u32 = 8;
 
-/// `n` threads in blocks of `block` (callers bound `n` below 2³¹).
-fn blocks_of(n: usize, block: u32) -> LaunchConfig {
+/// The launch of `n` threads, one per element (callers bound `n` below 2³¹).
+pub(crate) fn grid(n: usize) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: ((n as u32).div_ceil(block), 1, 1),
-        block_dim: (block, 1, 1),
+        grid_dim: ((n as u32).div_ceil(BLOCK), 1, 1),
+        block_dim: (BLOCK, 1, 1),
         shared_mem_bytes: 0,
     }
-}
-
-/// The launch of `n` threads, one per element.
-pub(crate) fn grid(n: usize) -> LaunchConfig {
-    blocks_of(n, BLOCK)
 }
 
 /// The launch of one warp per row, `rows` rows (callers bound `rows` below 2³¹), in whole
