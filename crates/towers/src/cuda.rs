@@ -1,8 +1,10 @@
-//! What the CUDA sides of the custom ops share: the PTX that `build.rs` compiled, contiguous f32
-//! views of CUDA storages and tensors, uninitialised buffers for kernels that write them whole,
-//! launch grids, and new CUDA tensors from device buffers.
+//! What the CUDA sides of the custom ops share: the PTX that `build.rs` compiled, contiguous
+//! views of CUDA storages and tensors (f32, and bf16 where a kernel reads it), uninitialised
+//! buffers for kernels that write them whole, launch grids, and new CUDA tensors from device
+//! buffers.
 
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig};
+use candle_core::cuda_backend::CudaDType;
 use candle_core::op::BackpropOp;
 use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
 
@@ -22,26 +24,37 @@ fn cuda_storage<'a>(storage: &'a Storage, op: &str) -> Result<&'a CudaStorage> {
     }
 }
 
-/// The f32 data of a contiguous CUDA storage, as a view from its layout's offset.
-pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout, op: &str) -> Result<CudaView<'a, f32>> {
+/// The data of a contiguous CUDA storage of element type `T`, as a view from its layout's
+/// offset (an error when the storage holds another dtype).
+pub(crate) fn view<'a, T: CudaDType>(
+    s: &'a CudaStorage,
+    l: &Layout,
+    op: &str,
+) -> Result<CudaView<'a, T>> {
     let Some((a, b)) = l.contiguous_offsets() else {
         candle_core::bail!("{op} expects contiguous inputs")
     };
-    Ok(s.as_cuda_slice::<f32>()?.slice(a..b))
+    Ok(s.as_cuda_slice::<T>()?.slice(a..b))
 }
 
-/// Runs `f` on the device and the contiguous f32 data of CUDA tensors, their read guards held
-/// for the call: the CUDA counterpart of `kernels::host::with_host_f32` for the backward passes,
-/// or an error naming the op `op` when a tensor is off CUDA, of another dtype or strided.
-pub(crate) fn with_cuda_f32<R>(
+/// The f32 data of a contiguous CUDA storage ([`view`]).
+pub(crate) fn f32_view<'a>(s: &'a CudaStorage, l: &Layout, op: &str) -> Result<CudaView<'a, f32>> {
+    view(s, l, op)
+}
+
+/// Runs `f` on the device and the contiguous data (element type `T`) of CUDA tensors, their
+/// read guards held for the call: the CUDA counterpart of `kernels::host::with_host_f32` for
+/// the backward passes, or an error naming the op `op` when a tensor is off CUDA, of another
+/// dtype or strided.
+pub(crate) fn with_cuda<T: CudaDType, R>(
     ts: &[&Tensor],
     op: &str,
-    f: impl FnOnce(&CudaDevice, &[CudaView<'_, f32>]) -> Result<R>,
+    f: impl FnOnce(&CudaDevice, &[CudaView<'_, T>]) -> Result<R>,
 ) -> Result<R> {
     let guards: Vec<_> = ts.iter().map(|t| t.storage_and_layout()).collect();
     let views = guards
         .iter()
-        .map(|(s, l)| f32_view(cuda_storage(s, op)?, l, op))
+        .map(|(s, l)| view(cuda_storage(s, op)?, l, op))
         .collect::<Result<Vec<_>>>()?;
     let Some((first, _)) = guards.first() else {
         candle_core::bail!("{op}: no tensors")
@@ -49,14 +62,26 @@ pub(crate) fn with_cuda_f32<R>(
     f(&cuda_storage(first, op)?.device, &views)
 }
 
-/// A buffer of `n` f32 without the memset `alloc_zeros` launches: on a launch-bound step each
-/// one counts.
+/// [`with_cuda`] over f32 tensors.
+pub(crate) fn with_cuda_f32<R>(
+    ts: &[&Tensor],
+    op: &str,
+    f: impl FnOnce(&CudaDevice, &[CudaView<'_, f32>]) -> Result<R>,
+) -> Result<R> {
+    with_cuda(ts, op, f)
+}
+
+/// A buffer of `n` elements (f32 unless a caller names another type) without the memset
+/// `alloc_zeros` launches: on a launch-bound step each one counts.
 ///
 /// # Safety
 /// The caller's kernel (or GEMM) writes all `n` entries before anything reads them.
-pub(crate) unsafe fn written_whole(dev: &CudaDevice, n: usize) -> Result<CudaSlice<f32>> {
+pub(crate) unsafe fn written_whole<T: DeviceRepr>(
+    dev: &CudaDevice,
+    n: usize,
+) -> Result<CudaSlice<T>> {
     // SAFETY: passed on to the caller.
-    unsafe { dev.alloc::<f32>(n) }
+    unsafe { dev.alloc::<T>(n) }
 }
 
 /// Threads per block of the elementwise kernels. cudarc's `for_num_elems` takes 1,024, which
@@ -89,7 +114,7 @@ pub(crate) fn row_grid(rows: usize) -> LaunchConfig {
 }
 
 /// A new tensor (no gradient history) of `shape` over a device buffer.
-pub(crate) fn tensor(slice: CudaSlice<f32>, dev: &CudaDevice, shape: Shape) -> Tensor {
+pub(crate) fn tensor<T: CudaDType>(slice: CudaSlice<T>, dev: &CudaDevice, shape: Shape) -> Tensor {
     let storage = Storage::Cuda(CudaStorage::wrap_cuda_slice(slice, dev.clone()));
     Tensor::from_storage(storage, shape, BackpropOp::none(), false)
 }
@@ -147,7 +172,12 @@ mod tests {
             (
                 "gelu",
                 ptx!("gelu"),
-                &["gelu_erf_forward", "gelu_erf_backward"],
+                &[
+                    "gelu_erf_forward",
+                    "gelu_erf_backward",
+                    "gelu_erf_forward_bf16",
+                    "gelu_erf_backward_bf16",
+                ],
             ),
         ];
         for (file, ptx, kernels) in files {

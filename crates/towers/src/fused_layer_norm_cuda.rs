@@ -40,7 +40,7 @@ pub(crate) fn forward(
 ) -> Result<CudaSlice<f32>> {
     let (ri, hi) = sizes(rows, h)?;
     // SAFETY: each row's warp writes its row of y whole.
-    let mut y = unsafe { written_whole(dev, rows * h)? };
+    let mut y = unsafe { written_whole::<f32>(dev, rows * h)? };
     if rows * h > 0 {
         let f = dev.get_or_load_custom_func("layer_norm_rows", MODULE, PTX)?;
         let mut launch = f.builder();
@@ -71,8 +71,12 @@ pub(crate) fn backward_tensors(
     let (ri, hi) = sizes(rows, h)?;
     let (dx, xhat, dev) = with_cuda_f32(&[x, dy, gamma], OP, |dev, views| {
         // SAFETY: each row's warp writes its row of dx and of xhat whole.
-        let (mut dx, mut xhat) =
-            unsafe { (written_whole(dev, rows * h)?, written_whole(dev, rows * h)?) };
+        let (mut dx, mut xhat) = unsafe {
+            (
+                written_whole::<f32>(dev, rows * h)?,
+                written_whole::<f32>(dev, rows * h)?,
+            )
+        };
         if rows * h > 0 {
             let f = dev.get_or_load_custom_func("layer_norm_backward_rows", MODULE, PTX)?;
             let mut launch = f.builder();

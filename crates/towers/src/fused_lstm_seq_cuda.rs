@@ -146,9 +146,9 @@ pub(crate) fn forward(
     // (sequence, unit) of step t, for every t.
     let (mut gates, mut h, mut c) = unsafe {
         (
-            written_whole(dev, 4 * n)?,
-            written_whole(dev, n)?,
-            written_whole(dev, n)?,
+            written_whole::<f32>(dev, 4 * n)?,
+            written_whole::<f32>(dev, n)?,
+            written_whole::<f32>(dev, n)?,
         )
     };
     if n == 0 {
@@ -205,8 +205,8 @@ fn backward(
     // every t; the last GEMM writes dW_hh whole (β = 0).
     let (mut dgx, mut dw) = unsafe {
         (
-            written_whole(dev, 4 * n)?,
-            written_whole(dev, 4 * cell * cell)?,
+            written_whole::<f32>(dev, 4 * n)?,
+            written_whole::<f32>(dev, 4 * cell * cell)?,
         )
     };
     if n == 0 {
@@ -247,7 +247,7 @@ fn backward(
     // dW_hh = Σ_t dgates_tᵀ h_{t−1}: one GEMM over all (sequence, step) rows against h shifted
     // one step.
     // SAFETY: the shift kernel writes every entry (zeros at step 0).
-    let mut h_prev = unsafe { written_whole(dev, n)? };
+    let mut h_prev = unsafe { written_whole::<f32>(dev, n)? };
     let shift = dev.get_or_load_custom_func("lstm_seq_shift_steps", MODULE, PTX)?;
     let mut launch = shift.builder();
     launch.arg(h).arg(&mut h_prev).arg(&bi).arg(&ti).arg(&ci);

@@ -58,7 +58,7 @@ impl CustomOp1 for SoftmaxLast {
         let dev = &s.device;
         let x = f32_view(s, l, OP)?;
         // SAFETY: each row's warp writes its row of y whole.
-        let mut y = unsafe { written_whole(dev, count)? };
+        let mut y = unsafe { written_whole::<f32>(dev, count)? };
         if count > 0 {
             let f =
                 dev.get_or_load_custom_func("softmax_rows", "lmsplit_softmax", ptx!("softmax"))?;

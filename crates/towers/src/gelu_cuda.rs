@@ -1,13 +1,17 @@
-//! Exact-form GELU with its backward pass in one kernel each on CUDA (`gelu.cu`), where
-//! candle's `gelu_erf` builds its backward from about eight elementwise ops; on the CPU the op
-//! is `kernels::ops::GeluErf` (one vectorised pass each way).
+//! Exact-form GELU with its backward pass in one kernel each on CUDA (`gelu.cu`), in f32 and in
+//! bf16 (bf16 in and out, f32 inside), where candle's `gelu_erf` builds its backward from about
+//! eight elementwise ops; on the CPU the op is `kernels::ops::GeluErf` (one vectorised pass each
+//! way).
 
-use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-use candle_core::cuda_backend::WrapErr;
-use candle_core::{CpuStorage, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, PushKernelArg};
+use candle_core::cuda_backend::{CudaDType, WrapErr};
+use candle_core::{
+    CpuStorage, CudaDevice, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor, WithDType,
+};
+use half::bf16;
 use kernels::ops::GeluErf;
 
-use crate::cuda::{f32_view, grid, ptx, tensor, with_cuda_f32, written_whole};
+use crate::cuda::{grid, ptx, tensor, view, with_cuda, written_whole};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("gelu");
@@ -18,8 +22,17 @@ const MODULE: &str = "lmsplit_gelu";
 /// The op's name, in its errors.
 const OP: &str = "fused-gelu";
 
-/// The custom op: x (contiguous f32) to GELU(x), on the CPU or CUDA.
+/// The custom op: x (contiguous f32 or bf16) to GELU(x), on the CPU (f32) or CUDA.
 pub(crate) struct Gelu;
+
+/// Whether the op takes `dtype` on CUDA.
+pub(crate) fn takes(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::BF16)
+}
+
+/// The element types the kernels read and write (f32, bf16).
+trait Element: CudaDType + WithDType + DeviceRepr {}
+impl<T: CudaDType + WithDType + DeviceRepr> Element for T {}
 
 /// n as the kernels take it, or an error past what a launch grid of u32 threads covers.
 fn count(n: usize) -> candle_core::Result<i64> {
@@ -27,6 +40,50 @@ fn count(n: usize) -> candle_core::Result<i64> {
         candle_core::bail!("{OP}: {n} elements beyond one launch")
     }
     Ok(n as i64)
+}
+
+/// The kernel `name` (its `_bf16` twin for bf16) over `inputs` into a new buffer of n elements.
+fn run<T: Element>(
+    dev: &CudaDevice,
+    name: &str,
+    inputs: &[&CudaView<'_, T>],
+    n: usize,
+) -> candle_core::Result<CudaSlice<T>> {
+    let ni = count(n)?;
+    // SAFETY: the kernel writes all n entries.
+    let mut out = unsafe { written_whole::<T>(dev, n)? };
+    if n > 0 {
+        let name = match T::DTYPE {
+            DType::BF16 => format!("{name}_bf16"),
+            _ => name.to_string(),
+        };
+        let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let mut launch = f.builder();
+        for x in inputs {
+            launch.arg(*x);
+        }
+        launch.arg(&mut out).arg(&ni);
+        // SAFETY: the arguments match the kernel's signature in gelu.cu (the inputs, the
+        // output, n), n elements each.
+        unsafe { launch.launch(grid(n)) }.w()?;
+    }
+    Ok(out)
+}
+
+/// GELU on a CUDA storage of element type `T`.
+fn forward<T: Element>(s: &CudaStorage, l: &Layout) -> candle_core::Result<CudaStorage> {
+    let x = view::<T>(s, l, OP)?;
+    let y = run(&s.device, "gelu_erf_forward", &[&x], l.shape().elem_count())?;
+    Ok(CudaStorage::wrap_cuda_slice(y, s.device.clone()))
+}
+
+/// dy GELU'(x) of CUDA tensors of element type `T`.
+fn backward<T: Element>(x: &Tensor, dy: &Tensor) -> candle_core::Result<Tensor> {
+    let dy = dy.to_dtype(T::DTYPE)?.contiguous()?;
+    with_cuda::<T, _>(&[x, &dy], OP, |dev, v| {
+        let dx = run(dev, "gelu_erf_backward", &[&v[0], &v[1]], x.elem_count())?;
+        Ok(tensor(dx, dev, x.shape().clone()))
+    })
 }
 
 impl CustomOp1 for Gelu {
@@ -39,43 +96,20 @@ impl CustomOp1 for Gelu {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let n = l.shape().elem_count();
-        let ni = count(n)?;
-        let dev = &s.device;
-        let x = f32_view(s, l, OP)?;
-        // SAFETY: the kernel writes all n entries.
-        let mut y = unsafe { written_whole(dev, n)? };
-        if n > 0 {
-            let f = dev.get_or_load_custom_func("gelu_erf_forward", MODULE, PTX)?;
-            let mut launch = f.builder();
-            launch.arg(&x).arg(&mut y).arg(&ni);
-            // SAFETY: the arguments match the kernel's signature in gelu.cu; n elements each.
-            unsafe { launch.launch(grid(n)) }.w()?;
-        }
-        Ok((
-            CudaStorage::wrap_cuda_slice(y, dev.clone()),
-            l.shape().clone(),
-        ))
+        let y = match candle_core::backend::BackendStorage::dtype(s) {
+            DType::BF16 => forward::<bf16>(s, l)?,
+            _ => forward::<f32>(s, l)?,
+        };
+        Ok((y, l.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, res: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
         if !x.device().is_cuda() {
             return GeluErf.bwd(x, res, dy);
         }
-        let dy = dy.to_dtype(DType::F32)?.contiguous()?;
-        let n = x.elem_count();
-        let ni = count(n)?;
-        with_cuda_f32(&[x, &dy], OP, |dev, views| {
-            // SAFETY: the kernel writes all n entries.
-            let mut dx = unsafe { written_whole(dev, n)? };
-            if n > 0 {
-                let f = dev.get_or_load_custom_func("gelu_erf_backward", MODULE, PTX)?;
-                let mut launch = f.builder();
-                launch.arg(&views[0]).arg(&views[1]).arg(&mut dx).arg(&ni);
-                // SAFETY: as in `cuda_fwd`.
-                unsafe { launch.launch(grid(n)) }.w()?;
-            }
-            Ok(Some(tensor(dx, dev, x.shape().clone())))
-        })
+        Ok(Some(match x.dtype() {
+            DType::BF16 => backward::<bf16>(x, dy)?,
+            _ => backward::<f32>(x, dy)?,
+        }))
     }
 }

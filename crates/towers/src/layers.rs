@@ -75,14 +75,14 @@ pub fn composed_linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Re
 }
 
 /// GELU with the exact erf form (PyTorch's `nn.GELU()` default): one fused op with its
-/// backward for f32 on CPU and on CUDA (`gelu_cuda`), candle's `gelu_erf` (which has a
-/// backward) elsewhere.
+/// backward for f32 on CPU and for f32 and bf16 on CUDA (`gelu_cuda`), candle's `gelu_erf`
+/// (which has a backward) elsewhere.
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
     if on_host_f32(&[x]) {
         return Ok(x.contiguous()?.apply_op1(GeluErf)?);
     }
     #[cfg(feature = "cuda")]
-    if crate::cuda_switch::on_cuda_kernels(x) && x.dtype() == candle_core::DType::F32 {
+    if crate::cuda_switch::on_cuda_kernels(x) && crate::gelu_cuda::takes(x.dtype()) {
         return Ok(x.contiguous()?.apply_op1(crate::gelu_cuda::Gelu)?);
     }
     Ok(x.gelu_erf()?)

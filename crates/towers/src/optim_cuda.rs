@@ -38,9 +38,9 @@ pub(crate) fn cuda_update(
         // SAFETY: the kernel writes all n entries of the three.
         let (mut theta_out, mut m_out, mut v_out) = unsafe {
             (
-                written_whole(dev, n)?,
-                written_whole(dev, n)?,
-                written_whole(dev, n)?,
+                written_whole::<f32>(dev, n)?,
+                written_whole::<f32>(dev, n)?,
+                written_whole::<f32>(dev, n)?,
             )
         };
         if n > 0 {

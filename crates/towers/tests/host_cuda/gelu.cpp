@@ -1,12 +1,23 @@
 // GELU's CUDA kernels (src/gelu.cu), compiled for the host with shim.h and launched over
-// n = 1001 points in [-8, 8] (a ragged last block): GELU(x) and dy GELU'(x) must match the same
-// in double (erf, exp) to 1e-6 max(1, |x|), and GELU' its central difference. Exit code 0 on
-// a match.
+// n = 1001 points in [-8, 8] (a ragged last block). f32: GELU(x) and dy GELU'(x) must match the
+// same in double (erf, exp) to 1e-6 max(1, |x|), and GELU' its central difference. bf16: each
+// output must be the f32 kernel's result on the same (bf16) inputs rounded to the nearest bf16,
+// ties to even (chosen here in double between the two neighbours), and the rounding must keep
+// NaN, infinities and a tie. Exit code 0 on a match.
 #include <cstdio>
 #include <vector>
 
 #include "shim.h"
 #include CU_SOURCE
+
+// The bf16 nearest to f (ties to the even one), by comparing the two bf16 neighbours of f in
+// double: an oracle independent of the kernel's bit arithmetic (finite f only).
+unsigned short nearest_bf16(float f) {
+  unsigned short lo = (unsigned short)(__float_as_uint(f) >> 16), hi = lo + 1;
+  double dlo = std::fabs((double)bf16_to_f32(lo) - f), dhi = std::fabs((double)bf16_to_f32(hi) - f);
+  if (dlo != dhi) return dlo < dhi ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
 
 int main() {
   const long n = 1001;
@@ -23,6 +34,28 @@ int main() {
     worst = std::fmax(worst, std::fabs(y[i] - gelu(v)) / scale);
     worst = std::fmax(worst, std::fabs(dx[i] - dy[i] * fd) / scale);
   }
-  printf("worst error %.3e over %ld points\n", worst, n);
-  return worst < 1e-6 ? 0 : 1;
+
+  // bf16: the inputs rounded to bf16, the f32 kernels on those values as the reference.
+  std::vector<unsigned short> xb(n), dyb(n), yb(n, 0xffff), dxb(n, 0xffff);
+  std::vector<float> xr(n), dyr(n), yr(n), dxr(n);
+  for (long i = 0; i < n; i++) {
+    xb[i] = nearest_bf16(x[i]), dyb[i] = nearest_bf16(dy[i]);
+    xr[i] = bf16_to_f32(xb[i]), dyr[i] = bf16_to_f32(dyb[i]);
+  }
+  launch(n, [&] { gelu_erf_forward_bf16(xb.data(), yb.data(), n); });
+  launch(n, [&] { gelu_erf_backward_bf16(xb.data(), dyb.data(), dxb.data(), n); });
+  launch(n, [&] { gelu_erf_forward(xr.data(), yr.data(), n); });
+  launch(n, [&] { gelu_erf_backward(xr.data(), dyr.data(), dxr.data(), n); });
+  int wrong = 0;
+  for (long i = 0; i < n; i++)
+    wrong += (yb[i] != nearest_bf16(yr[i])) + (dxb[i] != nearest_bf16(dxr[i]));
+  // The rounding's edge cases: 1 + 2^-8 lies halfway between bf16 1 and 1 + 2^-7 (to 1, even);
+  // 1 + 3 * 2^-8 halfway between 1 + 2^-7 and 1 + 2^-6 (to the latter, even).
+  float inf = INFINITY;
+  bool edges = f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80 && f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82 &&
+               f32_to_bf16(inf) == 0x7f80 && f32_to_bf16(-inf) == 0xff80 &&
+               std::isnan(bf16_to_f32(f32_to_bf16(NAN)));
+  printf("worst error %.3e over %ld points; bf16: %d of %ld outputs not the nearest; edges %s\n",
+         worst, n, wrong, 2 * n, edges ? "ok" : "wrong");
+  return worst < 1e-6 && wrong == 0 && edges ? 0 : 1;
 }

@@ -4,6 +4,7 @@
 // enabled), and a warp's shuffle is an exchange between 32 host threads at a barrier.
 #include <barrier>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -17,6 +18,18 @@ static thread_local Dim3 blockIdx, blockDim, threadIdx;
 #define __forceinline__ inline
 #define __fmul_rn(a, b) ((a) * (b))
 #define __fadd_rn(a, b) ((a) + (b))
+
+// CUDA's reinterpretations of a float's bits.
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 // A launch of n threads in blocks of 4 (so that the grid arithmetic is exercised), with one
 // block past the end, as a grid rounded up has.
