@@ -18,8 +18,9 @@ fn main() {
     for name in KERNELS {
         println!("cargo::rerun-if-changed=src/{name}.cu");
     }
-    // Included by the row kernels.
+    // Headers the kernels include.
     println!("cargo::rerun-if-changed=src/warp.cuh");
+    println!("cargo::rerun-if-changed=src/bf16.cuh");
     println!("cargo::rerun-if-env-changed=CUDA_COMPUTE_CAP");
     println!("cargo::rerun-if-env-changed=NVCC");
     if env::var_os("CARGO_FEATURE_CUDA").is_none() {

@@ -6,7 +6,9 @@
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig};
 use candle_core::cuda_backend::CudaDType;
 use candle_core::op::BackpropOp;
-use candle_core::{CudaDevice, CudaStorage, Layout, Result, Shape, Storage, Tensor};
+use candle_core::{
+    CudaDevice, CudaStorage, DType, Layout, Result, Shape, Storage, Tensor, WithDType,
+};
 
 /// The PTX of one of our `.cu` files, from `build.rs` (`OUT_DIR/<name>.ptx`).
 macro_rules! ptx {
@@ -15,6 +17,19 @@ macro_rules! ptx {
     };
 }
 pub(crate) use ptx;
+
+/// The element types our kernels read and write: f32, and bf16 (as the kernels' `unsigned
+/// short`, `bf16.cuh`).
+pub(crate) trait Element: CudaDType + WithDType + DeviceRepr {}
+impl<T: CudaDType + WithDType + DeviceRepr> Element for T {}
+
+/// The name of kernel `name`'s variant for `T`: `name` for f32, `name_bf16` for bf16.
+pub(crate) fn kernel_name<T: Element>(name: &str) -> String {
+    match T::DTYPE {
+        DType::BF16 => format!("{name}_bf16"),
+        _ => name.to_string(),
+    }
+}
 
 /// The CUDA storage of a tensor's storage, or an error naming the op `op`.
 fn cuda_storage<'a>(storage: &'a Storage, op: &str) -> Result<&'a CudaStorage> {
@@ -168,7 +183,11 @@ mod tests {
                 ptx!("layer_norm"),
                 &["layer_norm_rows", "layer_norm_backward_rows"],
             ),
-            ("softmax", ptx!("softmax"), &["softmax_rows"]),
+            (
+                "softmax",
+                ptx!("softmax"),
+                &["softmax_rows", "softmax_rows_bf16"],
+            ),
             (
                 "gelu",
                 ptx!("gelu"),

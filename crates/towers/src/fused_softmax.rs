@@ -1,5 +1,5 @@
 //! Softmax over the last dimension as one custom op: the forward pass in one kernel (CUDA:
-//! `softmax.cu`, one warp per row; CPU: `kernels::softmax_row`) and the backward pass
+//! `softmax.cu`, one warp per row, f32 or bf16; CPU: `kernels::softmax_row`) and the backward pass
 //! dx = y ⊙ (dy − Σ dy ⊙ y) in four tensor ops. The composed graph
 //! ([`crate::norm::softmax_last`]) spends five kernels forward and about eight back; on CUDA,
 //! where attention runs composed, that is per attention layer and step. The CPU keeps the
@@ -14,7 +14,8 @@ use kernels::par::for_each_chunk_mut;
 /// The op's name, in its errors.
 const OP: &str = "softmax-last";
 
-/// The custom op: x (contiguous f32, softmax over its last dimension) to y of its shape.
+/// The custom op: x (contiguous f32; on CUDA also bf16; softmax over its last dimension) to y
+/// of its shape.
 pub(crate) struct SoftmaxLast;
 
 /// Rows per parallel task on the CPU.
@@ -45,33 +46,11 @@ impl CustomOp1 for SoftmaxLast {
         s: &candle_core::CudaStorage,
         l: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::cuda::{f32_view, ptx, row_grid, written_whole};
-        use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
-        use candle_core::cuda_backend::WrapErr;
-        let n = l.shape().dims().last().copied().unwrap_or(1);
-        let count = l.shape().elem_count();
-        let rows = count / n.max(1);
-        let (Ok(ri), Ok(ni), Ok(_)) = (i32::try_from(rows), i32::try_from(n), i32::try_from(count))
-        else {
-            candle_core::bail!("{OP}: {rows} rows of {n} beyond i32")
+        let y = match candle_core::backend::BackendStorage::dtype(s) {
+            candle_core::DType::BF16 => cuda_rows::<half::bf16>(s, l)?,
+            _ => cuda_rows::<f32>(s, l)?,
         };
-        let dev = &s.device;
-        let x = f32_view(s, l, OP)?;
-        // SAFETY: each row's warp writes its row of y whole.
-        let mut y = unsafe { written_whole::<f32>(dev, count)? };
-        if count > 0 {
-            let f =
-                dev.get_or_load_custom_func("softmax_rows", "lmsplit_softmax", ptx!("softmax"))?;
-            let mut launch = f.builder();
-            launch.arg(&x).arg(&mut y).arg(&ri).arg(&ni);
-            // SAFETY: the arguments match the kernel's signature in softmax.cu; each warp
-            // touches its own row of x and y.
-            unsafe { launch.launch(row_grid(rows)) }.w()?;
-        }
-        Ok((
-            candle_core::CudaStorage::wrap_cuda_slice(y, dev.clone()),
-            l.shape().clone(),
-        ))
+        Ok((y, l.shape().clone()))
     }
 
     fn bwd(&self, _x: &Tensor, y: &Tensor, dy: &Tensor) -> candle_core::Result<Option<Tensor>> {
@@ -79,6 +58,39 @@ impl CustomOp1 for SoftmaxLast {
         let s = (&dy * y)?.sum_keepdim(D::Minus1)?;
         Ok(Some((y * dy.broadcast_sub(&s)?)?))
     }
+}
+
+/// The softmax of every row of a contiguous CUDA storage of element type `T` (f32, or bf16 read
+/// and written with f32 inside), one warp per row.
+#[cfg(feature = "cuda")]
+fn cuda_rows<T: crate::cuda::Element>(
+    s: &candle_core::CudaStorage,
+    l: &Layout,
+) -> candle_core::Result<candle_core::CudaStorage> {
+    use crate::cuda::{kernel_name, ptx, row_grid, view, written_whole};
+    use candle_core::cuda_backend::cudarc::driver::PushKernelArg;
+    use candle_core::cuda_backend::WrapErr;
+    let n = l.shape().dims().last().copied().unwrap_or(1);
+    let count = l.shape().elem_count();
+    let rows = count / n.max(1);
+    let (Ok(ri), Ok(ni), Ok(_)) = (i32::try_from(rows), i32::try_from(n), i32::try_from(count))
+    else {
+        candle_core::bail!("{OP}: {rows} rows of {n} beyond i32")
+    };
+    let dev = &s.device;
+    let x = view::<T>(s, l, OP)?;
+    // SAFETY: each row's warp writes its row of y whole.
+    let mut y = unsafe { written_whole::<T>(dev, count)? };
+    if count > 0 {
+        let name = kernel_name::<T>("softmax_rows");
+        let f = dev.get_or_load_custom_func(&name, "lmsplit_softmax", ptx!("softmax"))?;
+        let mut launch = f.builder();
+        launch.arg(&x).arg(&mut y).arg(&ri).arg(&ni);
+        // SAFETY: the arguments match the kernel's signature in softmax.cu; each warp touches
+        // its own row of x and y.
+        unsafe { launch.launch(row_grid(rows)) }.w()?;
+    }
+    Ok(candle_core::CudaStorage::wrap_cuda_slice(y, dev.clone()))
 }
 
 #[cfg(test)]

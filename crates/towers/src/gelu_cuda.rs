@@ -3,15 +3,13 @@
 //! eight elementwise ops; on the CPU the op is `kernels::ops::GeluErf` (one vectorised pass each
 //! way).
 
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, PushKernelArg};
-use candle_core::cuda_backend::{CudaDType, WrapErr};
-use candle_core::{
-    CpuStorage, CudaDevice, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor, WithDType,
-};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
+use candle_core::cuda_backend::WrapErr;
+use candle_core::{CpuStorage, CudaDevice, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor};
 use half::bf16;
 use kernels::ops::GeluErf;
 
-use crate::cuda::{grid, ptx, tensor, view, with_cuda, written_whole};
+use crate::cuda::{grid, kernel_name, ptx, tensor, view, with_cuda, written_whole, Element};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("gelu");
@@ -30,10 +28,6 @@ pub(crate) fn takes(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::BF16)
 }
 
-/// The element types the kernels read and write (f32, bf16).
-trait Element: CudaDType + WithDType + DeviceRepr {}
-impl<T: CudaDType + WithDType + DeviceRepr> Element for T {}
-
 /// n as the kernels take it, or an error past what a launch grid of u32 threads covers.
 fn count(n: usize) -> candle_core::Result<i64> {
     if u32::try_from(n).is_err() {
@@ -42,7 +36,8 @@ fn count(n: usize) -> candle_core::Result<i64> {
     Ok(n as i64)
 }
 
-/// The kernel `name` (its `_bf16` twin for bf16) over `inputs` into a new buffer of n elements.
+/// The kernel `name` ([`kernel_name`]: its `_bf16` twin for bf16) over `inputs` into a new
+/// buffer of n elements.
 fn run<T: Element>(
     dev: &CudaDevice,
     name: &str,
@@ -53,11 +48,7 @@ fn run<T: Element>(
     // SAFETY: the kernel writes all n entries.
     let mut out = unsafe { written_whole::<T>(dev, n)? };
     if n > 0 {
-        let name = match T::DTYPE {
-            DType::BF16 => format!("{name}_bf16"),
-            _ => name.to_string(),
-        };
-        let f = dev.get_or_load_custom_func(&name, MODULE, PTX)?;
+        let f = dev.get_or_load_custom_func(&kernel_name::<T>(name), MODULE, PTX)?;
         let mut launch = f.builder();
         for x in inputs {
             launch.arg(*x);

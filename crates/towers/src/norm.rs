@@ -11,10 +11,11 @@ use crate::Result;
 use kernels::host::on_host_f32;
 
 /// Softmax over the last dimension: exp(x - max) / sum exp(x - max). The max is detached: it
-/// cancels mathematically, so no gradient needs to flow through it. On CUDA in f32 one fused
-/// op ([`crate::fused_softmax`]); elsewhere tensor ops.
+/// cancels mathematically, so no gradient needs to flow through it. On CUDA in f32 or bf16 one
+/// fused op ([`crate::fused_softmax`]; bf16 computed in f32 and rounded once); elsewhere tensor
+/// ops.
 pub fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    if on_cuda_kernels(x) && x.dtype() == DType::F32 {
+    if on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16) {
         return Ok(x.contiguous()?.apply_op1(SoftmaxLast)?);
     }
     let max = x.max_keepdim(D::Minus1)?.detach();

@@ -2,22 +2,13 @@
 // n = 1001 points in [-8, 8] (a ragged last block). f32: GELU(x) and dy GELU'(x) must match the
 // same in double (erf, exp) to 1e-6 max(1, |x|), and GELU' its central difference. bf16: each
 // output must be the f32 kernel's result on the same (bf16) inputs rounded to the nearest bf16,
-// ties to even (chosen here in double between the two neighbours), and the rounding must keep
+// ties to even (shim.h's oracle, in double between the two neighbours), and the rounding must keep
 // NaN, infinities and a tie. Exit code 0 on a match.
 #include <cstdio>
 #include <vector>
 
 #include "shim.h"
 #include CU_SOURCE
-
-// The bf16 nearest to f (ties to the even one), by comparing the two bf16 neighbours of f in
-// double: an oracle independent of the kernel's bit arithmetic (finite f only).
-unsigned short nearest_bf16(float f) {
-  unsigned short lo = (unsigned short)(__float_as_uint(f) >> 16), hi = lo + 1;
-  double dlo = std::fabs((double)bf16_to_f32(lo) - f), dhi = std::fabs((double)bf16_to_f32(hi) - f);
-  if (dlo != dhi) return dlo < dhi ? lo : hi;
-  return (lo & 1) ? hi : lo;
-}
 
 int main() {
   const long n = 1001;
@@ -40,7 +31,7 @@ int main() {
   std::vector<float> xr(n), dyr(n), yr(n), dxr(n);
   for (long i = 0; i < n; i++) {
     xb[i] = nearest_bf16(x[i]), dyb[i] = nearest_bf16(dy[i]);
-    xr[i] = bf16_to_f32(xb[i]), dyr[i] = bf16_to_f32(dyb[i]);
+    xr[i] = (float)bf16_value(xb[i]), dyr[i] = (float)bf16_value(dyb[i]);
   }
   launch(n, [&] { gelu_erf_forward_bf16(xb.data(), yb.data(), n); });
   launch(n, [&] { gelu_erf_backward_bf16(xb.data(), dyb.data(), dxb.data(), n); });
@@ -54,7 +45,7 @@ int main() {
   float inf = INFINITY;
   bool edges = f32_to_bf16(1.0f + 1.0f / 256) == 0x3f80 && f32_to_bf16(1.0f + 3.0f / 256) == 0x3f82 &&
                f32_to_bf16(inf) == 0x7f80 && f32_to_bf16(-inf) == 0xff80 &&
-               std::isnan(bf16_to_f32(f32_to_bf16(NAN)));
+               std::isnan(bf16_value(f32_to_bf16(NAN)));
   printf("worst error %.3e over %ld points; bf16: %d of %ld outputs not the nearest; edges %s\n",
          worst, n, wrong, 2 * n, edges ? "ok" : "wrong");
   return worst < 1e-6 && wrong == 0 && edges ? 0 : 1;

@@ -44,6 +44,24 @@ void launch(long n, F kernel) {
     }
 }
 
+// The value of bf16 bits h, and the bf16 nearest to a finite f (ties to the even one) found by
+// comparing its two bf16 neighbours in double: the harnesses' oracle, independent of the
+// kernels' bit arithmetic (bf16.cuh).
+inline double bf16_value(unsigned short h) {
+  unsigned u = (unsigned)h << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline unsigned short nearest_bf16(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  unsigned short lo = (unsigned short)(u >> 16), hi = (unsigned short)(lo + 1);
+  double dlo = std::fabs(bf16_value(lo) - f), dhi = std::fabs(bf16_value(hi) - f);
+  if (dlo != dhi) return dlo < dhi ? lo : hi;
+  return (lo & 1) ? hi : lo;
+}
+
 // The 32 lanes of one emulated warp: a slot each for a shuffle's values, and the barrier at
 // which they meet.
 struct Warp {
