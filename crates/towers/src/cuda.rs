@@ -181,7 +181,12 @@ mod tests {
             (
                 "layer_norm",
                 ptx!("layer_norm"),
-                &["layer_norm_rows", "layer_norm_backward_rows"],
+                &[
+                    "layer_norm_rows",
+                    "layer_norm_backward_rows",
+                    "layer_norm_rows_bf16",
+                    "layer_norm_backward_rows_bf16",
+                ],
             ),
             (
                 "softmax",

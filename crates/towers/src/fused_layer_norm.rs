@@ -1,5 +1,5 @@
-//! LayerNorm as one custom op with its backward pass, on the CPU and on CUDA
-//! ([`crate::fused_layer_norm_cuda`], f32 both). The composed graph
+//! LayerNorm as one custom op with its backward pass, on the CPU (f32) and on CUDA
+//! ([`crate::fused_layer_norm_cuda`], f32 or bf16). The composed graph
 //! ([`crate::norm::layer_norm`]) is eight elementwise passes forward, and its backward reduces
 //! the gain and shift gradients over every leading row with candle's strided `sum_keepdim`;
 //! here the forward is one pass per row and the backward one more, with the gain and shift
@@ -14,7 +14,8 @@ use kernels::par::{for_each_chunk_mut, pieces, take};
 /// Rows per parallel task.
 const ROWS: usize = 64;
 
-/// The custom op: x [N, H], gamma [H], beta [H] (contiguous f32) to y [N, H].
+/// The custom op: x [N, H], gamma [H], beta [H] (contiguous f32; on CUDA x may be bf16, y then
+/// bf16 too, with gamma and beta f32) to y [N, H].
 pub(crate) struct FusedLayerNorm {
     pub(crate) eps: f32,
 }
@@ -25,6 +26,36 @@ fn width(x: &Shape, g: &Shape, b: &Shape) -> candle_core::Result<usize> {
         candle_core::bail!("fused-layer-norm: x {x:?}, gamma {g:?}, beta {b:?}")
     }
     Ok(h)
+}
+
+/// The forward pass on CUDA storages: x [rows, h] of element type `T`, gamma and beta [h] f32.
+#[cfg(feature = "cuda")]
+#[allow(clippy::too_many_arguments)]
+fn cuda_forward<T: crate::cuda::Element>(
+    s1: &candle_core::CudaStorage,
+    l1: &Layout,
+    s2: &candle_core::CudaStorage,
+    l2: &Layout,
+    s3: &candle_core::CudaStorage,
+    l3: &Layout,
+    h: usize,
+    eps: f32,
+) -> candle_core::Result<candle_core::CudaStorage> {
+    use crate::cuda::view;
+    let op = "fused-layer-norm";
+    let rows = l1.shape().elem_count() / h.max(1);
+    let y = crate::fused_layer_norm_cuda::forward::<T>(
+        &s1.device,
+        (rows, h),
+        &view(s1, l1, op)?,
+        &view::<f32>(s2, l2, op)?,
+        &view::<f32>(s3, l3, op)?,
+        eps,
+    )?;
+    Ok(candle_core::CudaStorage::wrap_cuda_slice(
+        y,
+        s1.device.clone(),
+    ))
 }
 
 impl CustomOp3 for FusedLayerNorm {
@@ -61,22 +92,14 @@ impl CustomOp3 for FusedLayerNorm {
         s3: &candle_core::CudaStorage,
         l3: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        use crate::cuda::f32_view;
         let h = width(l1.shape(), l2.shape(), l3.shape())?;
-        let rows = l1.shape().elem_count() / h.max(1);
-        let op = "fused-layer-norm";
-        let y = crate::fused_layer_norm_cuda::forward(
-            &s1.device,
-            (rows, h),
-            &f32_view(s1, l1, op)?,
-            &f32_view(s2, l2, op)?,
-            &f32_view(s3, l3, op)?,
-            self.eps,
-        )?;
-        Ok((
-            candle_core::CudaStorage::wrap_cuda_slice(y, s1.device.clone()),
-            l1.shape().clone(),
-        ))
+        let y = match candle_core::backend::BackendStorage::dtype(s1) {
+            candle_core::DType::BF16 => {
+                cuda_forward::<half::bf16>(s1, l1, s2, l2, s3, l3, h, self.eps)?
+            }
+            _ => cuda_forward::<f32>(s1, l1, s2, l2, s3, l3, h, self.eps)?,
+        };
+        Ok((y, l1.shape().clone()))
     }
 
     fn bwd(
@@ -88,13 +111,18 @@ impl CustomOp3 for FusedLayerNorm {
         grad_res: &Tensor,
     ) -> candle_core::Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let h = width(x.shape(), gamma.shape(), beta.shape())?;
-        let dy = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
         let eps = self.eps;
         #[cfg(feature = "cuda")]
         if x.device().is_cuda() {
-            let (dx, dg, db) = crate::fused_layer_norm_cuda::backward_tensors(x, gamma, &dy, eps)?;
+            use crate::fused_layer_norm_cuda::backward_tensors;
+            let dy = grad_res.to_dtype(x.dtype())?.contiguous()?;
+            let (dx, dg, db) = match x.dtype() {
+                candle_core::DType::BF16 => backward_tensors::<half::bf16>(x, gamma, &dy, eps)?,
+                _ => backward_tensors::<f32>(x, gamma, &dy, eps)?,
+            };
             return Ok((Some(dx), Some(dg), Some(db)));
         }
+        let dy = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;
         let (dx, dg, db) = with_host_f32(&[x, &dy, gamma], |s| {
             let (x, dy, g) = (s[0], s[1], s[2]);
             let mut dx = vec![0f32; x.len()];

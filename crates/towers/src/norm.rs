@@ -33,14 +33,20 @@ pub fn log_softmax_last(x: &Tensor) -> Result<Tensor> {
 
 /// Layer normalisation over the last dimension, computed in f32 for half-precision inputs
 /// (BertLayerNorm: epsilon inside the square root), then cast back. f32 on the CPU, and CUDA
-/// in f32 or half precision, run as one fused op with its backward pass; other devices and
-/// f64 on CUDA run `composed_layer_norm`.
+/// in f32, bf16 (the kernels read and write bf16) or f16 (cast to f32), run as one fused op
+/// with its backward pass; other devices and f64 on CUDA run `composed_layer_norm`.
 pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result<Tensor> {
     if on_host_f32(&[x, gamma, beta]) {
         return fused_layer_norm(x, gamma, beta, eps);
     }
-    if on_cuda_kernels(x) && x.dtype() != DType::F64 {
-        // Half precision is normalised in f32, as the composed graph does.
+    if on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16) {
+        // bf16 x is read and written as bf16 and normalised in f32 inside the kernels, the gain
+        // and shift in f32: the numbers of the casts below, without them.
+        let f32s = |t: &Tensor| t.to_dtype(DType::F32);
+        return fused_layer_norm(x, &f32s(gamma)?, &f32s(beta)?, eps);
+    }
+    if on_cuda_kernels(x) && x.dtype() == DType::F16 {
+        // f16 is normalised in f32, as the composed graph does.
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
         let y = fused_layer_norm(&f32s(x)?, &f32s(gamma)?, &f32s(beta)?, eps)?;
         return Ok(y.to_dtype(x.dtype())?);

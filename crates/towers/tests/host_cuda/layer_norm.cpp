@@ -1,8 +1,10 @@
 // LayerNorm's CUDA kernels (src/layer_norm.cu), compiled for the host with shim.h and launched
-// over 5 rows of width 45 (one warp per row, a ragged last block, lanes striding past the width): y must match a double-precision LayerNorm, and
-// dx, and the gain's and shift's gradients formed as the op forms them from the kernel's xhat
-// (sum over rows of dy xhat, and of dy), must match central differences of sum(w y) in double.
-// Exit code 0 on a match.
+// over 5 rows of width 45 (one warp per row, a ragged last block, lanes striding past the
+// width): y must match a double-precision LayerNorm, and dx, and the gain's and shift's
+// gradients formed as the op forms them from the kernel's xhat
+// (sum over rows of dy xhat, and of dy), must match central differences of sum(w y) in double;
+// in bf16 (x and dy; the gain and shift f32), y and dx must be the f32 kernels' on the same
+// inputs rounded to the nearest bf16, and xhat the f32 kernel's. Exit code 0 on a match.
 #include <cstdio>
 #include <vector>
 
@@ -49,6 +51,31 @@ int main() {
   double worst = std::fmax(worst_fd_error(x64, dx, at, &nonzero),
                            std::fmax(worst_fd_error(g64, dg, at, &nonzero),
                                      worst_fd_error(b64, db, at, &nonzero)));
-  printf("loss %.9f (f64 %.9f); worst gradient error %.3e\n", got, want, worst);
-  return std::fabs(got - want) < 1e-5 && worst < 2e-5 && nonzero > 0 ? 0 : 1;
+  // bf16: x and dy rounded to bf16 (gamma and beta stay f32, as the master weights). y and dx
+  // must be the f32 kernels' on those values rounded to the nearest bf16 (shim.h's oracle), xhat
+  // the f32 kernel's exactly.
+  auto round_all = [](const std::vector<float>& v, std::vector<unsigned short>& b,
+                      std::vector<float>& back) {
+    for (size_t i = 0; i < v.size(); i++) b[i] = nearest_bf16(v[i]), back[i] = (float)bf16_value(b[i]);
+  };
+  std::vector<unsigned short> xb(R * H), wb(R * H), yb(R * H), dxb(R * H);
+  std::vector<float> xr(R * H), wr(R * H), yr(R * H), dxr(R * H);
+  std::vector<float> xhat_b(R * H, NAN), xhat_r(R * H, NAN);
+  round_all(x, xb, xr), round_all(w, wb, wr);
+  launch_warps(R, [&] { layer_norm_rows_bf16(xb.data(), g.data(), b.data(), yb.data(), R, H, EPS); });
+  launch_warps(R, [&] {
+    layer_norm_backward_rows_bf16(xb.data(), wb.data(), g.data(), dxb.data(), xhat_b.data(), R, H,
+                                  EPS);
+  });
+  launch_warps(R, [&] { layer_norm_rows(xr.data(), g.data(), b.data(), yr.data(), R, H, EPS); });
+  launch_warps(R, [&] {
+    layer_norm_backward_rows(xr.data(), wr.data(), g.data(), dxr.data(), xhat_r.data(), R, H, EPS);
+  });
+  int wrong = 0;
+  for (int i = 0; i < R * H; i++)
+    wrong += (yb[i] != nearest_bf16(yr[i])) + (dxb[i] != nearest_bf16(dxr[i])) +
+             (xhat_b[i] != xhat_r[i]);
+  printf("loss %.9f (f64 %.9f); worst gradient error %.3e; bf16: %d of %d outputs off\n", got,
+         want, worst, wrong, 3 * R * H);
+  return std::fabs(got - want) < 1e-5 && worst < 2e-5 && nonzero > 0 && wrong == 0 ? 0 : 1;
 }
