@@ -28,16 +28,16 @@ fn width(x: &Shape, g: &Shape, b: &Shape) -> candle_core::Result<usize> {
     Ok(h)
 }
 
-/// The forward pass on CUDA storages: x [rows, h] of element type `T`, gamma and beta [h] f32.
+/// A CUDA storage with its layout.
 #[cfg(feature = "cuda")]
-#[allow(clippy::too_many_arguments)]
+type CudaIn<'a> = (&'a candle_core::CudaStorage, &'a Layout);
+
+/// The forward pass on CUDA: x [rows, h] of element type `T`, gamma and beta [h] f32.
+#[cfg(feature = "cuda")]
 fn cuda_forward<T: crate::cuda::Element>(
-    s1: &candle_core::CudaStorage,
-    l1: &Layout,
-    s2: &candle_core::CudaStorage,
-    l2: &Layout,
-    s3: &candle_core::CudaStorage,
-    l3: &Layout,
+    (s1, l1): CudaIn<'_>,
+    (s2, l2): CudaIn<'_>,
+    (s3, l3): CudaIn<'_>,
     h: usize,
     eps: f32,
 ) -> candle_core::Result<candle_core::CudaStorage> {
@@ -93,11 +93,12 @@ impl CustomOp3 for FusedLayerNorm {
         l3: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let h = width(l1.shape(), l2.shape(), l3.shape())?;
+        let ins = ((s1, l1), (s2, l2), (s3, l3));
         let y = match candle_core::backend::BackendStorage::dtype(s1) {
             candle_core::DType::BF16 => {
-                cuda_forward::<half::bf16>(s1, l1, s2, l2, s3, l3, h, self.eps)?
+                cuda_forward::<half::bf16>(ins.0, ins.1, ins.2, h, self.eps)?
             }
-            _ => cuda_forward::<f32>(s1, l1, s2, l2, s3, l3, h, self.eps)?,
+            _ => cuda_forward::<f32>(ins.0, ins.1, ins.2, h, self.eps)?,
         };
         Ok((y, l1.shape().clone()))
     }
