@@ -23,6 +23,25 @@ pub(crate) use ptx;
 pub(crate) trait Element: CudaDType + WithDType + DeviceRepr {}
 impl<T: CudaDType + WithDType + DeviceRepr> Element for T {}
 
+/// Evaluates `$body` with the type `$T` bound to the element type of `$dtype` (a
+/// [`candle_core::DType`]): bf16 for BF16, f32 otherwise (where a view of another dtype then
+/// fails with candle's typed error).
+macro_rules! by_element {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            candle_core::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            _ => {
+                type $T = f32;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use by_element;
+
 /// The name of kernel `name`'s variant for `T`: `name` for f32, `name_bf16` for bf16.
 pub(crate) fn kernel_name<T: Element>(name: &str) -> String {
     match T::DTYPE {

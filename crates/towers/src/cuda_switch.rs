@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use candle_core::Tensor;
+use candle_core::{DType, Tensor};
 
 /// The environment variable of the switch (`off` turns the kernels off; anything else, or
 /// unset, leaves them on).
@@ -25,6 +25,12 @@ pub fn cuda_kernels_enabled() -> bool {
 /// Whether `x` is on CUDA in a build with our kernels and they are switched on.
 pub(crate) fn on_cuda_kernels(x: &Tensor) -> bool {
     cfg!(feature = "cuda") && x.device().is_cuda() && cuda_kernels_enabled()
+}
+
+/// [`on_cuda_kernels`], and `x` of an element type the row and elementwise kernels read and
+/// write themselves (f32, bf16: `bf16.cuh`).
+pub(crate) fn on_cuda_kernels_typed(x: &Tensor) -> bool {
+    on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16)
 }
 
 #[cfg(test)]

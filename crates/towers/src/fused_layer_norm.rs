@@ -93,13 +93,10 @@ impl CustomOp3 for FusedLayerNorm {
         l3: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let h = width(l1.shape(), l2.shape(), l3.shape())?;
-        let ins = ((s1, l1), (s2, l2), (s3, l3));
-        let y = match candle_core::backend::BackendStorage::dtype(s1) {
-            candle_core::DType::BF16 => {
-                cuda_forward::<half::bf16>(ins.0, ins.1, ins.2, h, self.eps)?
-            }
-            _ => cuda_forward::<f32>(ins.0, ins.1, ins.2, h, self.eps)?,
-        };
+        let dtype = candle_core::backend::BackendStorage::dtype(s1);
+        let y = crate::cuda::by_element!(dtype, T => {
+            cuda_forward::<T>((s1, l1), (s2, l2), (s3, l3), h, self.eps)?
+        });
         Ok((y, l1.shape().clone()))
     }
 
@@ -117,10 +114,7 @@ impl CustomOp3 for FusedLayerNorm {
         if x.device().is_cuda() {
             use crate::fused_layer_norm_cuda::backward_tensors;
             let dy = grad_res.to_dtype(x.dtype())?.contiguous()?;
-            let (dx, dg, db) = match x.dtype() {
-                candle_core::DType::BF16 => backward_tensors::<half::bf16>(x, gamma, &dy, eps)?,
-                _ => backward_tensors::<f32>(x, gamma, &dy, eps)?,
-            };
+            let (dx, dg, db) = crate::cuda::by_element!(x.dtype(), T => backward_tensors::<T>(x, gamma, &dy, eps)?);
             return Ok((Some(dx), Some(dg), Some(db)));
         }
         let dy = grad_res.to_dtype(candle_core::DType::F32)?.contiguous()?;

@@ -46,10 +46,8 @@ impl CustomOp1 for SoftmaxLast {
         s: &candle_core::CudaStorage,
         l: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
-        let y = match candle_core::backend::BackendStorage::dtype(s) {
-            candle_core::DType::BF16 => cuda_rows::<half::bf16>(s, l)?,
-            _ => cuda_rows::<f32>(s, l)?,
-        };
+        let dtype = candle_core::backend::BackendStorage::dtype(s);
+        let y = crate::cuda::by_element!(dtype, T => cuda_rows::<T>(s, l)?);
         Ok((y, l.shape().clone()))
     }
 

@@ -5,11 +5,12 @@
 
 use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, PushKernelArg};
 use candle_core::cuda_backend::WrapErr;
-use candle_core::{CpuStorage, CudaDevice, CudaStorage, CustomOp1, DType, Layout, Shape, Tensor};
-use half::bf16;
+use candle_core::{CpuStorage, CudaDevice, CudaStorage, CustomOp1, Layout, Shape, Tensor};
 use kernels::ops::GeluErf;
 
-use crate::cuda::{grid, kernel_name, ptx, tensor, view, with_cuda, written_whole, Element};
+use crate::cuda::{
+    by_element, grid, kernel_name, ptx, tensor, view, with_cuda, written_whole, Element,
+};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("gelu");
@@ -22,11 +23,6 @@ const OP: &str = "fused-gelu";
 
 /// The custom op: x (contiguous f32 or bf16) to GELU(x), on the CPU (f32) or CUDA.
 pub(crate) struct Gelu;
-
-/// Whether the op takes `dtype` on CUDA.
-pub(crate) fn takes(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::BF16)
-}
 
 /// n as the kernels take it, or an error past what a launch grid of u32 threads covers.
 fn count(n: usize) -> candle_core::Result<i64> {
@@ -87,10 +83,8 @@ impl CustomOp1 for Gelu {
     }
 
     fn cuda_fwd(&self, s: &CudaStorage, l: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let y = match candle_core::backend::BackendStorage::dtype(s) {
-            DType::BF16 => forward::<bf16>(s, l)?,
-            _ => forward::<f32>(s, l)?,
-        };
+        let dtype = candle_core::backend::BackendStorage::dtype(s);
+        let y = by_element!(dtype, T => forward::<T>(s, l)?);
         Ok((y, l.shape().clone()))
     }
 
@@ -98,9 +92,6 @@ impl CustomOp1 for Gelu {
         if !x.device().is_cuda() {
             return GeluErf.bwd(x, res, dy);
         }
-        Ok(Some(match x.dtype() {
-            DType::BF16 => backward::<bf16>(x, dy)?,
-            _ => backward::<f32>(x, dy)?,
-        }))
+        Ok(Some(by_element!(x.dtype(), T => backward::<T>(x, dy)?)))
     }
 }

@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
-use crate::cuda_switch::on_cuda_kernels;
+use crate::cuda_switch::{on_cuda_kernels, on_cuda_kernels_typed};
 use crate::fused_layer_norm::FusedLayerNorm;
 use crate::fused_softmax::SoftmaxLast;
 use crate::params::Init;
@@ -15,7 +15,7 @@ use kernels::host::on_host_f32;
 /// fused op ([`crate::fused_softmax`]; bf16 computed in f32 and rounded once); elsewhere tensor
 /// ops.
 pub fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    if on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16) {
+    if on_cuda_kernels_typed(x) {
         return Ok(x.contiguous()?.apply_op1(SoftmaxLast)?);
     }
     let max = x.max_keepdim(D::Minus1)?.detach();
@@ -39,7 +39,7 @@ pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result
     if on_host_f32(&[x, gamma, beta]) {
         return fused_layer_norm(x, gamma, beta, eps);
     }
-    if on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16) {
+    if on_cuda_kernels_typed(x) {
         // bf16 x is read and written as bf16 and normalised in f32 inside the kernels, the gain
         // and shift in f32: the numbers of the casts below, without them.
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
