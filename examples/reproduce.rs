@@ -122,6 +122,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         need_model: false,
         // Without the agreement curve its snapshot heads are not trained either.
         snapshot_heads: !args.no_emergence,
+        ..RunOptions::default()
     };
     if args.status {
         return status(&spec, &out, &only, args.quiet);

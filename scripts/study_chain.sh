@@ -8,15 +8,20 @@
 #
 # BIN: a release build of examples/reproduce copied out of the checkout (a rebuild must not
 # change the binary under a running chain); OUT: the study folder (outside the checkout).
+# TABLES (optional): runs separated by commas whose tables one more call makes once every run
+# of the chain has finished (it trains nothing: `reproduce --only TABLES` over finished runs
+# writes them to OUT/subset-<runs joined by +>).
 set -u
 : "${BIN:?BIN: the reproduce binary}" "${OUT:?OUT: the study folder}"
-[ $# -gt 0 ] || { echo "usage: BIN=... OUT=... $0 RUN..." >&2; exit 2; }
-for run in "$@"; do
-  echo "=== $(date -u +%FT%TZ) $run"
+[ $# -gt 0 ] || { echo "usage: BIN=... OUT=... [TABLES=a,b,...] $0 RUN..." >&2; exit 2; }
+step() { # LABEL, then the --only list
+  echo "=== $(date -u +%FT%TZ) $1"
   # shellcheck disable=SC2086
-  "$BIN" --protocol cpu --device cpu --out "$OUT" --only "$run" ${STUDY_FLAGS:-} --quiet
+  "$BIN" --protocol cpu --device cpu --out "$OUT" --only "$2" ${STUDY_FLAGS:-} --quiet
   rc=$?
-  echo "=== $(date -u +%FT%TZ) $run exit $rc"
+  echo "=== $(date -u +%FT%TZ) $1 exit $rc"
   [ $rc -eq 0 ] || exit $rc
-done
+}
+for run in "$@"; do step "$run" "$run"; done
+[ -z "${TABLES:-}" ] || step "tables of $TABLES" "$TABLES"
 echo "=== $(date -u +%FT%TZ) chain done"

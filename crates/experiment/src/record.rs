@@ -116,17 +116,23 @@ pub struct RunOptions {
     /// Train (or read) the heads of every phase-1 snapshot (the agreement curve's points; each
     /// costs one or two head trainings); `false` skips them, and the runs then carry none.
     pub snapshot_heads: bool,
+    /// Checkpoint every training (phase 1 and heads) also after this many seconds of wall
+    /// time since its last checkpoint ([`towers::TrainConfig::checkpoint_secs`]), so that a
+    /// slow run killed without warning (a full-BiLSTM phase 1 checkpoints every 500 updates,
+    /// 10–25 minutes on a 2-core CPU) loses at most that much; it changes no number.
+    pub checkpoint_secs: Option<f64>,
 }
 
 impl Default for RunOptions {
     /// CPU, progress bars and messages on stdout, no model for a finished run, snapshot heads
-    /// trained.
+    /// trained, a checkpoint at least every 5 minutes of training.
     fn default() -> Self {
         Self {
             device: Device::Cpu,
             progress: Progress::stdout(),
             need_model: false,
             snapshot_heads: true,
+            checkpoint_secs: Some(300.0),
         }
     }
 }

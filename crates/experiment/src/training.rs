@@ -83,6 +83,7 @@ pub(crate) fn phase1(
         budget: Budget::Tokens(p.budget_tokens),
         eval_every: p.eval_every,
         checkpoint_every: p.eval_every,
+        checkpoint_secs: opts.checkpoint_secs,
         log_every: 10,
         progress: opts.progress.bars(),
         schedule: p.schedule,
@@ -182,6 +183,7 @@ pub fn train_heads_in(
         budget: Budget::Tokens(h.max_budget_tokens),
         eval_every: h.eval_every,
         checkpoint_every: h.eval_every,
+        checkpoint_secs: opts.checkpoint_secs,
         log_every: 10,
         progress: opts.progress.bars(),
         early_stop: Some(EarlyStop {

@@ -107,6 +107,13 @@ pub struct TrainConfig {
     pub eval_every: u64,
     /// Checkpoint every this many updates (0: only at the end); needs an output directory.
     pub checkpoint_every: u64,
+    /// Also checkpoint after an update once this many seconds of wall time have passed since
+    /// the last checkpoint (or the start of this process's training), so that a run killed
+    /// without warning loses at most about that much however slow its updates are. `None`:
+    /// only by `checkpoint_every`. It changes no number (a resumed run continues bit-exactly
+    /// from any update), so on resume the caller's value wins over the stored one.
+    #[serde(default)]
+    pub checkpoint_secs: Option<f64>,
     /// Write a metrics line every this many updates.
     pub log_every: u64,
     /// Show a progress bar.
@@ -148,6 +155,7 @@ impl Default for TrainConfig {
             budget: Budget::Steps(100),
             eval_every: 0,
             checkpoint_every: 0,
+            checkpoint_secs: None,
             log_every: 10,
             progress: false,
             early_stop: None,
@@ -245,6 +253,9 @@ pub struct Trainer<'m, M: Trainable> {
     out_dir: Option<PathBuf>,
     metrics: MetricsLog,
     stop: Option<Arc<AtomicBool>>,
+    /// When the last checkpoint was written (or the trainer made): the clock of
+    /// [`TrainConfig::checkpoint_secs`].
+    saved_at: Instant,
 }
 
 impl<'m, M: Trainable> Trainer<'m, M> {
@@ -264,6 +275,12 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             return Err(TowersError::Config(
                 "grad_accum >= 1, lr > 0 and 0 <= warmup_frac < 1 are required".into(),
             ));
+        }
+        if cfg.checkpoint_secs.is_some_and(|s| !(s >= 0.0)) {
+            return Err(TowersError::Config(format!(
+                "checkpoint_secs must be a number of seconds >= 0, not {:?}",
+                cfg.checkpoint_secs
+            )));
         }
         let metrics = match out_dir {
             Some(d) => {
@@ -295,6 +312,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
             stop: None,
+            saved_at: Instant::now(),
         })
     }
 
@@ -314,13 +332,16 @@ impl<'m, M: Trainable> Trainer<'m, M> {
 
     /// Like [`Trainer::new`], but when `out_dir` holds a checkpoint, restores weights, optimizer
     /// state, counters and the data cursor (seeking `source`) and continues from there. The
-    /// stored training configuration wins over `cfg` (so the schedule is unchanged).
+    /// stored training configuration wins over `cfg` (so the schedule is unchanged), except for
+    /// the settings that change no number: the progress bar and
+    /// [`TrainConfig::checkpoint_secs`] come from `cfg`.
     pub fn resume_or_new(
         model: &'m M,
         cfg: TrainConfig,
         out_dir: &Path,
         source: &mut dyn BatchSource,
     ) -> Result<Self> {
+        let (progress, checkpoint_secs) = (cfg.progress, cfg.checkpoint_secs);
         let mut t = Self::new(model, cfg, Some(out_dir))?;
         if let Some(dir) = checkpoint::latest(out_dir) {
             let origin = dir.display().to_string();
@@ -340,6 +361,8 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             t.opt.load_state(&data.optimizer, state.step, &origin)?;
             source.seek(&state.cursor)?;
             t.state = state;
+            t.state.train.progress = progress;
+            t.state.train.checkpoint_secs = checkpoint_secs;
         }
         Ok(t)
     }
@@ -554,7 +577,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             .clone()
             .ok_or_else(|| TowersError::Config("checkpoints need an output directory".into()))?;
         self.state.cursor = cursor;
-        checkpoint::save(
+        let path = checkpoint::save(
             &dir,
             &CheckpointData {
                 config: self.model.config_json()?,
@@ -562,7 +585,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 weights: self.model.params().snapshot()?,
                 optimizer: self.opt.state_tensors(),
             },
-        )
+        )?;
+        self.saved_at = Instant::now();
+        Ok(path)
     }
 
     /// Trains until the budget is spent, validating on `valid` (may be empty).
@@ -692,6 +717,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let cfg = &self.state.train;
         let (log_every, eval_every) = (cfg.log_every, cfg.eval_every);
         let checkpoint_every = cfg.checkpoint_every;
+        let overdue = cfg
+            .checkpoint_secs
+            .is_some_and(|secs| self.saved_at.elapsed().as_secs_f64() >= secs);
         if log_every > 0 && s.step % log_every == 0 {
             self.metrics.log(&json!({
                 "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
@@ -707,7 +735,8 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             self.metrics
                 .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
         }
-        if self.out_dir.is_some() && checkpoint_every > 0 && s.step % checkpoint_every == 0 {
+        let on_schedule = checkpoint_every > 0 && s.step % checkpoint_every == 0;
+        if self.out_dir.is_some() && (on_schedule || overdue) {
             self.save_checkpoint(source.cursor())?;
         }
         Ok(val_loss)

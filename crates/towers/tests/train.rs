@@ -176,6 +176,53 @@ fn clipping_scales_to_max_norm() {
     assert!(clip_grad_norm(&mut bad, 1.0).is_err());
 }
 
+/// A wall-clock interval checkpoints between the update-count ones: at 0 s every update is
+/// saved, so a run killed after update 5 resumes at 5 (not at 0, the last scheduled one) and
+/// ends with the weights of an uninterrupted run. On resume the caller's interval wins over the
+/// stored one, and a negative interval is refused.
+#[test]
+fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
+    let mc = tiny(Style::Gpt, 2);
+    let mut tc = cfg(8, 5e-3);
+    tc.checkpoint_every = 0;
+    tc.checkpoint_secs = Some(0.0);
+    let dir = tempfile::tempdir().unwrap();
+    let valid = batches(&mut source(&mc, 4, 12, 50), 1);
+
+    let whole = model(&mc, 4);
+    Trainer::new(&whole, tc.clone(), None)
+        .unwrap()
+        .train(&mut source(&mc, 4, 12, 5), &valid)
+        .unwrap();
+
+    let out = dir.path().join("killed");
+    let first = model(&mc, 4);
+    let s = Trainer::new(&first, tc.clone(), Some(&out))
+        .unwrap()
+        .train_until(&mut source(&mc, 4, 12, 5), &valid, Some(5))
+        .unwrap();
+    assert!(s.interrupted);
+
+    let again = model(&mc, 99);
+    let mut src = source(&mc, 4, 12, 777);
+    let mut resumed = tc.clone();
+    resumed.checkpoint_secs = Some(3600.0);
+    resumed.budget = Budget::Steps(100);
+    let mut tr = Trainer::resume_or_new(&again, resumed, &out, &mut src).unwrap();
+    assert_eq!(tr.state().step, 5, "the interval saved update 5");
+    assert_eq!(tr.state().train.checkpoint_secs, Some(3600.0));
+    assert_eq!(tr.state().train.budget, Budget::Steps(8), "the stored budget wins");
+    assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 8);
+    assert_same_weights(&whole, &again, "after a resume from the interval's checkpoint");
+
+    let mut bad = tc;
+    bad.checkpoint_secs = Some(-1.0);
+    assert!(matches!(
+        Trainer::new(&model(&mc, 1), bad, None),
+        Err(towers::TowersError::Config(_))
+    ));
+}
+
 #[test]
 fn truncated_checkpoint_is_a_typed_error() {
     let mc = tiny(Style::Gpt, 1);
