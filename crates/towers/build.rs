@@ -1,5 +1,6 @@
 //! Under the `cuda` feature: our CUDA kernels (`src/*.cu`: the LSTM op's `fused_lstm_seq`,
-//! AdamW's `adamw`, LayerNorm's `layer_norm`, softmax's `softmax`, GELU's `gelu`) compiled to
+//! AdamW's `adamw`, LayerNorm's `layer_norm`, softmax's `softmax`, GELU's `gelu`, the output
+//! layer's loss `softmax_nll`) compiled to
 //! PTX by the CUDA toolkit's nvcc at build time, as candle-kernels compiles candle's, so that
 //! the binary needs no NVRTC at run time and its PTX is of the toolkit it was built with (a
 //! driver rejects PTX newer than itself). `CUDA_COMPUTE_CAP` (e.g. 90) picks the virtual
@@ -11,7 +12,14 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// Our kernel sources, `src/<name>.cu`, each to `OUT_DIR/<name>.ptx`.
-const KERNELS: [&str; 5] = ["fused_lstm_seq", "adamw", "layer_norm", "softmax", "gelu"];
+const KERNELS: [&str; 6] = [
+    "fused_lstm_seq",
+    "adamw",
+    "layer_norm",
+    "softmax",
+    "gelu",
+    "softmax_nll",
+];
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");

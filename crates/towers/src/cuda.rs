@@ -186,7 +186,7 @@ mod tests {
     /// by name.
     #[test]
     fn each_ptx_holds_every_kernel_its_op_loads() {
-        let files: [(&str, &str, &[&str]); 5] = [
+        let files: [(&str, &str, &[&str]); 6] = [
             (
                 "fused_lstm_seq",
                 ptx!("fused_lstm_seq"),
@@ -211,6 +211,16 @@ mod tests {
                 "softmax",
                 ptx!("softmax"),
                 &["softmax_rows", "softmax_rows_bf16"],
+            ),
+            (
+                "softmax_nll",
+                ptx!("softmax_nll"),
+                &[
+                    "softmax_nll_rows",
+                    "softmax_nll_grad",
+                    "softmax_nll_rows_bf16",
+                    "softmax_nll_grad_bf16",
+                ],
             ),
             (
                 "gelu",

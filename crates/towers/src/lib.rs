@@ -50,6 +50,7 @@ mod optim;
 mod optim_cuda;
 mod params;
 mod schedule;
+mod softmax_nll;
 pub mod style;
 #[cfg(test)]
 mod test_util;

@@ -4,9 +4,11 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
+use crate::cuda_switch::on_cuda_kernels_typed;
 use crate::linear_nll::LinearNll;
 pub use crate::linear_nll::NllPass;
 use crate::norm::log_softmax_last;
+use crate::softmax_nll::softmax_nll;
 use crate::{Result, TowersError};
 use kernels::host::on_host_f32;
 
@@ -33,8 +35,15 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
 
 /// `target_log_probs` for scoring, without a gradient: on CPU with f32 logits every row runs
 /// through the fused kernel (−`kernels::nll_row`) over the thread pool, about ten times faster
-/// than the composed graph at V = 8192; elsewhere the composed graph. Labels must lie below V.
+/// than the composed graph at V = 8192; on CUDA (f32 or bf16) the output layer's loss kernel
+/// (`softmax_nll.rs`); elsewhere the composed graph. Labels must lie below V.
 pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {
+    if on_cuda_kernels_typed(logits) {
+        let zeros = Tensor::zeros(logits.dim(1)?, DType::F32, logits.device())?;
+        return Ok(softmax_nll(&logits.detach(), &zeros, labels)?
+            .neg()?
+            .to_vec1()?);
+    }
     if !on_host_f32(&[logits]) {
         return Ok(target_log_probs(logits, labels, logits.device())?
             .detach()
@@ -69,8 +78,10 @@ pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {
 /// Mean negative log-likelihood of `labels` under the logits x·wᵀ + bias of an output layer
 /// (x \[N, E\], w \[V, E\], bias \[V\]); errors on N = 0. On CPU with f32 inputs a fused kernel
 /// (`linear_nll.rs`) never materialises the [N, V] logits and, for
-/// [`NllPass::Train`], forms the gradients in the same pass; elsewhere the composed graph
-/// (logits in f32) is used. Both give the same values and gradients.
+/// [`NllPass::Train`], forms the gradients in the same pass; on CUDA (f32 or bf16) the logits
+/// come from one matrix product in x's dtype and bias, log-softmax and gather run as one
+/// kernel each way (`softmax_nll.rs`); elsewhere the composed graph (logits in f32) is used.
+/// All give the same values and gradients.
 pub fn linear_cross_entropy(
     x: &Tensor,
     w: &Tensor,
@@ -86,6 +97,12 @@ pub fn linear_cross_entropy(
         return Ok(x
             .contiguous()?
             .apply_op3(&w.contiguous()?, &bias.contiguous()?, op)?);
+    }
+    if on_cuda_kernels_typed(x) {
+        // The logits in x's dtype (bf16 on a training step) as cuBLAS gives them; bias,
+        // log-softmax and gather in one kernel each way, in f32 inside.
+        let logits = x.matmul(&w.to_dtype(x.dtype())?.t()?)?;
+        return Ok(softmax_nll(&logits, bias, labels)?.mean_all()?);
     }
     let logits = x
         .matmul(&w.to_dtype(x.dtype())?.t()?)?

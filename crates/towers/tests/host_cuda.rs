@@ -75,3 +75,9 @@ fn the_gelu_cuda_kernels_compiled_for_the_host_match_f64() {
     let report = run_harness("gelu", "gelu");
     assert!(report.contains("over 1001 points"), "{report}");
 }
+
+#[test]
+fn the_softmax_nll_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
+    let report = run_harness("softmax_nll", "softmax_nll");
+    assert!(report.contains("worst gradient error"), "{report}");
+}

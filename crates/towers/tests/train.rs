@@ -211,9 +211,17 @@ fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
     let mut tr = Trainer::resume_or_new(&again, resumed, &out, &mut src).unwrap();
     assert_eq!(tr.state().step, 5, "the interval saved update 5");
     assert_eq!(tr.state().train.checkpoint_secs, Some(3600.0));
-    assert_eq!(tr.state().train.budget, Budget::Steps(8), "the stored budget wins");
+    assert_eq!(
+        tr.state().train.budget,
+        Budget::Steps(8),
+        "the stored budget wins"
+    );
     assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 8);
-    assert_same_weights(&whole, &again, "after a resume from the interval's checkpoint");
+    assert_same_weights(
+        &whole,
+        &again,
+        "after a resume from the interval's checkpoint",
+    );
 
     let mut bad = tc;
     bad.checkpoint_secs = Some(-1.0);
