@@ -1,7 +1,8 @@
-//! The switch between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW)
-//! and candle's composed graph on CUDA: on by default; `LMSPLIT_CUDA_KERNELS=off` turns them off
-//! for the process, so that a session whose `gpu_check` fails one of them still trains (on the
-//! composed graph, as before 27 Nov) and can tell the kernel from the rest.
+//! The switch between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
+//! the output layer's loss) and candle's composed graph on CUDA: on by default;
+//! `LMSPLIT_CUDA_KERNELS=off` turns them off for the process, so that a session whose
+//! `gpu_check` fails one of them still trains (on the composed graph, as before 27 Nov) and can
+//! tell the kernel from the rest.
 
 use std::sync::OnceLock;
 
