@@ -153,6 +153,10 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
             }
         }
     }
+    eprintln!("gpu_check: the output layer's loss");
+    checks.extend(guarded("nll", || {
+        towers_checks::output_loss_checks(target, seed)
+    }));
     eprintln!("gpu_check: AdamW");
     checks.extend(guarded("adamw", || {
         towers_checks::adamw_checks(target, seed)

@@ -69,6 +69,10 @@ fn expected_names() -> BTreeSet<String> {
     }
     for m in [
         "adamw/f32",
+        "nll/f32/value",
+        "nll/f32/grad",
+        "nll/bf16/value",
+        "nll/f32/scores",
         "lstm/tiny/value",
         "lstm/tiny/grad",
         "moments/embed/mean",

@@ -3,9 +3,9 @@
 
 use candle_core::{DType, Device, Tensor, Var};
 use lmsplit::corpus::TokenBatch;
-use lmsplit::towers::nn::lstm_recurrence;
+use lmsplit::towers::nn::{linear_cross_entropy, lstm_recurrence, score_log_probs};
 use lmsplit::towers::{
-    AdamW, AdamWConfig, BatchSource, Budget, MarkovSource, ModelConfig, ParamStore, Style,
+    AdamW, AdamWConfig, BatchSource, Budget, MarkovSource, ModelConfig, NllPass, ParamStore, Style,
     TrainConfig, Trainer, TwoTowerLm,
 };
 
@@ -377,4 +377,102 @@ pub fn adamw_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxError> 
         Bound::AtMost(0.0),
     )
     .with_detail(format!("{} weights, 2 parameters", cpu.len()))])
+}
+
+/// The output layer's loss at the paper's vocabulary width on the target against the CPU:
+/// the mean NLL of x·Wᵀ + b (N 300, E 64, V 30,528; on the CPU the fused linear op, on CUDA
+/// one GEMM and `softmax_nll.cu`) and its gradients in x, W and b, in f32 and with x and W in
+/// bf16 (against the same f32 reference, at the training checks' bf16 tolerance), and the
+/// per-position scores that the heads' evaluation reads ([`score_log_probs`]).
+pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxError> {
+    let (n, e, v) = (300, 64, 30_528);
+    let s = seed as f32;
+    let wave = |len: usize, f: f32, scale: f32| -> Vec<f32> {
+        (0..len).map(|i| (i as f32 * f + s).sin() * scale).collect()
+    };
+    let (x, w, b) = (
+        wave(n * e, 0.37, 1.0),
+        wave(v * e, 0.11, 0.5),
+        wave(v, 0.29, 0.3),
+    );
+    let labels: Vec<u32> = (0..n).map(|i| ((i * 7919) % v) as u32).collect();
+    let run = |dev: &Device, dtype: DType| -> Result<(f64, Vec<Vec<f32>>, Vec<f32>), BoxError> {
+        let var = |data: &[f32], shape: &[usize]| {
+            Var::from_tensor(&Tensor::from_slice(data, shape, dev)?)
+        };
+        let (xv, wv, bv) = (var(&x, &[n, e])?, var(&w, &[v, e])?, var(&b, &[v])?);
+        let (xt, wt) = (
+            xv.as_tensor().to_dtype(dtype)?,
+            wv.as_tensor().to_dtype(dtype)?,
+        );
+        let loss = linear_cross_entropy(&xt, &wt, bv.as_tensor(), &labels, NllPass::Train)?;
+        let grads = loss.backward()?;
+        let mut g = Vec::new();
+        for var in [&xv, &wv, &bv] {
+            let gi = grads
+                .get(var.as_tensor())
+                .ok_or("a variable without a gradient")?;
+            g.push(host(gi)?);
+        }
+        // The scores of the logits in the pass's dtype, bias added in f32 (as the loss does).
+        let logits = xt.matmul(&wt.t()?)?.to_dtype(DType::F32)?;
+        let logits = logits.broadcast_add(bv.as_tensor())?.to_dtype(dtype)?;
+        let scores = score_log_probs(&logits, &labels)?;
+        Ok((
+            loss.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64,
+            g,
+            scores,
+        ))
+    };
+    let (cpu_loss, cpu_grads, cpu_scores) = run(&Device::Cpu, DType::F32)?;
+    let (f_loss, f_grads, f_scores) = run(target, DType::F32)?;
+    let (h_loss, _, _) = run(target, DType::BF16)?;
+    let grad_diff = f_grads
+        .iter()
+        .zip(&cpu_grads)
+        .map(|(a, c)| rel_max_diff(a, c))
+        .fold(0f64, |m, d| {
+            if d.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(d)
+            }
+        });
+    let score_diff: Vec<f32> = f_scores
+        .iter()
+        .zip(&cpu_scores)
+        .map(|(a, c)| a - c)
+        .collect();
+    let rel = |l: f64| (l - cpu_loss).abs() / cpu_loss.abs().max(1e-12);
+    let shape = format!("N {n}, E {e}, V {v}; loss {cpu_loss:.5} on the CPU");
+    Ok(vec![
+        Check::new(
+            "nll/f32/value",
+            "|loss - cpu| / cpu",
+            rel(f_loss),
+            Bound::AtMost(1e-5),
+        )
+        .with_detail(shape.clone()),
+        Check::new(
+            "nll/f32/grad",
+            "max over x, W, b of rel max |g - g_cpu|",
+            grad_diff,
+            Bound::AtMost(GRAD_REL_TOL),
+        )
+        .with_detail(shape.clone()),
+        Check::new(
+            "nll/bf16/value",
+            "|loss(bf16 x, W) - cpu f32| / cpu",
+            rel(h_loss),
+            Bound::AtMost(BF16_LOSS_REL),
+        )
+        .with_detail(shape),
+        Check::new(
+            "nll/f32/scores",
+            "max |log p - log p_cpu| over the labels",
+            max_abs(&score_diff),
+            Bound::AtMost(1e-4),
+        )
+        .with_detail(format!("{n} positions")),
+    ])
 }

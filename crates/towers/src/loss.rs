@@ -47,6 +47,7 @@ pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {
     if !on_host_f32(&[logits]) {
         return Ok(target_log_probs(logits, labels, logits.device())?
             .detach()
+            .to_dtype(DType::F32)?
             .to_vec1()?);
     }
     let (n, v) = logits.dims2()?;
