@@ -51,6 +51,8 @@ mod optim_cuda;
 mod params;
 mod schedule;
 mod softmax_nll;
+#[cfg(feature = "cuda")]
+mod softmax_nll_cuda;
 pub mod style;
 #[cfg(test)]
 mod test_util;

@@ -276,7 +276,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 "grad_accum >= 1, lr > 0 and 0 <= warmup_frac < 1 are required".into(),
             ));
         }
-        if cfg.checkpoint_secs.is_some_and(|s| !(s >= 0.0)) {
+        if cfg.checkpoint_secs.is_some_and(|s| s.is_nan() || s < 0.0) {
             return Err(TowersError::Config(format!(
                 "checkpoint_secs must be a number of seconds >= 0, not {:?}",
                 cfg.checkpoint_secs
