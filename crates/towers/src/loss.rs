@@ -223,5 +223,9 @@ mod tests {
         assert!(max_abs_diff(&fast, &slow) < 1e-5);
         // A label outside the vocabulary is an error, not a panic.
         assert!(score_log_probs(&logits, &[v as u32; 37]).is_err());
+        // Half-precision logits take the composed graph and come back as f32 values.
+        let half = score_log_probs(&logits.to_dtype(DType::BF16).unwrap(), &labels).unwrap();
+        let half = Tensor::new(half, &dev).unwrap();
+        assert!(max_abs_diff(&half, &slow) < 0.1);
     }
 }
