@@ -379,6 +379,14 @@ pub fn adamw_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxError> 
     .with_detail(format!("{} weights, 2 parameters", cpu.len()))])
 }
 
+/// One pass of [`output_loss_checks`] on a device: the loss, the gradients of x, W and b, and
+/// the per-position scores.
+struct LossPass {
+    loss: f64,
+    grads: Vec<Vec<f32>>,
+    scores: Vec<f32>,
+}
+
 /// The output layer's loss at the paper's vocabulary width on the target against the CPU:
 /// the mean NLL of x·Wᵀ + b (N 300, E 64, V 30,528; on the CPU the fused linear op, on CUDA
 /// one GEMM and `softmax_nll.cu`) and its gradients in x, W and b, in f32 and with x and W in
@@ -396,7 +404,7 @@ pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxE
         wave(v, 0.29, 0.3),
     );
     let labels: Vec<u32> = (0..n).map(|i| ((i * 7919) % v) as u32).collect();
-    let run = |dev: &Device, dtype: DType| -> Result<(f64, Vec<Vec<f32>>, Vec<f32>), BoxError> {
+    let run = |dev: &Device, dtype: DType| -> Result<LossPass, BoxError> {
         let var = |data: &[f32], shape: &[usize]| {
             Var::from_tensor(&Tensor::from_slice(data, shape, dev)?)
         };
@@ -418,18 +426,20 @@ pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxE
         let logits = xt.matmul(&wt.t()?)?.to_dtype(DType::F32)?;
         let logits = logits.broadcast_add(bv.as_tensor())?.to_dtype(dtype)?;
         let scores = score_log_probs(&logits, &labels)?;
-        Ok((
-            loss.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64,
-            g,
+        Ok(LossPass {
+            loss: loss.to_dtype(DType::F32)?.to_scalar::<f32>()? as f64,
+            grads: g,
             scores,
-        ))
+        })
     };
-    let (cpu_loss, cpu_grads, cpu_scores) = run(&Device::Cpu, DType::F32)?;
-    let (f_loss, f_grads, f_scores) = run(target, DType::F32)?;
-    let (h_loss, _, _) = run(target, DType::BF16)?;
-    let grad_diff = f_grads
+    let cpu = run(&Device::Cpu, DType::F32)?;
+    let f32s = run(target, DType::F32)?;
+    let h_loss = run(target, DType::BF16)?.loss;
+    let cpu_loss = cpu.loss;
+    let grad_diff = f32s
+        .grads
         .iter()
-        .zip(&cpu_grads)
+        .zip(&cpu.grads)
         .map(|(a, c)| rel_max_diff(a, c))
         .fold(0f64, |m, d| {
             if d.is_nan() || m.is_nan() {
@@ -438,9 +448,10 @@ pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxE
                 m.max(d)
             }
         });
-    let score_diff: Vec<f32> = f_scores
+    let score_diff: Vec<f32> = f32s
+        .scores
         .iter()
-        .zip(&cpu_scores)
+        .zip(&cpu.scores)
         .map(|(a, c)| a - c)
         .collect();
     let rel = |l: f64| (l - cpu_loss).abs() / cpu_loss.abs().max(1e-12);
@@ -449,7 +460,7 @@ pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxE
         Check::new(
             "nll/f32/value",
             "|loss - cpu| / cpu",
-            rel(f_loss),
+            rel(f32s.loss),
             Bound::AtMost(1e-5),
         )
         .with_detail(shape.clone()),
