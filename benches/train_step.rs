@@ -294,6 +294,8 @@ fn oneshot(spec: &str) {
     if device.is_cuda() {
         out["event_tracking"] = lmsplit::kernels::device::event_tracking(&device).into();
         out["cuda_kernels"] = lmsplit::towers::cuda_kernels_enabled().into();
+        let off = lmsplit::towers::cuda_kernels_off().unwrap_or_else(|e| panic!("{e}"));
+        out["cuda_kernels_off"] = off.iter().map(|k| k.name()).collect::<Vec<_>>().into();
         out["pool_release_threshold"] = lmsplit::kernels::device::pool_release_threshold(&device)
             .unwrap()
             .into();

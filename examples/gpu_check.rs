@@ -183,9 +183,14 @@ fn run(args: Args) -> Result<(), BoxError> {
                 .to_string(),
         );
     }
-    if !lmsplit::towers::cuda_kernels_enabled() {
+    let kernels_off: Vec<&str> = lmsplit::towers::cuda_kernels_off()?
+        .iter()
+        .map(|k| k.name())
+        .collect();
+    if !kernels_off.is_empty() {
         notices.push(format!(
-            "our CUDA kernels are off ({}=off): the composed candle graph runs in their place",
+            "our CUDA kernels {} are off ({}): the composed candle graph runs in their place",
+            kernels_off.join(", "),
             lmsplit::towers::CUDA_KERNELS_ENV
         ));
     }
@@ -218,6 +223,7 @@ fn run(args: Args) -> Result<(), BoxError> {
         "target": device_name(&target),
         "reference": "cpu",
         "cuda_kernels": lmsplit::towers::cuda_kernels_enabled(),
+        "cuda_kernels_off": kernels_off,
         "cuda_pool_release_threshold": pool_threshold,
         "seed": args.seed,
         "steps": args.steps,

@@ -141,6 +141,8 @@ fn no_encoders_runs_the_two_tower_checks_alone_and_says_so() {
         ])
         .args(["--fixtures", "/nonexistent/fixtures", "--out"])
         .arg(out.path())
+        // Two kernels switched off by name: the report says which (the CPU runs none of them).
+        .env("LMSPLIT_CUDA_KERNELS", "off:nll,gelu")
         .output()
         .unwrap();
     assert_eq!(
@@ -150,6 +152,11 @@ fn no_encoders_runs_the_two_tower_checks_alone_and_says_so() {
         String::from_utf8_lossy(&o.stderr)
     );
     let r = report(out.path());
+    assert_eq!(
+        r["meta"]["cuda_kernels_off"],
+        serde_json::json!(["nll", "gelu"])
+    );
+    assert_eq!(r["meta"]["cuda_kernels"], Value::Bool(false));
     let names: BTreeSet<String> = r["checks"]
         .as_array()
         .unwrap()
@@ -163,6 +170,30 @@ fn no_encoders_runs_the_two_tower_checks_alone_and_says_so() {
     assert_eq!(names, towers);
     let notices = r["notices"].to_string();
     assert!(notices.contains("--no-encoders"), "{notices}");
+}
+
+/// A mistyped kernel switch stops the example before any check, naming the variable, the
+/// value and the kernels it could have named.
+#[test]
+fn a_mistyped_kernel_switch_is_refused_before_any_check() {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(example_bin("gpu_check"))
+        .args(["--device", "cpu", "--no-encoders", "--shapes", "tiny"])
+        .arg("--out")
+        .arg(out.path())
+        .env("LMSPLIT_CUDA_KERNELS", "off:nl")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("LMSPLIT_CUDA_KERNELS")
+            && stderr.contains("\"nl\"")
+            && stderr.contains("layer_norm"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("gpu_check: two-tower"), "{stderr}");
+    assert!(!out.path().join("gpu_check.json").exists());
 }
 
 #[test]

@@ -52,6 +52,12 @@ where
 /// GPU when this build has CUDA and one is present, else the CPU.
 #[allow(dead_code)]
 pub fn device(flag: Option<&str>) -> Result<candle_core::Device, ExperimentError> {
+    use lmsplit::towers::CUDA_KERNELS_ENV;
+    // A mistyped kernel switch fails here, before any work, not as a silent fallback.
+    lmsplit::towers::cuda_kernels_off().map_err(|why| {
+        let value = std::env::var(CUDA_KERNELS_ENV).unwrap_or_default();
+        ExperimentError::bad_setting(CUDA_KERNELS_ENV, &value, why.to_string())
+    })?;
     device_of(flag).map_err(|why| ExperimentError::bad_setting("--device", flag.unwrap_or(""), why))
 }
 

@@ -1,37 +1,128 @@
-//! The switch between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
-//! the output layer's loss) and candle's composed graph on CUDA: on by default;
-//! `LMSPLIT_CUDA_KERNELS=off` turns them off for the process, so that a session whose
-//! `gpu_check` fails one of them still trains (on the composed graph, as before 27 Nov) and can
-//! tell the kernel from the rest.
+//! The switches between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
+//! the output layer's loss) and candle's composed graph on CUDA: all on by default;
+//! `LMSPLIT_CUDA_KERNELS=off` turns them all off for the process, `off:nll,gelu` only the ones
+//! named, so that a session whose `gpu_check` fails one kernel still trains with the others (the
+//! LSTM op above all: without it an ELMo step runs candle's per-step graph, slower on a GPU than
+//! on two CPU cores) and can tell the kernel from the rest.
 
 use std::sync::OnceLock;
 
 use candle_core::{DType, Tensor};
 
-/// The environment variable of the switch (`off` turns the kernels off; anything else, or
-/// unset, leaves them on).
+use crate::{Result, TowersError};
+
+/// The environment variable of the switches: unset, empty or `on` leaves every kernel on, `off`
+/// turns every one off, `off:NAME,NAME` the named ones ([`CudaKernel::name`]).
 pub const CUDA_KERNELS_ENV: &str = "LMSPLIT_CUDA_KERNELS";
 
-/// The switch's value from the variable's.
-fn parse(value: Option<&str>) -> bool {
-    value != Some("off")
+/// One of our CUDA kernels (with its backward pass), each switchable on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaKernel {
+    /// The LSTM layer's whole-sequence recurrence (`fused_lstm_seq.cu`).
+    Lstm,
+    /// LayerNorm (`layer_norm.cu`).
+    LayerNorm,
+    /// Softmax over the last dimension, attention's scores (`softmax.cu`).
+    Softmax,
+    /// Exact-form GELU (`gelu.cu`).
+    Gelu,
+    /// The AdamW update (`adamw.cu`).
+    AdamW,
+    /// The output layer's loss (`softmax_nll.cu`).
+    Nll,
 }
 
-/// Whether our CUDA kernels run where they apply (read once per process).
+impl CudaKernel {
+    /// Every kernel.
+    pub const ALL: [CudaKernel; 6] = [
+        Self::Lstm,
+        Self::LayerNorm,
+        Self::Softmax,
+        Self::Gelu,
+        Self::AdamW,
+        Self::Nll,
+    ];
+
+    /// The kernel's name in [`CUDA_KERNELS_ENV`] and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Lstm => "lstm",
+            Self::LayerNorm => "layer_norm",
+            Self::Softmax => "softmax",
+            Self::Gelu => "gelu",
+            Self::AdamW => "adamw",
+            Self::Nll => "nll",
+        }
+    }
+}
+
+/// The kernels a value of the variable turns off, or why the value is not one.
+fn parse(value: Option<&str>) -> std::result::Result<Vec<CudaKernel>, String> {
+    let names = || {
+        let all: Vec<&str> = CudaKernel::ALL.iter().map(|k| k.name()).collect();
+        all.join(", ")
+    };
+    match value.map(str::trim) {
+        None | Some("") | Some("on") => Ok(Vec::new()),
+        Some("off") => Ok(CudaKernel::ALL.to_vec()),
+        Some(v) => match v.strip_prefix("off:") {
+            Some(list) => list
+                .split(',')
+                .map(|n| {
+                    let n = n.trim();
+                    CudaKernel::ALL
+                        .into_iter()
+                        .find(|k| k.name() == n)
+                        .ok_or_else(|| format!("no CUDA kernel {n:?} (the kernels: {})", names()))
+                })
+                .collect(),
+            None => Err(format!(
+                "{v:?} is not on, off or off:NAME,... (the kernels: {})",
+                names()
+            )),
+        },
+    }
+}
+
+/// The variable's value as parsed, once per process.
+fn switches() -> &'static std::result::Result<Vec<CudaKernel>, String> {
+    static OFF: OnceLock<std::result::Result<Vec<CudaKernel>, String>> = OnceLock::new();
+    OFF.get_or_init(|| parse(std::env::var(CUDA_KERNELS_ENV).ok().as_deref()))
+}
+
+/// The kernels [`CUDA_KERNELS_ENV`] switches off for this process, or a
+/// [`TowersError::Config`] naming a value that is not a switch (the examples check it before
+/// they compute, so that a mistyped name is not a silent fallback).
+pub fn cuda_kernels_off() -> Result<Vec<CudaKernel>> {
+    switches()
+        .clone()
+        .map_err(|why| TowersError::Config(format!("{CUDA_KERNELS_ENV}: {why}")))
+}
+
+/// Whether `kernel` runs where it applies: unless the variable turns it off. A value that is
+/// not a switch turns every kernel off (the composed graph gives the same numbers, only
+/// slower), and [`cuda_kernels_off`] says why.
+pub fn cuda_kernel_enabled(kernel: CudaKernel) -> bool {
+    match switches() {
+        Ok(off) => !off.contains(&kernel),
+        Err(_) => false,
+    }
+}
+
+/// Whether every kernel runs where it applies (no switch off).
 pub fn cuda_kernels_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| parse(std::env::var(CUDA_KERNELS_ENV).ok().as_deref()))
+    CudaKernel::ALL.into_iter().all(cuda_kernel_enabled)
 }
 
-/// Whether `x` is on CUDA in a build with our kernels and they are switched on.
-pub(crate) fn on_cuda_kernels(x: &Tensor) -> bool {
-    cfg!(feature = "cuda") && x.device().is_cuda() && cuda_kernels_enabled()
+/// Whether `x` is on CUDA in a build with our kernels and `kernel` is switched on.
+pub(crate) fn on_cuda_kernel(kernel: CudaKernel, x: &Tensor) -> bool {
+    cfg!(feature = "cuda") && x.device().is_cuda() && cuda_kernel_enabled(kernel)
 }
 
-/// [`on_cuda_kernels`], and `x` of an element type the row and elementwise kernels read and
+/// [`on_cuda_kernel`], and `x` of an element type the row and elementwise kernels read and
 /// write themselves (f32, bf16: `bf16.cuh`).
-pub(crate) fn on_cuda_kernels_typed(x: &Tensor) -> bool {
-    on_cuda_kernels(x) && matches!(x.dtype(), DType::F32 | DType::BF16)
+pub(crate) fn on_cuda_kernel_typed(kernel: CudaKernel, x: &Tensor) -> bool {
+    on_cuda_kernel(kernel, x) && matches!(x.dtype(), DType::F32 | DType::BF16)
 }
 
 #[cfg(test)]
@@ -39,13 +130,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_off_turns_the_kernels_off() {
-        assert!(parse(None));
-        assert!(parse(Some("on")));
-        assert!(parse(Some("")));
-        assert!(!parse(Some("off")));
+    fn off_turns_every_kernel_off_and_off_with_names_only_those() {
+        for on in [None, Some("on"), Some(""), Some(" on ")] {
+            assert_eq!(parse(on), Ok(Vec::new()), "{on:?}");
+        }
+        assert_eq!(parse(Some("off")), Ok(CudaKernel::ALL.to_vec()));
+        assert_eq!(
+            parse(Some("off:nll, lstm")),
+            Ok(vec![CudaKernel::Nll, CudaKernel::Lstm])
+        );
+        for k in CudaKernel::ALL {
+            assert_eq!(parse(Some(&format!("off:{}", k.name()))), Ok(vec![k]));
+        }
+        // A mistyped name or value is an error naming the kernels, never a silent default.
+        let e = parse(Some("off:nl")).unwrap_err();
+        assert!(e.contains("\"nl\"") && e.contains("layer_norm"), "{e}");
+        assert!(parse(Some("of")).unwrap_err().contains("off:NAME"));
+        assert!(parse(Some("off:")).is_err());
         // A CPU tensor never takes the CUDA kernels.
-        let x = Tensor::zeros(3, candle_core::DType::F32, &candle_core::Device::Cpu).unwrap();
-        assert!(!on_cuda_kernels(&x));
+        let x = Tensor::zeros(3, DType::F32, &candle_core::Device::Cpu).unwrap();
+        assert!(CudaKernel::ALL
+            .into_iter()
+            .all(|k| !on_cuda_kernel(k, &x) && !on_cuda_kernel_typed(k, &x)));
     }
 }

@@ -82,7 +82,7 @@ pub fn gelu(x: &Tensor) -> Result<Tensor> {
         return Ok(x.contiguous()?.apply_op1(GeluErf)?);
     }
     #[cfg(feature = "cuda")]
-    if crate::cuda_switch::on_cuda_kernels_typed(x) {
+    if crate::cuda_switch::on_cuda_kernel_typed(crate::CudaKernel::Gelu, x) {
         return Ok(x.contiguous()?.apply_op1(crate::gelu_cuda::Gelu)?);
     }
     Ok(x.gelu_erf()?)

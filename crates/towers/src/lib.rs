@@ -61,7 +61,9 @@ mod transformer;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
 pub use config::{ElmoMode, ModelConfig, Style};
-pub use cuda_switch::{cuda_kernels_enabled, CUDA_KERNELS_ENV};
+pub use cuda_switch::{
+    cuda_kernel_enabled, cuda_kernels_enabled, cuda_kernels_off, CudaKernel, CUDA_KERNELS_ENV,
+};
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use finished::finished_elsewhere;

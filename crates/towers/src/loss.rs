@@ -4,7 +4,7 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
-use crate::cuda_switch::on_cuda_kernels_typed;
+use crate::cuda_switch::{on_cuda_kernel_typed, CudaKernel};
 use crate::linear_nll::LinearNll;
 pub use crate::linear_nll::NllPass;
 use crate::norm::log_softmax_last;
@@ -38,7 +38,7 @@ pub fn target_log_probs(logits: &Tensor, labels: &[u32], dev: &Device) -> Result
 /// than the composed graph at V = 8192; on CUDA (f32 or bf16) the output layer's loss kernel
 /// (`softmax_nll.rs`); elsewhere the composed graph. Labels must lie below V.
 pub fn score_log_probs(logits: &Tensor, labels: &[u32]) -> Result<Vec<f32>> {
-    if on_cuda_kernels_typed(logits) {
+    if on_cuda_kernel_typed(CudaKernel::Nll, logits) {
         let zeros = Tensor::zeros(logits.dim(1)?, DType::F32, logits.device())?;
         return Ok(softmax_nll(&logits.detach(), &zeros, labels)?
             .neg()?
@@ -99,7 +99,7 @@ pub fn linear_cross_entropy(
             .contiguous()?
             .apply_op3(&w.contiguous()?, &bias.contiguous()?, op)?);
     }
-    if on_cuda_kernels_typed(x) {
+    if on_cuda_kernel_typed(CudaKernel::Nll, x) {
         // The logits in x's dtype (bf16 on a training step) as cuBLAS gives them; bias,
         // log-softmax and gather in one kernel each way, in f32 inside.
         let logits = x.matmul(&w.to_dtype(x.dtype())?.t()?)?;

@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Tensor};
 
-use crate::cuda_switch::on_cuda_kernels;
+use crate::cuda_switch::{on_cuda_kernel, CudaKernel};
 use crate::fused_lstm_seq::FusedLstmSeq;
 use crate::layers::{chunk_last, sigmoid, Linear};
 use crate::params::Init;
@@ -58,7 +58,7 @@ pub fn composed_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Res
 pub fn recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
     if fused && on_host_f32(&[gx_all, w_hh, mask]) {
         fused_recurrence(gx_all, w_hh, mask)
-    } else if fused && on_cuda_kernels(gx_all) {
+    } else if fused && on_cuda_kernel(CudaKernel::Lstm, gx_all) {
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
         Ok(
             fused_recurrence(&f32s(gx_all)?, &f32s(w_hh)?, &f32s(mask)?)?

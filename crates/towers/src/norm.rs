@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
-use crate::cuda_switch::{on_cuda_kernels, on_cuda_kernels_typed};
+use crate::cuda_switch::{on_cuda_kernel, on_cuda_kernel_typed, CudaKernel};
 use crate::fused_layer_norm::FusedLayerNorm;
 use crate::fused_softmax::SoftmaxLast;
 use crate::params::Init;
@@ -15,7 +15,7 @@ use kernels::host::on_host_f32;
 /// fused op ([`crate::fused_softmax`]; bf16 computed in f32 and rounded once); elsewhere tensor
 /// ops.
 pub fn softmax_last(x: &Tensor) -> Result<Tensor> {
-    if on_cuda_kernels_typed(x) {
+    if on_cuda_kernel_typed(CudaKernel::Softmax, x) {
         return Ok(x.contiguous()?.apply_op1(SoftmaxLast)?);
     }
     let max = x.max_keepdim(D::Minus1)?.detach();
@@ -39,13 +39,13 @@ pub fn layer_norm(x: &Tensor, gamma: &Tensor, beta: &Tensor, eps: f64) -> Result
     if on_host_f32(&[x, gamma, beta]) {
         return fused_layer_norm(x, gamma, beta, eps);
     }
-    if on_cuda_kernels_typed(x) {
+    if on_cuda_kernel_typed(CudaKernel::LayerNorm, x) {
         // bf16 x is read and written as bf16 and normalised in f32 inside the kernels, the gain
         // and shift in f32: the numbers of the casts below, without them.
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
         return fused_layer_norm(x, &f32s(gamma)?, &f32s(beta)?, eps);
     }
-    if on_cuda_kernels(x) && x.dtype() == DType::F16 {
+    if on_cuda_kernel(CudaKernel::LayerNorm, x) && x.dtype() == DType::F16 {
         // f16 is normalised in f32, as the composed graph does.
         let f32s = |t: &Tensor| t.to_dtype(DType::F32);
         let y = fused_layer_norm(&f32s(x)?, &f32s(gamma)?, &f32s(beta)?, eps)?;

@@ -132,7 +132,7 @@ impl AdamW {
             // On CUDA, one kernel per parameter where it applies.
             #[cfg(feature = "cuda")]
             let fused = match fused {
-                None if crate::cuda_switch::on_cuda_kernels(theta) => {
+                None if crate::cuda_switch::on_cuda_kernel(crate::CudaKernel::AdamW, theta) => {
                     crate::optim_cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?
                 }
                 other => other,
