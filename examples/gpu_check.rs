@@ -189,9 +189,11 @@ fn run(args: Args) -> Result<(), BoxError> {
         .collect();
     if !kernels_off.is_empty() {
         notices.push(format!(
-            "our CUDA kernels {} are off ({}): the composed candle graph runs in their place",
-            kernels_off.join(", "),
-            lmsplit::towers::CUDA_KERNELS_ENV
+            "{} of our CUDA kernels switched off by {}: {}; the composed candle graph runs in \
+             their place",
+            kernels_off.len(),
+            lmsplit::towers::CUDA_KERNELS_ENV,
+            kernels_off.join(", ")
         ));
     }
     // The pool's release threshold as the driver reports it (u64::MAX: freed memory stays
