@@ -18,7 +18,7 @@ use crate::softmax_nll_cuda::{backward as cuda_backward, forward as cuda_forward
 use crate::{Result, TowersError};
 
 /// The op's name, in its errors.
-pub(crate) const OP: &str = "softmax-nll";
+const OP: &str = "softmax-nll";
 
 /// The per-row NLL of `labels` under `logits` \[N, V\] + `bias` \[V\] (f32; on CUDA the logits
 /// also bf16), shape \[N\], differentiable in the logits and the bias. A typed error when the
@@ -63,7 +63,7 @@ impl SoftmaxNll {
 }
 
 /// The (rows, width) of the logits' layout.
-pub(crate) fn rows_and_width(l: &Layout) -> candle_core::Result<(usize, usize)> {
+fn rows_and_width(l: &Layout) -> candle_core::Result<(usize, usize)> {
     match l.shape().dims() {
         &[n, v] => Ok((n, v)),
         d => candle_core::bail!("{OP}: logits of shape {d:?}, not [rows, width]"),
@@ -123,10 +123,11 @@ impl CustomOp3 for SoftmaxNll {
         ly: &Layout,
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let dtype = candle_core::backend::BackendStorage::dtype(sx);
+        let nv = rows_and_width(lx)?;
         let (nll, lse) =
-            crate::cuda::by_element!(dtype, T => cuda_forward::<T>(sx, lx, sb, lb, sy, ly)?);
+            crate::cuda::by_element!(dtype, T => cuda_forward::<T>(sx, lx, sb, lb, sy, ly, nv)?);
         self.keep(lse);
-        Ok((nll, Shape::from(rows_and_width(lx)?.0)))
+        Ok((nll, Shape::from(nv.0)))
     }
 
     fn bwd(

@@ -9,13 +9,15 @@ use crate::cuda::{
     grid, kernel_name, ptx, row_grid, tensor, view, with_cuda, with_cuda_f32, written_whole,
     Element,
 };
-use crate::softmax_nll::{rows_and_width, OP};
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("softmax_nll");
 
 /// The module name the kernels are loaded under, once per device.
 const MODULE: &str = "lmsplit_softmax_nll";
+
+/// The op's name, in its errors.
+const OP: &str = "softmax-nll";
 
 /// Rows per thread of the gradient kernel: each thread sums its column over this many
 /// rows, so that db needs a sum over N / 32 partial rows, not N.
@@ -27,7 +29,7 @@ fn int(n: usize, what: &str) -> candle_core::Result<i32> {
 }
 
 /// nll \[N\] and the log-sum-exp \[N\] (a tensor, for the backward pass) of CUDA storages of
-/// logits of element type `T`, bias (f32) and labels (u32); one warp per row.
+/// logits \[n, v\] of element type `T`, bias (f32) and labels (u32); one warp per row.
 pub(crate) fn forward<T: Element>(
     sx: &CudaStorage,
     lx: &Layout,
@@ -35,8 +37,8 @@ pub(crate) fn forward<T: Element>(
     lb: &Layout,
     sy: &CudaStorage,
     ly: &Layout,
+    (n, v): (usize, usize),
 ) -> candle_core::Result<(CudaStorage, Tensor)> {
-    let (n, v) = rows_and_width(lx)?;
     let (ni, vi) = (int(n, "rows")?, int(v, "width")?);
     let (x, b, y) = (
         view::<T>(sx, lx, OP)?,
