@@ -9,8 +9,9 @@
 # BIN: a release build of examples/reproduce copied out of the checkout (a rebuild must not
 # change the binary under a running chain); OUT: the study folder (outside the checkout).
 # TABLES (optional): runs separated by commas whose tables one more call makes once every run
-# of the chain has finished (it trains nothing: `reproduce --only TABLES` over finished runs
-# writes them to OUT/subset-<runs joined by +>).
+# of the chain has finished: `reproduce --only TABLES` writes them to OUT/subset-<runs joined
+# by +>. It trains nothing when every run of TABLES has finished; a run of TABLES that has not
+# (one left to another machine) it would train here, so leave such a run out of both.
 set -u
 : "${BIN:?BIN: the reproduce binary}" "${OUT:?OUT: the study folder}"
 [ $# -gt 0 ] || { echo "usage: BIN=... OUT=... [TABLES=a,b,...] $0 RUN..." >&2; exit 2; }
