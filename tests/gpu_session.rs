@@ -273,17 +273,22 @@ fn a_page_holds_at_most_eight_files_however_small() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no page 2: the pack has pages 0 to 1"));
 }
 
+/// gpt-s1's phase 1 in the study as the machine that trained it left it: the 1/8 and 1/2
+/// weight snapshots (their bytes from `bytes(step)`) and the log.
+fn lay_out_snapshots(s: &Session, bytes: impl Fn(&str) -> Vec<u8>) {
+    let snaps = s.study.join("gpt-s1/phase1/snapshots");
+    fs::create_dir_all(&snaps).unwrap();
+    for step in ["0000488", "0001954"] {
+        fs::write(snaps.join(format!("step-{step}.safetensors")), bytes(step)).unwrap();
+    }
+    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
+}
+
 #[test]
 fn snapshots_beyond_a_call_come_back_in_pages() {
     let s = session();
-    let snaps = s.study.join("gpt-s1/phase1/snapshots");
-    fs::create_dir_all(&snaps).unwrap();
     // Two snapshots of 2.5 MiB (an ELMo snapshot is 88 MB) in parts of 1 MiB, 4 MiB a call.
-    for step in ["0000488", "0001954"] {
-        let bytes = incompressible(2 << 20 | 1 << 19);
-        fs::write(snaps.join(format!("step-{step}.safetensors")), bytes).unwrap();
-    }
-    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
+    lay_out_snapshots(&s, |_| incompressible(2 << 20 | 1 << 19));
     let page = |k: &str| {
         s.step_with(
             &["snapshot", "gpt-s1", "488", "1954"],
@@ -362,12 +367,7 @@ fn fetch_of_a_later_page_without_the_first_on_this_machine_fails_saying_so() {
 #[test]
 fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_running_it() {
     let s = session();
-    let snaps = s.study.join("gpt-s1/phase1/snapshots");
-    fs::create_dir_all(&snaps).unwrap();
-    for step in ["0000488", "0001954"] {
-        fs::write(snaps.join(format!("step-{step}.safetensors")), step).unwrap();
-    }
-    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
+    lay_out_snapshots(&s, |step| step.as_bytes().to_vec());
     let o = s.step(&["snapshot", "gpt-s1", "488", "1954"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(

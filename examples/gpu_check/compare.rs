@@ -23,6 +23,18 @@ pub fn max_abs<T: Copy + Into<f64>>(x: &[T]) -> f64 {
     m
 }
 
+/// The largest of `values`, NaN if any is NaN (a difference that could not be measured fails
+/// every bound); 0 for none.
+pub fn worst(values: impl IntoIterator<Item = f64>) -> f64 {
+    values.into_iter().fold(0f64, |m, d| {
+        if d.is_nan() || m.is_nan() {
+            f64::NAN
+        } else {
+            m.max(d)
+        }
+    })
+}
+
 /// max |target − reference| / max |reference|: the worst difference on the scale of the
 /// reference's largest entry. 0 when both are all zeros; NaN when the lengths differ or any
 /// entry is not finite (a NaN never passes a bound).

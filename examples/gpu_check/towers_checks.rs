@@ -9,7 +9,7 @@ use lmsplit::towers::{
     TrainConfig, Trainer, TwoTowerLm,
 };
 
-use crate::compare::{host, loss_deviation, max_abs, rel_max_diff};
+use crate::compare::{host, loss_deviation, max_abs, rel_max_diff, worst};
 use crate::report::{Bound, BoxError, Check};
 
 /// f32 gradients, target against CPU, per variable: max |Δg| / max |g_cpu| ≤ this. Both sides
@@ -321,12 +321,7 @@ pub fn lstm_checks(shape: &str, target: &Device, seed: u64) -> Result<Vec<Check>
         Check::new(
             label("grad"),
             "max over dgx, dW_hh of max|dg|/max|g_cpu|",
-            // NaN (not measurable) wins, so it fails the bound.
-            if dgx.is_nan() || dw.is_nan() {
-                f64::NAN
-            } else {
-                dgx.max(dw)
-            },
+            worst([dgx, dw]),
             Bound::AtMost(GRAD_REL_TOL),
         )
         .with_detail(format!("dgx {dgx:.3e}, dW_hh {dw:.3e}")),
@@ -436,18 +431,12 @@ pub fn output_loss_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxE
     let f32s = run(target, DType::F32)?;
     let h_loss = run(target, DType::BF16)?.loss;
     let cpu_loss = cpu.loss;
-    let grad_diff = f32s
-        .grads
-        .iter()
-        .zip(&cpu.grads)
-        .map(|(a, c)| rel_max_diff(a, c))
-        .fold(0f64, |m, d| {
-            if d.is_nan() || m.is_nan() {
-                f64::NAN
-            } else {
-                m.max(d)
-            }
-        });
+    let grad_diff = worst(
+        f32s.grads
+            .iter()
+            .zip(&cpu.grads)
+            .map(|(a, c)| rel_max_diff(a, c)),
+    );
     let score_diff: Vec<f32> = f32s
         .scores
         .iter()

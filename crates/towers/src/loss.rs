@@ -99,14 +99,13 @@ pub fn linear_cross_entropy(
             .contiguous()?
             .apply_op3(&w.contiguous()?, &bias.contiguous()?, op)?);
     }
+    // The logits in x's dtype (bf16 on a training step) as the matrix product gives them.
+    let logits = x.matmul(&w.to_dtype(x.dtype())?.t()?)?;
     if on_cuda_kernel_typed(CudaKernel::Nll, x) {
-        // The logits in x's dtype (bf16 on a training step) as cuBLAS gives them; bias,
-        // log-softmax and gather in one kernel each way, in f32 inside.
-        let logits = x.matmul(&w.to_dtype(x.dtype())?.t()?)?;
+        // Bias, log-softmax and gather in one kernel each way, in f32 inside.
         return Ok(softmax_nll(&logits, bias, labels)?.mean_all()?);
     }
-    let logits = x
-        .matmul(&w.to_dtype(x.dtype())?.t()?)?
+    let logits = logits
         .to_dtype(DType::F32)?
         .broadcast_add(&bias.to_dtype(DType::F32)?)?;
     cross_entropy(&logits, labels, x.device())
