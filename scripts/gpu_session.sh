@@ -46,7 +46,11 @@
 #                                         repeats a run bit for bit); a page a call as fetch:
 #                                         SNAP_PAGE=K brings page K (two BERT snapshots or
 #                                         three GPT ones fit page 0; an ELMo snapshot, 88 MB,
-#                                         takes two pages)
+#                                         takes two pages); the phase-1 log of the training
+#                                         that wrote them comes beside them, which the run
+#                                         there must find repeating its own before it adopts
+#                                         them (a fresh machine of another kind, or other
+#                                         kernels, LMSPLIT_CUDA_KERNELS, reach another model)
 #                                         -> $OUT/snap.tar.xz.partNN
 #   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
 #   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
@@ -237,7 +241,9 @@ snapshot() {
 }
 
 # The snapshots at STEP... of LABEL (training up to the last of them when they are not there),
-# with the phase-1 log, packed into DIR/snap.tar.xz.partNN.
+# with the phase-1 log of the training that wrote them beside them as step-<LAST>.metrics.jsonl
+# (a run here adopts them only when that log repeats its own: experiment::brought_snapshots),
+# packed into DIR/snap.tar.xz.partNN.
 snapshot_pack() {
   local dir=$1 label=$2 f last=0 s
   shift 2
@@ -261,7 +267,9 @@ snapshot_pack() {
     [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
   done
   rm -rf "$dir" && mkdir -p "$dir"
-  (cd "$STUDY" && tar -cf - "$label/phase1/metrics.jsonl" "${files[@]}") | xz -1 -T0 |
+  local log=$label/phase1/metrics.jsonl
+  local beside=$label/phase1/snapshots/step-$(printf %07d "$last").metrics.jsonl
+  (cd "$STUDY" && tar -cf - --transform="s|^$log\$|$beside|" "$log" "${files[@]}") | xz -1 -T0 |
     split -b "${SNAP_PART_MB:-15}M" -d -a 2 - "$dir/snap.tar.xz.part"
 }
 

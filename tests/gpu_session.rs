@@ -86,6 +86,19 @@ impl Session {
 
     /// The paths in the xz'd tar parts `out/<prefix>.partN`, in order.
     fn listing(&self, prefix: &str) -> BTreeSet<String> {
+        self.untar(prefix, "-t")
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The text of `path` in the xz'd tar parts `out/<prefix>.partN`.
+    fn file_in(&self, prefix: &str, path: &str) -> String {
+        self.untar(prefix, &format!("-xO '{path}'"))
+    }
+
+    /// What `tar <args>` prints of the xz'd tar parts `out/<prefix>.partN`, in order.
+    fn untar(&self, prefix: &str, args: &str) -> String {
         let mut parts: Vec<PathBuf> = fs::read_dir(&self.out)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -100,7 +113,7 @@ impl Session {
             .join(" ");
         let tar = Command::new("bash")
             .arg("-c")
-            .arg(format!("cat {cat} | xz -dc | tar -t"))
+            .arg(format!("cat {cat} | xz -dc | tar {args}"))
             .output()
             .unwrap();
         assert!(
@@ -108,11 +121,7 @@ impl Session {
             "{}",
             String::from_utf8_lossy(&tar.stderr)
         );
-        String::from_utf8(tar.stdout)
-            .unwrap()
-            .lines()
-            .map(str::to_string)
-            .collect()
+        String::from_utf8(tar.stdout).unwrap()
     }
 }
 
@@ -120,9 +129,13 @@ fn set(paths: &[&str]) -> BTreeSet<String> {
     paths.iter().map(|p| p.to_string()).collect()
 }
 
-/// What `snapshot gpt-s1 STEP...` brings: the phase-1 log and the snapshots at `steps`.
+/// What `snapshot gpt-s1 STEP...` brings: the snapshots at `steps` and, beside them, the
+/// phase-1 log of the training that wrote them, named after the last.
 fn log_and_snapshots(steps: &[u64]) -> BTreeSet<String> {
-    let mut files = set(&["gpt-s1/phase1/metrics.jsonl"]);
+    let last = steps.iter().max().unwrap();
+    let mut files = set(&[&format!(
+        "gpt-s1/phase1/snapshots/step-{last:07}.metrics.jsonl"
+    )]);
     files.extend(
         steps
             .iter()
@@ -380,4 +393,7 @@ fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_runn
         fs::read_to_string(s.study.join("gpt-s1/phase1/metrics.jsonl")).unwrap(),
         "log"
     );
+    // The run's log went beside the snapshots, under the last one's name.
+    let beside = "gpt-s1/phase1/snapshots/step-0001954.metrics.jsonl";
+    assert_eq!(s.file_in("snap.tar.xz.part", beside), "log");
 }

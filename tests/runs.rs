@@ -245,6 +245,102 @@ fn keep_only(root: &std::path::Path, keep: &[&str]) {
     }
 }
 
+/// Where `scripts/gpu_session.sh snapshot` puts the log of the training that wrote snapshots
+/// up to `step` of the run in `run`.
+fn brought_log(run: &std::path::Path, step: u64) -> std::path::PathBuf {
+    run.join(format!("phase1/snapshots/step-{step:07}.metrics.jsonl"))
+}
+
+/// The phase-1 log of the run in `run`, its lines kept by `keep` and changed by `change`.
+fn edited_log(
+    run: &std::path::Path,
+    keep: impl Fn(&serde_json::Value) -> bool,
+    change: impl Fn(&mut serde_json::Value),
+) -> String {
+    let text = std::fs::read_to_string(run.join("phase1/metrics.jsonl")).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if keep(&v) {
+            change(&mut v);
+            out += &format!("{v}\n");
+        }
+    }
+    out
+}
+
+#[test]
+fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(6);
+    spec.phase1.snapshots = vec![0.25, 0.5];
+    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let res = whole.result().unwrap().clone();
+    let run = dir.path().join("run");
+    // As a run that finished without its 1/2 snapshot (it did not fit a device call's return).
+    let snap = res.snapshots[1].clone();
+    let bytes = std::fs::read(&snap.path).unwrap();
+    std::fs::remove_file(&snap.path).unwrap();
+    std::fs::remove_dir_all(run.join(format!("emergence/step-{:07}", snap.step))).unwrap();
+    let record_path = run.join("run.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    record["result"]["snapshots"]
+        .as_array_mut()
+        .unwrap()
+        .truncate(1);
+    std::fs::write(&record_path, record.to_string()).unwrap();
+    let record_without = std::fs::read(&record_path).unwrap();
+    assert_eq!(run_in(&spec, dir.path(), "run").unwrap().snapshots.len(), 1);
+
+    // Brought back without a log: nothing shows it is this run's.
+    std::fs::write(&snap.path, &bytes).unwrap();
+    let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
+    assert!(
+        err.contains("step-0000012.safetensors") && err.contains("without a"),
+        "{err}"
+    );
+    // With the log of a training on other arithmetic: one loss differs in its last digit.
+    let log = brought_log(&run, snap.step);
+    let first_update = |v: &serde_json::Value| v["step"] == 10 && v.get("loss").is_some();
+    let other = edited_log(
+        &run,
+        |_| true,
+        |v| {
+            if first_update(v) {
+                let l = v["loss"].as_f64().unwrap();
+                v["loss"] = serde_json::json!(f64::from_bits(l.to_bits() + 1));
+            }
+        },
+    );
+    std::fs::write(&log, other).unwrap();
+    let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
+    assert!(
+        err.contains("step-0000012.metrics.jsonl")
+            && err.contains("departs from this run at update 10: loss"),
+        "{err}"
+    );
+    // With this training's log, stopped before the snapshot: it lacks update 10's line.
+    std::fs::write(
+        &log,
+        edited_log(&run, |v| v["step"].as_u64() < Some(10), |_| {}),
+    )
+    .unwrap();
+    let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
+    assert!(err.contains("stops before update 10"), "{err}");
+    // None of the refusals touched the record.
+    assert_eq!(std::fs::read(&record_path).unwrap(), record_without);
+
+    // With the log that repeats the run (here its own): adopted, its heads trained again.
+    std::fs::copy(run.join("phase1/metrics.jsonl"), &log).unwrap();
+    let later = run_in(&spec, dir.path(), "run").unwrap();
+    assert_eq!(later.result().unwrap().snapshots, res.snapshots);
+    assert_eq!(
+        later.snapshots[1].logprobs.logp,
+        whole.snapshots[1].logprobs.logp
+    );
+}
+
 #[test]
 fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,6 +372,15 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
         serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
     record["result"] = serde_json::Value::Null;
     std::fs::write(run.join("run.json"), record.to_string()).unwrap();
+    // Without the log of the training that wrote it, the snapshot is refused, naming it.
+    let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
+    assert!(err.contains(late) && err.contains("without a"), "{err}");
+    // It came with that log (on the machine that trained the run, the run's own).
+    std::fs::copy(
+        run.join("phase1/metrics.jsonl"),
+        brought_log(&run, res.snapshots[1].step),
+    )
+    .unwrap();
     let weights = std::fs::read(run.join("phase1/checkpoint/weights.safetensors")).unwrap();
     let log = std::fs::read(run.join("phase1/metrics.jsonl")).unwrap();
 

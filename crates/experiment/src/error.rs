@@ -147,6 +147,15 @@ pub enum ExperimentError {
         /// What differs.
         why: String,
     },
+    /// A phase-1 weight snapshot brought from another machine without proof that it lies on
+    /// the run's phase 1 ([`crate::brought_snapshots`]).
+    #[error("{path}: {why}")]
+    BroughtSnapshot {
+        /// The snapshot, or the log that came with it.
+        path: PathBuf,
+        /// What the check found.
+        why: String,
+    },
     /// Too little data for the step: `what` has `have` where `need` are needed.
     #[error("too little data: {what} has {have}, at least {need} needed")]
     TooLittleData {

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod analysis;
+pub mod brought_snapshots;
 pub mod compare;
 pub mod controls;
 pub mod data;

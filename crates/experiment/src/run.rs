@@ -17,6 +17,7 @@ use candle_core::Device;
 use heads::PositionLogProbs;
 use towers::{Schedule, TwoTowerLm};
 
+use crate::brought_snapshots::check_brought;
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
@@ -167,21 +168,25 @@ fn scored_run(
 
 /// Adds to a finished run's record the snapshots of its spec that were missing when it finished
 /// and have been put in place since (one a lent GPU brought back later: docs/gpu.md), so that
-/// their heads are trained like the others'; the record is saved when one was added.
+/// their heads are trained like the others', once their log shows them to be points of this
+/// run's phase 1 ([`check_brought`]); the record is saved when one was added.
 fn adopt_late_snapshots(record: &mut RunRecord, dir: &Path) -> Result<()> {
     let Some(res) = record.result.as_mut() else {
         return Ok(());
     };
     let out = dir.join(PHASE1_DIR);
-    let mut added = false;
-    for &f in &record.spec.phase1.snapshots {
-        let snap = snapshot_at(&out, f, res.phase1.steps);
-        if snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step) {
-            res.snapshots.push(snap);
-            added = true;
-        }
-    }
-    if added {
+    let late: Vec<_> = record
+        .spec
+        .phase1
+        .snapshots
+        .iter()
+        .map(|&f| snapshot_at(&out, f, res.phase1.steps))
+        .filter(|snap| snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step))
+        .collect();
+    // Brought from another machine: only with proof that they are points of this phase 1.
+    check_brought(&out, &late)?;
+    if !late.is_empty() {
+        res.snapshots.extend(late);
         res.snapshots.sort_by_key(|s| s.step);
         write_json_atomic(&dir.join(RUN_FILE), &*record)?;
     }

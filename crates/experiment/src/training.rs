@@ -103,6 +103,7 @@ pub(crate) fn phase1(
             .map(|&f| snapshot(f))
             .filter(|s| s.path.is_file())
             .collect();
+        crate::brought_snapshots::check_brought(&out, &snapshots)?;
         opts.progress.say(|| {
             format!(
                 "{}: phase 1 finished elsewhere ({} updates, validation loss {:.4}); its final \

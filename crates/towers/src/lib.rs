@@ -37,6 +37,7 @@ mod gelu_cuda;
 mod joint_head;
 mod layers;
 mod linear_nll;
+mod log_agreement;
 mod loss;
 mod lstm;
 #[cfg(any(test, feature = "test-support"))]
@@ -67,6 +68,7 @@ pub use cuda_switch::{
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use finished::finished_elsewhere;
+pub use log_agreement::{compare_logs, LogAgreement, LogDifference, DETERMINED_FIELDS};
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};
