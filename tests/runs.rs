@@ -6,7 +6,7 @@ mod common;
 use common::{quiet, run_in, tiny_spec};
 use lmsplit::experiment::status::{phase1_tokens_per_s, run_status, Stage};
 use lmsplit::experiment::{
-    machine, ExperimentError, RunRecord, ScoringSet, ScoringSpec, Workspace,
+    machine, ExperimentError, RunOptions, RunRecord, ScoringSet, ScoringSpec, Workspace,
 };
 use lmsplit::heads::PositionLogProbs;
 use lmsplit::towers::Schedule;
@@ -420,6 +420,18 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     assert_eq!(fractions, [0.25, 0.5]);
     assert_eq!(later.snapshots[0].logprobs.logp, snaps[0].logprobs.logp);
     assert_eq!(later.logprobs.logp, whole.logprobs.logp);
+    // Asked for its model, the run loads phase 1 again; the snapshots its record holds were
+    // checked when they joined and are not asked for their log again.
+    std::fs::remove_file(brought_log(&run, res.snapshots[1].step)).unwrap();
+    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let opts = RunOptions {
+        need_model: true,
+        ..quiet()
+    };
+    let with_model = ws.ensure_run(&spec, &run, &set, &opts).unwrap();
+    assert!(with_model.model.is_some());
+    assert_eq!(with_model.result().unwrap().snapshots, res.snapshots);
 
     // Weights whose log does not show the budget spent are refused, naming the folder.
     let mut cut = tiny_spec(7);

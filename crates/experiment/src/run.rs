@@ -340,7 +340,12 @@ fn train_and_score(
     opts: &RunOptions,
 ) -> Result<Scores> {
     let valid = validation_batches(spec, data)?;
-    let (model, phase1, snapshots) = phase1(spec, dir, data, &valid, opts)?;
+    let known: Vec<u64> = record
+        .result
+        .iter()
+        .flat_map(|r| r.snapshots.iter().map(|s| s.step))
+        .collect();
+    let (model, phase1, snapshots) = phase1(spec, dir, data, &valid, &known, opts)?;
     let heads_in = |seed: u64, folder: &str| {
         train_heads_in(spec, &model, data, &valid, seed, &dir.join(folder), opts)
     };

@@ -52,12 +52,16 @@ pub(crate) fn snapshot_at(out: &Path, f: f64, total: u64) -> Snapshot {
     }
 }
 
-/// Phase 1 with its snapshots; returns the trained model.
+/// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
+/// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
+/// snapshots from elsewhere too, and those not yet in the record must show that they belong to
+/// it: [`crate::brought_snapshots`]).
 pub(crate) fn phase1(
     spec: &RunSpec,
     dir: &Path,
     data: &CorpusData,
     valid: &[TokenBatch],
+    known: &[u64],
     opts: &RunOptions,
 ) -> Result<(TwoTowerLm, TrainSummary, Vec<Snapshot>)> {
     let p = &spec.phase1;
@@ -103,7 +107,12 @@ pub(crate) fn phase1(
             .map(|&f| snapshot(f))
             .filter(|s| s.path.is_file())
             .collect();
-        crate::brought_snapshots::check_brought(&out, &snapshots)?;
+        let brought: Vec<Snapshot> = snapshots
+            .iter()
+            .filter(|s| !known.contains(&s.step))
+            .cloned()
+            .collect();
+        crate::brought_snapshots::check_brought(&out, &brought)?;
         opts.progress.say(|| {
             format!(
                 "{}: phase 1 finished elsewhere ({} updates, validation loss {:.4}); its final \

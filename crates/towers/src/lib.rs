@@ -68,7 +68,9 @@ pub use cuda_switch::{
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
 pub use finished::finished_elsewhere;
-pub use log_agreement::{compare_logs, LogAgreement, LogDifference, DETERMINED_FIELDS};
+pub use log_agreement::{
+    compare_logs, LogAgreement, LogDifference, DETERMINED_FIELDS, GRAD_NORM_RTOL,
+};
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};

@@ -12,7 +12,8 @@ use serde_json::Value;
 use crate::metrics::read_lines;
 use crate::{Result, TowersError};
 
-/// The fields of a log line that the training's arithmetic decides (not its speed).
+/// The fields of a log line that the training's arithmetic decides (not its speed). All must
+/// be equal but the gradient norm, which must agree within [`GRAD_NORM_RTOL`].
 pub const DETERMINED_FIELDS: [&str; 6] = [
     "tokens",
     "loss",
@@ -21,6 +22,20 @@ pub const DETERMINED_FIELDS: [&str; 6] = [
     "val_loss",
     "total_steps",
 ];
+
+/// Relative tolerance on the logged gradient norm. Its squares are summed in f64, on a GPU in
+/// an order that [`crate::clip_grad_norm`]'s code has changed (27 Nov 2026: one device-side sum
+/// instead of a sum on the host), which moves its last digits (about 1e-16 relative) but not
+/// the f32 clip factor; two different models differ by far more.
+pub const GRAD_NORM_RTOL: f64 = 1e-12;
+
+/// Whether `field` has the same value in two lines of the same training.
+fn agree(field: &str, a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (field, a.and_then(Value::as_f64), b.and_then(Value::as_f64)) {
+        ("grad_norm", Some(x), Some(y)) => (x - y).abs() <= GRAD_NORM_RTOL * x.abs().max(y.abs()),
+        _ => a == b,
+    }
+}
 
 /// The first field in which a second log departs from the reference.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +114,7 @@ pub fn compare_logs(reference: &Path, other: &Path) -> Result<LogAgreement> {
         }
         let differs = DETERMINED_FIELDS
             .iter()
-            .find(|f| ra.get(**f).is_some() && ra.get(**f) != rb.get(**f));
+            .find(|f| ra.get(**f).is_some() && !agree(f, ra.get(**f), rb.get(**f)));
         if let Some(f) = differs {
             agreement.difference = Some(LogDifference {
                 step: key.0,
@@ -130,6 +145,12 @@ mod tests {
                "lr": 1e-3, "tokens_per_s": rate, "total_steps": 40})
     }
 
+    /// `update` with another gradient norm.
+    fn with_norm(mut v: Value, norm: f64) -> Value {
+        v["grad_norm"] = json!(norm);
+        v
+    }
+
     #[test]
     fn a_second_run_agrees_where_it_logged_and_stops_being_compared_where_it_stopped() {
         let dir = tempfile::tempdir().unwrap();
@@ -139,10 +160,12 @@ mod tests {
             .chain([json!({"step": 20, "val_loss": 4.7})])
             .collect();
         write(&reference, &full);
-        // Run again to update 20 only, at another speed, with a line cut off by the stop.
+        // Run again to update 20 only, at another speed, with a line cut off by the stop, and
+        // a gradient norm summed in another order (its last bit).
         let mut again: Vec<Value> = (1..=2)
             .map(|k| update(10 * k, 5.0 - k as f64 / 10.0, 5.0))
             .collect();
+        again[1] = with_norm(again[1].clone(), f64::from_bits(1.5f64.to_bits() + 1));
         again.push(json!({"step": 20, "val_loss": 4.7}));
         write(&other, &again);
         std::fs::write(
@@ -184,6 +207,11 @@ mod tests {
             !got.repeats_up_to(10),
             "a log that departs anywhere is not the run's"
         );
+        // A gradient norm a millionth apart: another model.
+        let c = dir.path().join("c.jsonl");
+        write(&c, &[with_norm(update(10, 5.0, 1.0), 1.5 * (1.0 + 1e-6))]);
+        let d = compare_logs(&reference, &c).unwrap().difference.unwrap();
+        assert_eq!((d.step, d.field.as_str()), (10, "grad_norm"));
         // A missing log is an error naming it.
         let err = compare_logs(&reference, &dir.path().join("none.jsonl"))
             .unwrap_err()
