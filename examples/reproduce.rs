@@ -58,8 +58,8 @@ struct Args {
     #[arg(long, default_value = "")]
     only: String,
     /// Train nothing: make the study's tables over every run once all have finished (the last
-    /// step after a job array of `--only <run>` jobs). A run not finished yet is named in the
-    /// error, never skipped.
+    /// step after a job array of `--only <run>` jobs), their snapshots' heads included unless
+    /// `--no-emergence`. A run not finished yet is named in the error, never skipped.
     #[arg(long, conflicts_with = "only")]
     tables_only: bool,
     /// Leave out the emergence analysis (each phase-1 snapshot costs a head training and a
@@ -89,15 +89,20 @@ fn main() -> ExitCode {
     common::exit_stopped_or_finish(run(Args::parse()))
 }
 
-/// Every run of `spec` has finished under `out/<label>/`; else an error naming each run that
-/// has not, and why.
-fn check_finished(spec: &StudySpec, out: &std::path::Path) -> Result<(), ExperimentError> {
+/// Every run of `spec` has finished under `out/<label>/`, with its snapshots' heads where
+/// `snapshot_heads` (the study would train them for its agreement curve); else an error
+/// naming each run that has not, and why.
+fn check_finished(
+    spec: &StudySpec,
+    out: &std::path::Path,
+    snapshot_heads: bool,
+) -> Result<(), ExperimentError> {
     let runs: Vec<_> = spec
         .runs
         .iter()
         .map(|r| (r.label(), out.join(r.label())))
         .collect();
-    lmsplit::experiment::run::check_finished(&runs)
+    lmsplit::experiment::run::check_finished(&runs, snapshot_heads)
 }
 
 fn run(args: Args) -> Result<(), ExperimentError> {
@@ -128,7 +133,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         return status(&spec, &out, &only, args.quiet);
     }
     if args.tables_only {
-        check_finished(&spec, &out)?;
+        check_finished(&spec, &out, opts.snapshot_heads)?;
     }
     let outcome = run_study(&spec, &out, &only, &opts)?;
     let line = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {

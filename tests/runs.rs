@@ -4,6 +4,7 @@
 mod common;
 
 use common::{quiet, run_in, tiny_spec};
+use lmsplit::experiment::run::check_finished;
 use lmsplit::experiment::status::{phase1_tokens_per_s, run_status, Stage};
 use lmsplit::experiment::{
     machine, ExperimentError, RunOptions, RunRecord, ScoringSet, ScoringSpec, Workspace,
@@ -267,6 +268,33 @@ fn edited_log(
         }
     }
     out
+}
+
+#[test]
+fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(6);
+    spec.phase1.snapshots = vec![0.25, 0.5];
+    run_in(&spec, dir.path(), "run").unwrap();
+    let runs = [("run".to_string(), dir.path().join("run"))];
+    assert!(check_finished(&runs, true).is_ok());
+    // The 1/2 point's heads not scored yet (a chain stopped while training them).
+    let scores = format!(
+        "run/emergence/step-0000012/logprobs-{}.json",
+        spec.head_seed
+    );
+    std::fs::remove_file(dir.path().join(scores)).unwrap();
+    let st = run_status("run", &runs[0].1).unwrap();
+    assert_eq!((st.stage, st.why_unfinished()), (Stage::Finished, None));
+    let err = check_finished(&runs, true).unwrap_err().to_string();
+    assert!(
+        err.contains("run (snapshot heads 1 of 2 scored, stopped"),
+        "{err}"
+    );
+    // Tables without the curve (a comparison of scores) do not wait for them.
+    assert!(check_finished(&runs, false).is_ok());
+    run_in(&spec, dir.path(), "run").unwrap();
+    assert!(check_finished(&runs, true).is_ok());
 }
 
 #[test]

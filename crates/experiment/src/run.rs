@@ -479,12 +479,18 @@ pub fn why_unfinished(dir: &Path) -> Result<Option<String>> {
     Ok(crate::status::run_status("", dir)?.why_unfinished())
 }
 
-/// Every run of `runs` (label, folder) has finished; else [`ExperimentError::Unfinished`]
-/// naming each one that has not, and why.
-pub fn check_finished(runs: &[(String, PathBuf)]) -> Result<()> {
+/// Every run of `runs` (label, folder) has finished, and with `snapshot_heads` (tables that
+/// draw the agreement curve) has its snapshots' heads scored too; else
+/// [`ExperimentError::Unfinished`] naming each one that has not, and why.
+pub fn check_finished(runs: &[(String, PathBuf)], snapshot_heads: bool) -> Result<()> {
     let mut missing = Vec::new();
     for (label, dir) in runs {
-        if let Some(why) = why_unfinished(dir)? {
+        let st = crate::status::run_status(label, dir)?;
+        let why = match (st.why_unfinished(), snapshot_heads) {
+            (None, true) => st.snapshot_heads_left(),
+            (why, _) => why,
+        };
+        if let Some(why) = why {
             missing.push(format!("{label} ({why})"));
         }
     }

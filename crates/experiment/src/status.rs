@@ -180,6 +180,22 @@ impl RunStatus {
             _ => Some(format!("stopped in {stage} (or failed: run its job again)")),
         }
     }
+
+    /// Why the heads of the run's phase-1 snapshots (the agreement curve's points) are not all
+    /// scored, in a few words (`None` when they are): how many are, and whether a live process
+    /// is training the rest. Counted apart from [`RunStatus::why_unfinished`]: tables without
+    /// the curve do not wait for them.
+    pub fn snapshot_heads_left(&self) -> Option<String> {
+        let (scored, total) = self.snapshot_heads;
+        if scored >= total {
+            return None;
+        }
+        let how = match &self.writer {
+            Some(w) if !w.gone => format!("still running: {}", w.describe()),
+            _ => "stopped (run its job again)".into(),
+        };
+        Some(format!("snapshot heads {scored} of {total} scored, {how}"))
+    }
 }
 
 /// Where the run in `dir` (labelled `label`) stands. An absent folder is
