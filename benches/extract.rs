@@ -147,8 +147,9 @@ fn oneshot(reps: usize) {
     let (l, h, f) = bert_dims();
     let gflops = seq_s * bert_flops(l, h, f, T) / 1e9;
     println!(
-        "{{\"seq_per_s\":{seq_s:.2},\"gflop_per_s\":{gflops:.1},\"batches\":{reps},\"batch\":{}}}",
-        batch()
+        "{{\"seq_per_s\":{seq_s:.2},\"gflop_per_s\":{gflops:.1},\"batches\":{reps},\"batch\":{},\"dtype\":\"{}\"}}",
+        batch(),
+        env_or("EXTRACT_DTYPE", "f32")
     );
 }
 

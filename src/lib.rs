@@ -1,11 +1,13 @@
 //! lmsplit: two-tower language-model preference and Language Model Decomposition on candle.
 //!
 //! This facade re-exports every crate of the workspace under one name, plus [`alloc`] (allocator
-//! tuning for CPU binaries) and [`process`] (CPU time for timings).
+//! tuning for CPU binaries), [`process`] (CPU time for timings) and [`bench_tables`] (the GPU
+//! throughput tables from the benchmarks' JSON lines).
 
 #![deny(missing_docs)]
 
 pub mod alloc;
+pub mod bench_tables;
 pub mod process;
 
 pub use corpus;
