@@ -116,8 +116,17 @@ fn kernels(v: &Value) -> String {
     }
 }
 
+/// Whether our line ran with the device settings every run uses (no cudarc events, the pool
+/// kept; or a log from before either was recorded), not one of `speed`'s A/B settings.
+fn default_settings(o: &Value) -> bool {
+    let events = o.get("event_tracking").and_then(Value::as_bool);
+    let pool = num(o, "pool_release_threshold");
+    events != Some(true) && pool.is_none_or(|x| x >= u64::MAX as f64)
+}
+
 /// Our training lines beside the peer's of the same style, shape, batch and dtype: tokens/s,
-/// model TFLOP/s and MFU each, and how many times faster the peer is.
+/// model TFLOP/s and MFU each, and how many times faster the peer is. Lines of ours with
+/// `speed`'s other device settings (events on, pool released) are left to [`split_table`].
 pub fn training_table(lines: &[BenchLine]) -> Table {
     let mut t = Table::new(
         [
@@ -143,6 +152,9 @@ pub fn training_table(lines: &[BenchLine]) -> Table {
     );
     for l in lines {
         let BenchLine::Ours(o) = l else { continue };
+        if !default_settings(o) {
+            continue;
+        }
         let peer = lines.iter().rev().find_map(|p| match p {
             BenchLine::Peer(p) if key(p) == key(o) => Some(p),
             _ => None,
@@ -275,15 +287,23 @@ mod tests {
 {"shape": "base_2tower", "batch": 64, "seq": 128, "device": "cuda", "dtype": "f32", "tokens_per_s": 64357.0, "threads": null, "style": "elmo"}
 {"seq_per_s":2074.0,"gflop_per_s":46000.0,"batches":20,"batch":32,"dtype":"bf16"}
 {"peer": "transformers", "dtype": "bf16", "batch": 32, "seq_per_s": 3742.0}
+{"style":"Gpt","shape":"base_2tower","batch":64,"seq":128,"dtype":"BF16","tokens_per_s":9000.0,"s_per_step":0.9,"cuda_kernels_off":[],"event_tracking":true,"pool_release_threshold":0,"model_gflop_per_token":0.341,"model_tflop_per_s":3.07,"mfu":0.0031}
 warning: something else
 "#;
 
     #[test]
     fn ours_and_the_peer_pair_by_style_shape_batch_and_dtype() {
         let (lines, other) = parse_log(LOG);
-        assert_eq!((lines.len(), other), (6, 1));
+        assert_eq!((lines.len(), other), (7, 1));
         let t = training_table(&lines);
-        assert_eq!(t.rows().len(), 2, "one row per line of ours");
+        assert_eq!(
+            t.rows().len(),
+            2,
+            "one row per line of ours on the runs' device settings"
+        );
+        // The A/B line (events on, pool released) is in the split table only.
+        assert_eq!(split_table(&lines).rows().len(), 3);
+        assert_eq!(split_table(&lines).rows()[2][6], Cell::Text("0".into()));
         let row = &t.rows()[0];
         let cell = |i: usize| match &row[i] {
             Cell::Text(s) => s.clone(),
