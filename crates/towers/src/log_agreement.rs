@@ -187,6 +187,21 @@ mod tests {
     }
 
     #[test]
+    fn a_field_the_reference_did_not_log_yet_is_not_compared() {
+        // Logs written before 27 Nov 2026 (bert-s1's phase 1) have no `total_steps`; the same
+        // training run again by today's code logs it.
+        let dir = tempfile::tempdir().unwrap();
+        let (reference, other) = (dir.path().join(METRICS_FILE), dir.path().join("b.jsonl"));
+        let mut old = update(10, 5.0, 1.0);
+        old.as_object_mut().unwrap().remove("total_steps");
+        write(&reference, &[old]);
+        write(&other, &[update(10, 5.0, 3.0)]);
+        let got = compare_logs(&reference, &other).unwrap();
+        assert!(got.repeats_up_to(10));
+        assert_eq!((got.shared, got.difference), (1, None));
+    }
+
+    #[test]
     fn the_first_differing_number_is_named_with_both_values() {
         let dir = tempfile::tempdir().unwrap();
         let (reference, other) = (dir.path().join(METRICS_FILE), dir.path().join("b.jsonl"));
