@@ -116,6 +116,34 @@ fn kernels(v: &Value) -> String {
     }
 }
 
+/// The columns that name one of our training lines, in both tables.
+const RUN_COLUMNS: [&str; 5] = ["style", "shape", "batch", "dtype", "kernels"];
+
+/// A table whose first columns are [`RUN_COLUMNS`], then `rest`.
+fn run_table(rest: &[&str]) -> Table {
+    Table::new(
+        RUN_COLUMNS
+            .iter()
+            .chain(rest)
+            .map(|c| c.to_string())
+            .collect(),
+    )
+}
+
+/// The [`RUN_COLUMNS`] cells of our line `o`, then `rest`.
+fn run_row(o: &Value, rest: Vec<Cell>) -> Vec<Cell> {
+    let (style, shape, batch, dtype) = key(o);
+    let mut row: Vec<Cell> = vec![
+        style.into(),
+        shape.into(),
+        batch.into(),
+        dtype.into(),
+        kernels(o).into(),
+    ];
+    row.extend(rest);
+    row
+}
+
 /// Whether our line ran with the device settings every run uses (no cudarc events, the pool
 /// kept; or a log from before either was recorded), not one of `speed`'s A/B settings.
 fn default_settings(o: &Value) -> bool {
@@ -128,23 +156,14 @@ fn default_settings(o: &Value) -> bool {
 /// model TFLOP/s and MFU each, and how many times faster the peer is. Lines of ours with
 /// `speed`'s other device settings (events on, pool released) are left to [`split_table`].
 pub fn training_table(lines: &[BenchLine]) -> Table {
-    let mut t = Table::new(
-        [
-            "style",
-            "shape",
-            "batch",
-            "dtype",
-            "kernels",
-            "ours tokens/s",
-            "ours TFLOP/s",
-            "ours MFU",
-            "PyTorch tokens/s",
-            "PyTorch MFU",
-            "PyTorch / ours",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
+    let mut t = run_table(&[
+        "ours tokens/s",
+        "ours TFLOP/s",
+        "ours MFU",
+        "PyTorch tokens/s",
+        "PyTorch MFU",
+        "PyTorch / ours",
+    ])
     .with_title("Two-tower training step beside PyTorch eager (same device, same call)")
     .with_note(
         "model FLOPs per token from train_step.rs (matrix products and attention, forward × 3); \
@@ -167,23 +186,21 @@ pub fn training_table(lines: &[BenchLine]) -> Table {
             _ => None,
         };
         let theirs = peer.and_then(|p| num(p, "tokens_per_s"));
-        let (style, shape, batch, dtype) = key(o);
+        let dtype = key(o).3;
         let their_mfu = theirs
             .zip(peak)
             .map(|(x, pk)| peer_mfu(flops * x / 1e12 / pk, &dtype));
-        t.push_row(vec![
-            style.into(),
-            shape.into(),
-            batch.into(),
-            dtype.into(),
-            kernels(o).into(),
-            count(ours),
-            Cell::Text(format!("{:.2}", flops * ours / 1e12)),
-            or_empty(num(o, "mfu").map(percent)),
-            or_empty(theirs.map(count)),
-            or_empty(their_mfu),
-            or_empty(theirs.map(|x| Cell::Text(format!("{:.1}x", x / ours)))),
-        ]);
+        t.push_row(run_row(
+            o,
+            vec![
+                count(ours),
+                Cell::Text(format!("{:.2}", flops * ours / 1e12)),
+                or_empty(num(o, "mfu").map(percent)),
+                or_empty(theirs.map(count)),
+                or_empty(their_mfu),
+                or_empty(theirs.map(|x| Cell::Text(format!("{:.1}x", x / ours)))),
+            ],
+        ));
     }
     t
 }
@@ -191,49 +208,37 @@ pub fn training_table(lines: &[BenchLine]) -> Table {
 /// Where each of our training steps spends its time: forward, backward, the rest (clipping,
 /// AdamW, the loss read back), per step, with the CUDA settings of the line (`speed`).
 pub fn split_table(lines: &[BenchLine]) -> Table {
-    let mut t = Table::new(
-        [
-            "style",
-            "shape",
-            "batch",
-            "dtype",
-            "kernels",
-            "events",
-            "pool threshold",
-            "tokens/s",
-            "ms/step",
-            "forward ms",
-            "backward ms",
-            "update ms",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
+    let mut t = run_table(&[
+        "events",
+        "pool threshold",
+        "tokens/s",
+        "ms/step",
+        "forward ms",
+        "backward ms",
+        "update ms",
+    ])
     .with_title("Our training step, split (each part timed alone between synchronisations)");
     let ms =
         |v: &Value, k: &str| or_empty(num(v, k).map(|s| Cell::Text(format!("{:.1}", s * 1e3))));
     for l in lines {
         let BenchLine::Ours(o) = l else { continue };
-        let (style, shape, batch, dtype) = key(o);
         let pool = match num(o, "pool_release_threshold") {
             Some(x) if x >= u64::MAX as f64 => "kept".to_string(),
             Some(x) => format!("{x:.0}"),
             None => String::new(),
         };
-        t.push_row(vec![
-            style.into(),
-            shape.into(),
-            batch.into(),
-            dtype.into(),
-            kernels(o).into(),
-            text(o, "event_tracking").into(),
-            pool.into(),
-            or_empty(num(o, "tokens_per_s").map(count)),
-            ms(o, "s_per_step"),
-            ms(o, "forward_s"),
-            ms(o, "backward_s"),
-            ms(o, "update_s"),
-        ]);
+        t.push_row(run_row(
+            o,
+            vec![
+                text(o, "event_tracking").into(),
+                pool.into(),
+                or_empty(num(o, "tokens_per_s").map(count)),
+                ms(o, "s_per_step"),
+                ms(o, "forward_s"),
+                ms(o, "backward_s"),
+                ms(o, "update_s"),
+            ],
+        ));
     }
     t
 }
