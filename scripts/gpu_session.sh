@@ -16,7 +16,8 @@
 #                                         with cudarc's event tracking off and on
 #                                         (LMSPLIT_CUDA_EVENTS), the memory pool kept and
 #                                         released (LMSPLIT_CUDA_POOL); GPT at base_2tower B 64
-#                                         ours, ours without our CUDA kernels, both defaults
+#                                         ours, ours without our CUDA kernels, both defaults;
+#                                         BERT there with and without our kernels
 #                                         -> $OUT/speed.jsonl
 #   scripts/gpu_session.sh sanitize       gpu_check's two-tower checks at the tiny shapes, 2 steps,
 #                                         under compute-sanitizer's memcheck, initcheck and
@@ -143,6 +144,9 @@ speed() {
   one gpt base_2tower 10 64 off keep
   one gpt base_2tower 10 64 off keep off
   one gpt base_2tower 10 64 on release
+  # BERT leans hardest on the LayerNorm, softmax and GELU kernels: the same A/B
+  one bert base_2tower 10 64 off keep
+  one bert base_2tower 10 64 off keep off
 }
 
 sanitize() {
