@@ -192,6 +192,10 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     // The status read from the folder: in phase 1, at the checkpoint's update, held by no one.
     let st = run_status("run", &out).unwrap();
     assert_eq!(st.stage, Stage::Phase1, "{st:?}");
+    // Every head training is still ahead: the heads, the retest heads where the spec has
+    // them, and each snapshot's.
+    let all = 1 + usize::from(st.retest_heads) + st.snapshot_heads.1;
+    assert_eq!(st.head_trainings_left(), Some(all), "{st:?}");
     let p1 = st.phase1.as_ref().unwrap();
     assert_eq!((p1.step, p1.done), (stopped_at, false), "{st:?}");
     assert!(p1.tokens < st.phase1_budget.unwrap(), "{st:?}");

@@ -286,6 +286,7 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
     std::fs::remove_file(dir.path().join(scores)).unwrap();
     let st = run_status("run", &runs[0].1).unwrap();
     assert_eq!((st.stage, st.why_unfinished()), (Stage::Finished, None));
+    assert_eq!(st.head_trainings_left(), Some(1), "{st:?}");
     let err = check_finished(&runs, true).unwrap_err().to_string();
     assert!(
         err.contains("run (snapshot heads 1 of 2 scored, stopped"),
@@ -295,6 +296,8 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
     assert!(check_finished(&runs, false).is_ok());
     run_in(&spec, dir.path(), "run").unwrap();
     assert!(check_finished(&runs, true).is_ok());
+    let st = run_status("run", &runs[0].1).unwrap();
+    assert_eq!(st.head_trainings_left(), Some(0), "{st:?}");
 }
 
 #[test]

@@ -116,6 +116,9 @@ pub struct RunStatus {
     /// The snapshot head training now (or stopped half way), if any.
     #[serde(default)]
     pub snapshot_training: Option<SnapshotTraining>,
+    /// Whether the run's spec trains retest heads (head seed + 1).
+    #[serde(default)]
+    pub retest_heads: bool,
     /// The run's writer lock, when one is there.
     pub writer: Option<WriterLock>,
 }
@@ -181,6 +184,22 @@ impl RunStatus {
         }
     }
 
+    /// How many head trainings the run has still to do, the one in progress included: its
+    /// heads, its retest heads and its snapshots' heads not finished (`None` before it
+    /// started). Each is at most the spec's head budget; phase 1, if not done, comes first.
+    pub fn head_trainings_left(&self) -> Option<usize> {
+        if self.stage == Stage::NotStarted {
+            return None;
+        }
+        let open = |p: &Option<TrainingProgress>| usize::from(!p.as_ref().is_some_and(|p| p.done));
+        let (scored, due) = self.snapshot_heads;
+        let retest = match self.retest_heads {
+            true => open(&self.retest),
+            false => 0,
+        };
+        Some(open(&self.heads) + retest + due.saturating_sub(scored))
+    }
+
     /// Why the heads of the run's phase-1 snapshots (the agreement curve's points) are not all
     /// scored, in a few words (`None` when they are): how many are, and whether a live process
     /// is training the rest. Counted apart from [`RunStatus::why_unfinished`]: tables without
@@ -211,6 +230,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         retest: None,
         snapshot_heads: (0, 0),
         snapshot_training: None,
+        retest_heads: false,
         writer: writer(dir),
     };
     let rec = dir.join(RUN_FILE);
@@ -248,6 +268,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
     };
     let (scored, training) = snapshot_heads(dir, &seeds)?;
     s.snapshot_heads = (scored, snapshots * seeds.len());
+    s.retest_heads = spec.retest_heads;
     s.snapshot_training = training;
     let done = |p: &Option<TrainingProgress>| p.as_ref().is_some_and(|p| p.done);
     s.stage = if record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() {
@@ -401,6 +422,7 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             "heads (updates)",
             "retest heads (updates)",
             "snapshot heads",
+            "head trainings left",
             "ends in (min)",
             "writer",
         ]
@@ -415,7 +437,9 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          the checkpoint a stopped training would resume at where that is earlier (a finished \
          one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
-         training with its updates; ends in: the training in progress (or stopped half \
+         training with its updates; head trainings left: heads, retest heads and snapshot \
+         heads still to train, the one in progress included (after phase 1 where that is not \
+         done); ends in: the training in progress (or stopped half \
          way), its updates left at its rate so far (update time; validations, checkpoints, \
          scoring and the run's other trainings come on top); writer: the process \
          holding the run (\"(gone)\": it died without removing its lock)",
@@ -442,6 +466,7 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
             report::Cell::from(updates(&r.heads).as_str()),
             report::Cell::from(updates(&r.retest).as_str()),
             report::Cell::from(snapshot_cell(r).as_str()),
+            report::Cell::from(r.head_trainings_left()),
             report::Cell::from(
                 r.current_training()
                     .and_then(TrainingProgress::minutes_left),
