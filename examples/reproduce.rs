@@ -73,8 +73,8 @@ struct Args {
     /// Train nothing: print where each run (of --only, else all) stands, read from its folder
     /// (stage, phase-1 tokens of the budget, tokens/s, head updates, snapshot heads, the
     /// minutes left of the training in progress, the head trainings left, the process holding
-    /// it), and write it to
-    /// `<out>/status.md` (.csv, .json). Safe beside the processes that train the runs.
+    /// it), and write it to `<out>/status.md` (.csv, .json). Safe beside the processes that
+    /// train the runs.
     #[arg(long, conflicts_with = "tables_only")]
     status: bool,
     /// No progress bars or tables on stdout (the JSON line still comes).
