@@ -7,7 +7,8 @@ use common::{quiet, run_in, tiny_spec};
 use lmsplit::experiment::run::check_finished;
 use lmsplit::experiment::status::{phase1_tokens_per_s, run_status, Stage};
 use lmsplit::experiment::{
-    machine, ExperimentError, RunOptions, RunRecord, ScoringSet, ScoringSpec, Workspace,
+    machine, ExperimentError, RunOptions, RunRecord, RunSpec, ScoredRun, ScoringSet, ScoringSpec,
+    Workspace,
 };
 use lmsplit::heads::PositionLogProbs;
 use lmsplit::towers::Schedule;
@@ -270,12 +271,27 @@ fn edited_log(
     out
 }
 
-#[test]
-fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
+/// The tiny run with snapshots at 1/4 and 1/2, trained in `<tempdir>/run`.
+fn run_with_two_snapshots() -> (tempfile::TempDir, RunSpec, ScoredRun) {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = tiny_spec(6);
     spec.phase1.snapshots = vec![0.25, 0.5];
-    run_in(&spec, dir.path(), "run").unwrap();
+    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    (dir, spec, whole)
+}
+
+/// Rewrites the record `run.json` of the run folder `run` by `edit`.
+fn edit_record(run: &std::path::Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let path = run.join("run.json");
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut record);
+    std::fs::write(&path, record.to_string()).unwrap();
+}
+
+#[test]
+fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
+    let (dir, spec, _) = run_with_two_snapshots();
     let runs = [("run".to_string(), dir.path().join("run"))];
     assert!(check_finished(&runs, true).is_ok());
     // The 1/2 point's heads not scored yet (a chain stopped while training them).
@@ -302,10 +318,7 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
 
 #[test]
 fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = tiny_spec(6);
-    spec.phase1.snapshots = vec![0.25, 0.5];
-    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let (dir, spec, whole) = run_with_two_snapshots();
     let res = whole.result().unwrap().clone();
     let run = dir.path().join("run");
     // As a run that finished without its 1/2 snapshot (it did not fit a device call's return).
@@ -314,13 +327,9 @@ fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it(
     std::fs::remove_file(&snap.path).unwrap();
     std::fs::remove_dir_all(run.join(format!("emergence/step-{:07}", snap.step))).unwrap();
     let record_path = run.join("run.json");
-    let mut record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
-    record["result"]["snapshots"]
-        .as_array_mut()
-        .unwrap()
-        .truncate(1);
-    std::fs::write(&record_path, record.to_string()).unwrap();
+    edit_record(&run, |r| {
+        r["result"]["snapshots"].as_array_mut().unwrap().truncate(1)
+    });
     let record_without = std::fs::read(&record_path).unwrap();
     assert_eq!(run_in(&spec, dir.path(), "run").unwrap().snapshots.len(), 1);
 
@@ -374,10 +383,7 @@ fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it(
 
 #[test]
 fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut spec = tiny_spec(6);
-    spec.phase1.snapshots = vec![0.25, 0.5];
-    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let (dir, spec, whole) = run_with_two_snapshots();
     let (res, snaps) = (whole.result().unwrap().clone(), whole.snapshots.clone());
     assert_eq!(snaps.len(), 2);
 
@@ -399,10 +405,7 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
             "heads/heads_config.json",
         ],
     );
-    let mut record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("run.json")).unwrap()).unwrap();
-    record["result"] = serde_json::Value::Null;
-    std::fs::write(run.join("run.json"), record.to_string()).unwrap();
+    edit_record(&run, |r| r["result"] = serde_json::Value::Null);
     // Without the log of the training that wrote it, the snapshot is refused, naming it.
     let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
     assert!(err.contains(late) && err.contains("without a"), "{err}");
