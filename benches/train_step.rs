@@ -13,7 +13,9 @@
 //! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape,
 //! runs one warm-up step and 10 timed steps, prints JSON and exits; the JSON also splits a step
 //! into `forward_s`, `backward_s` (each timed alone over as many steps, between device
-//! synchronisations) and `update_s` (the rest: clipping, AdamW, the loss read back). For ELMo it also prints the
+//! synchronisations) and `update_s` (the rest: clipping, AdamW, the loss read back); on a
+//! device the update is split again into `grad_norm_s`, `adamw_s` and, for comparison,
+//! `grad_norm_sum_all_s` (the norm's sums with one whole-gradient `sum_all` each). For ELMo it also prints the
 //! step's GFLOP/s (matrix products only, backward = 2x forward) beside faer's f32 GEMM rate at the
 //! recurrent product's shape and at 1024^3, measured in the same process.
 //!
@@ -38,7 +40,10 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use lmsplit::corpus::TokenBatch;
 use lmsplit::heads::{FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use lmsplit::towers::BatchSource;
-use lmsplit::towers::{Budget, MarkovSource, ModelConfig, Style, TrainConfig, Trainer, TwoTowerLm};
+use lmsplit::towers::{
+    clip_factor, grad_norm, AdamW, AdamWConfig, Budget, MarkovSource, ModelConfig, Style,
+    TrainConfig, Trainer, TwoTowerLm,
+};
 
 mod common;
 
@@ -112,6 +117,50 @@ fn trainer(model: &TwoTowerLm) -> Trainer<'_, TwoTowerLm> {
         ..TrainConfig::default()
     };
     Trainer::new(model, tc, None).unwrap()
+}
+
+/// Where a step's update goes on a device, each part timed alone between synchronisations over
+/// `steps` fresh gradients: the gradient norm as the trainer computes it, the same sums with one
+/// `sum_all` per gradient (candle's reduction then runs on one block per gradient: what
+/// `grad_norm` did before it summed rows first), and AdamW with the clip factor (a second
+/// optimiser on the model's parameters: it moves the weights, after the step's timing).
+fn update_split(
+    model: &TwoTowerLm,
+    batch: &TokenBatch,
+    device: &Device,
+    steps: usize,
+) -> (f64, f64, f64) {
+    let mut opt = AdamW::new(model.params().params(), AdamWConfig::default()).unwrap();
+    let (mut norm_s, mut adamw_s, mut sum_all_s) = (0f64, 0f64, 0f64);
+    for _ in 0..steps {
+        let g = model.loss(batch).unwrap().backward().unwrap();
+        let grads = opt.collect_grads(&g);
+        device.synchronize().unwrap();
+        let t0 = std::time::Instant::now();
+        let norm = grad_norm(&grads).unwrap(); // reads the sum back: synchronised
+        let t1 = std::time::Instant::now();
+        let sums: Vec<_> = grads
+            .iter()
+            .flatten()
+            .map(|g| g.to_dtype(DType::F64)?.sqr()?.sum_all())
+            .collect::<candle_core::Result<_>>()
+            .unwrap();
+        let old = candle_core::Tensor::stack(&sums, 0)
+            .unwrap()
+            .sum_all()
+            .unwrap();
+        let old = old.to_scalar::<f64>().unwrap().sqrt();
+        assert!((old - norm).abs() <= 1e-9 * norm, "norms {old} vs {norm}");
+        let t2 = std::time::Instant::now();
+        opt.step_scaled(&grads, 1e-4, clip_factor(norm, 1.0))
+            .unwrap();
+        device.synchronize().unwrap();
+        norm_s += (t1 - t0).as_secs_f64();
+        sum_all_s += (t2 - t1).as_secs_f64();
+        adamw_s += t2.elapsed().as_secs_f64();
+    }
+    let per = |x: f64| x / steps as f64;
+    (per(norm_s), per(adamw_s), per(sum_all_s))
 }
 
 /// Matrix-product flops of one ELMo training step per token (forward x 3: the backward pass
@@ -320,6 +369,12 @@ fn oneshot(spec: &str) {
     out["forward_s"] = per(fwd).into();
     out["backward_s"] = per(bwd).into();
     out["update_s"] = (secs / steps as f64 - per(fwd) - per(bwd)).into();
+    if device.is_cuda() {
+        let (norm_s, adamw_s, sum_all_s) = update_split(&model, &batch, &device, steps);
+        out["grad_norm_s"] = norm_s.into();
+        out["adamw_s"] = adamw_s.into();
+        out["grad_norm_sum_all_s"] = sum_all_s.into();
+    }
     let flops = match style {
         Style::Elmo => elmo_flops_per_token(&cfg),
         _ => transformer_flops_per_token(&cfg, t),

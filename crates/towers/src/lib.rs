@@ -76,7 +76,7 @@ pub use loss::NllPass;
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};
 pub use metrics::{newest_update, LoggedUpdate, METRICS_FILE};
 pub use model::{DeviceBatch, TwoTowerLm};
-pub use optim::{clip_grad_norm, AdamW, AdamWConfig};
+pub use optim::{clip_factor, clip_grad_norm, grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
 pub use style::{Tower, TowerStyle};

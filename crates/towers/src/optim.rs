@@ -206,7 +206,7 @@ pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
     for g in grads.iter().flatten() {
         match with_host_f32(&[g], |s| sum_sq(s[0])) {
             Some(s) => sq += s,
-            None => on_device.push(g.to_dtype(DType::F64)?.sqr()?.sum_all()?),
+            None => on_device.push(device_sum_sq(g)?),
         }
     }
     if !on_device.is_empty() {
@@ -219,6 +219,18 @@ pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
         return Err(TowersError::NonFinite(format!("gradient norm {norm}")));
     }
     Ok(norm)
+}
+
+/// The sum of squares of `g` in f64, as a 0-d tensor left on `g`'s device. The rows are
+/// summed first: candle's CUDA reduction gives each output element one block, so a `sum_all`
+/// over a whole gradient runs on one multiprocessor, while a sum over the last dimension
+/// spreads the rows over all of them.
+pub(crate) fn device_sum_sq(g: &Tensor) -> Result<Tensor> {
+    let sq = g.to_dtype(DType::F64)?.sqr()?;
+    Ok(match sq.rank() {
+        0 | 1 => sq.sum_all()?,
+        _ => sq.sum(candle_core::D::Minus1)?.sum_all()?,
+    })
 }
 
 /// The factor PyTorch's `clip_grad_norm_` applies: max_norm / (norm + 1e-6) when the norm
@@ -316,9 +328,12 @@ fn fused_update(
     if [g, m, v].iter().any(|t| t.elem_count() != n) {
         return Ok(None);
     }
-    let (mut nt, mut nm, mut nv) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
+    // The outputs are allocated only once the inputs are known to be on the host: on a device
+    // three zeroed host buffers of every parameter's size were a quarter of a second of an ELMo
+    // `base_2tower` step's host time (H100, 27 Nov), spent before the CUDA kernel ran.
     let done = with_host_f32(&[theta, g, m, v], |x| {
         let (th, gs, ms, vs) = (x[0], x[1], x[2], x[3]);
+        let (mut nt, mut nm, mut nv) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
         const CH: usize = 1 << 14;
         let (ms_out, vs_out) = (pieces(&mut nm, CH), pieces(&mut nv, CH));
         for_each_chunk_mut(&mut nt, CH, |c, ot| {
@@ -333,10 +348,11 @@ fn fused_update(
                 (ot[j], om[j], ov[j]) = adamw_elem(t, g, m, v, k);
             }
         });
+        (nt, nm, nv)
     });
-    if done.is_none() {
+    let Some((nt, nm, nv)) = done else {
         return Ok(None);
-    }
+    };
     let (dev, shape) = (theta.device(), theta.shape());
     Ok(Some((
         Tensor::from_vec(nt, shape, dev)?,
@@ -430,6 +446,25 @@ mod tests {
             grad_norm(&[Some(bad)]),
             Err(TowersError::NonFinite(_))
         ));
+    }
+
+    #[test]
+    fn device_sums_of_squares_match_a_host_sum_at_every_rank() {
+        // The device path sums rows first; each rank must still give every square once.
+        let vals: Vec<f64> = (0..24).map(|i| (i as f64 - 7.5) * 0.37).collect();
+        let want: f64 = vals.iter().map(|x| x * x).sum();
+        for shape in [vec![], vec![24], vec![4, 6], vec![2, 3, 4], vec![1, 24]] {
+            let n: usize = shape.iter().product();
+            let t = Tensor::from_vec(vals[..n].to_vec(), shape.as_slice(), &Device::Cpu).unwrap();
+            let got = device_sum_sq(&t).unwrap();
+            assert_eq!(got.rank(), 0, "shape {shape:?}");
+            let want_n: f64 = vals[..n].iter().map(|x| x * x).sum();
+            let got = got.to_scalar::<f64>().unwrap();
+            assert!(
+                (got - want_n).abs() <= 1e-12 * want,
+                "shape {shape:?}: {got} vs {want_n}"
+            );
+        }
     }
 
     #[test]
