@@ -206,7 +206,9 @@ pub fn training_table(lines: &[BenchLine]) -> Table {
 }
 
 /// Where each of our training steps spends its time: forward, backward, the rest (clipping,
-/// AdamW, the loss read back), per step, with the CUDA settings of the line (`speed`).
+/// AdamW, the loss read back), per step, with the CUDA settings of the line (`speed`); and,
+/// where the line has them (one-shots since 27 Nov), the update's gradient norm and AdamW,
+/// each timed alone.
 pub fn split_table(lines: &[BenchLine]) -> Table {
     let mut t = run_table(&[
         "events",
@@ -216,6 +218,8 @@ pub fn split_table(lines: &[BenchLine]) -> Table {
         "forward ms",
         "backward ms",
         "update ms",
+        "grad norm ms",
+        "AdamW ms",
     ])
     .with_title("Our training step, split (each part timed alone between synchronisations)");
     let ms =
@@ -237,6 +241,8 @@ pub fn split_table(lines: &[BenchLine]) -> Table {
                 ms(o, "forward_s"),
                 ms(o, "backward_s"),
                 ms(o, "update_s"),
+                ms(o, "grad_norm_s"),
+                ms(o, "adamw_s"),
             ],
         ));
     }
@@ -286,7 +292,7 @@ mod tests {
 
     /// Lines as the one-shots and peers print them (fields trimmed to those read).
     const LOG: &str = r#"
-{"style":"Gpt","shape":"base_2tower","batch":64,"seq":128,"device":"Cuda(CudaDevice(DeviceId(1)))","dtype":"BF16","tokens_per_s":20000.0,"s_per_step":0.4096,"cuda_kernels_off":[],"event_tracking":false,"pool_release_threshold":18446744073709551615,"forward_s":0.1,"backward_s":0.25,"update_s":0.0596,"model_gflop_per_token":0.341,"model_tflop_per_s":6.82,"mfu":0.006893}
+{"style":"Gpt","shape":"base_2tower","batch":64,"seq":128,"device":"Cuda(CudaDevice(DeviceId(1)))","dtype":"BF16","tokens_per_s":20000.0,"s_per_step":0.4096,"cuda_kernels_off":[],"event_tracking":false,"pool_release_threshold":18446744073709551615,"forward_s":0.1,"backward_s":0.25,"update_s":0.0596,"grad_norm_s":0.0088,"adamw_s":0.0053,"model_gflop_per_token":0.341,"model_tflop_per_s":6.82,"mfu":0.006893}
 {"shape": "base", "batch": 64, "seq": 128, "device": "cuda", "dtype": "bf16", "tokens_per_s": 130000.0, "s_per_step": 0.063, "threads": null, "style": "gpt"}
 {"style":"Gpt","shape":"base_2tower","batch":64,"seq":128,"dtype":"BF16","tokens_per_s":18000.0,"s_per_step":0.455,"cuda_kernels_off":["lstm","nll"],"model_gflop_per_token":0.341,"model_tflop_per_s":6.138,"mfu":0.0062037}
 {"shape": "base_2tower", "batch": 64, "seq": 128, "device": "cuda", "dtype": "f32", "tokens_per_s": 64357.0, "threads": null, "style": "elmo"}
@@ -359,6 +365,15 @@ warning: something else
                 &Cell::Text("250.0".into()),
                 &Cell::Text("59.6".into())
             )
+        );
+        assert_eq!(
+            (&r[12], &r[13]),
+            (&Cell::Text("8.8".into()), &Cell::Text("5.3".into()))
+        );
+        // A line from before the update's split leaves its cells empty.
+        assert_eq!(
+            (&s.rows()[1][12], &s.rows()[1][13]),
+            (&Cell::Empty, &Cell::Empty)
         );
         let e = extraction_table(&lines);
         assert_eq!(e.rows().len(), 1);

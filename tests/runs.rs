@@ -333,8 +333,23 @@ fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it(
     let record_without = std::fs::read(&record_path).unwrap();
     assert_eq!(run_in(&spec, dir.path(), "run").unwrap().snapshots.len(), 1);
 
+    let runs = [("run".to_string(), run.clone())];
+    assert_eq!(run_status("run", &run).unwrap().snapshot_heads, (1, 1));
+    assert!(check_finished(&runs, true).is_ok());
+
     // Brought back without a log: nothing shows it is this run's.
     std::fs::write(&snap.path, &bytes).unwrap();
+    // Not adopted yet, its heads are already due: the status counts them, and tables that
+    // draw the curve (which would adopt it and train them) wait for them.
+    let st = run_status("run", &run).unwrap();
+    assert_eq!(
+        (st.snapshot_heads, st.head_trainings_left()),
+        ((1, 2), Some(1)),
+        "{st:?}"
+    );
+    let err = check_finished(&runs, true).unwrap_err().to_string();
+    assert!(err.contains("snapshot heads 1 of 2 scored"), "{err}");
+    assert!(check_finished(&runs, false).is_ok());
     let err = run_in(&spec, dir.path(), "run").unwrap_err().to_string();
     assert!(
         err.contains("step-0000012.safetensors") && err.contains("without a"),

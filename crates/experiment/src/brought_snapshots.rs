@@ -12,12 +12,31 @@ use std::path::{Path, PathBuf};
 use towers::{compare_logs, LogAgreement, METRICS_FILE};
 
 use crate::error::{io_at, ExperimentError};
-use crate::record::Snapshot;
+use crate::record::{RunRecord, Snapshot, PHASE1_DIR};
+use crate::training::snapshot_at;
 use crate::Result;
 
 /// How the log that comes with brought snapshots ends its name, in the snapshots' folder
 /// (`step-<N>.metrics.jsonl`, N the last snapshot it was packed with).
 pub const BROUGHT_LOG_SUFFIX: &str = ".metrics.jsonl";
+
+/// The snapshots of a finished run's spec that are in place under its folder `dir` but not in
+/// its record: brought after it finished (docs/gpu.md), to be adopted once [`check_brought`]
+/// accepts them. Empty for a run without a result.
+pub(crate) fn late_snapshots(record: &RunRecord, dir: &Path) -> Vec<Snapshot> {
+    let Some(res) = record.result.as_ref() else {
+        return Vec::new();
+    };
+    let out = dir.join(PHASE1_DIR);
+    record
+        .spec
+        .phase1
+        .snapshots
+        .iter()
+        .map(|&f| snapshot_at(&out, f, res.phase1.steps))
+        .filter(|snap| snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step))
+        .collect()
+}
 
 /// The logs that came with snapshots into the folder `snapshots`, by name.
 fn brought_logs(snapshots: &Path) -> Result<Vec<PathBuf>> {

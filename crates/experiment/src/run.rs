@@ -17,7 +17,7 @@ use candle_core::Device;
 use heads::PositionLogProbs;
 use towers::{Schedule, TwoTowerLm};
 
-use crate::brought_snapshots::check_brought;
+use crate::brought_snapshots::{check_brought, late_snapshots};
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
@@ -28,7 +28,7 @@ pub use crate::record::{
 use crate::scoring::ScoringSet;
 use crate::snapshots::{snapshot_scores, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
-use crate::training::{phase1, score, snapshot_at};
+use crate::training::{phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
@@ -171,21 +171,10 @@ fn scored_run(
 /// their heads are trained like the others', once their log shows them to be points of this
 /// run's phase 1 ([`check_brought`]); the record is saved when one was added.
 fn adopt_late_snapshots(record: &mut RunRecord, dir: &Path) -> Result<()> {
-    let Some(res) = record.result.as_mut() else {
-        return Ok(());
-    };
-    let out = dir.join(PHASE1_DIR);
-    let late: Vec<_> = record
-        .spec
-        .phase1
-        .snapshots
-        .iter()
-        .map(|&f| snapshot_at(&out, f, res.phase1.steps))
-        .filter(|snap| snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step))
-        .collect();
+    let late = late_snapshots(record, dir);
     // Brought from another machine: only with proof that they are points of this phase 1.
-    check_brought(&out, &late)?;
-    if !late.is_empty() {
+    check_brought(&dir.join(PHASE1_DIR), &late)?;
+    if let (false, Some(res)) = (late.is_empty(), record.result.as_mut()) {
         res.snapshots.extend(late);
         res.snapshots.sort_by_key(|s| s.step);
         write_json_atomic(&dir.join(RUN_FILE), &*record)?;

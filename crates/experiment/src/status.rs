@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use towers::{LoggedUpdate, TrainState, TrainSummary};
 
+use crate::brought_snapshots::late_snapshots;
 use crate::error::read_json;
 use crate::lock::{LockHolder, WRITER_LOCK};
 use crate::record::{
@@ -262,8 +263,10 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         true => vec![spec.head_seed, spec.head_seed + 1],
         false => vec![spec.head_seed],
     };
+    // A finished run's snapshots are its record's and those brought since, which its next
+    // call adopts and trains heads for (or refuses, saying why).
     let snapshots = match &record.result {
-        Some(r) => r.snapshots.len(),
+        Some(r) => r.snapshots.len() + late_snapshots(&record, dir).len(),
         None => spec.phase1.snapshots.len(),
     };
     let (scored, training) = snapshot_heads(dir, &seeds)?;
