@@ -26,6 +26,11 @@
 #                                         of memory never written (the kernels' uninitialised
 #                                         outputs), shuffles with lanes missing
 #                                         -> $OUT/sanitize.txt, $OUT/sanitize-TOOL.txt
+#   scripts/gpu_session.sh profile        GPT and ELMo (PROFILE_STYLES) train_step one-shots at
+#                                         base_2tower B 64, bf16, 5 steps, under Nsight Systems
+#                                         (nsys on PATH or NSYS), and its per-kernel summary;
+#                                         says so and fails where the machine has no nsys
+#                                         -> $OUT/profile_STYLE.txt, $OUT/profile.txt
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
 #                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
@@ -166,6 +171,32 @@ sanitize() {
     esac
     echo "sanitize $tool: exit $rc, $verdict" | tee -a "$OUT/sanitize.txt"
     [ $rc = 0 ] || tail -n 25 "$OUT/sanitize-$tool.txt"
+  done
+}
+
+profile() {
+  # Kernel by kernel: where a step's time goes on the device (Nsight Systems, when the machine
+  # has it; NSYS names it elsewhere).
+  ensure_setup
+  local nsys=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys \
+    /usr/local/cuda/bin/nsys 2>/dev/null | head -1)}
+  if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
+    echo "profile: no nsys on this machine (PATH, /opt/nvidia/nsight-systems, /usr/local/cuda)" |
+      tee "$OUT/profile.txt"
+    return 1
+  fi
+  local style rep
+  for style in ${PROFILE_STYLES:-gpt elmo}; do
+    rep=/tmp/profile_$style
+    TRAIN_STEP_ONESHOT=$style/base_2tower/5 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
+      TRAIN_STEP_BATCH=64 timeout "${PROFILE_TIMEOUT:-200}" "$nsys" profile --trace=cuda \
+      --sample=none --cpuctxsw=none --force-overwrite=true -o $rep $BIN/train_step \
+      >"$OUT/profile_$style.log" 2>&1
+    echo "profile $style: exit $?" | tee -a "$OUT/profile.txt"
+    # The kernels' summary (named gpukernsum before nsys 2023).
+    "$nsys" stats --report cuda_gpu_kern_sum --format table $rep.nsys-rep >"$OUT/profile_$style.txt" 2>&1 ||
+      "$nsys" stats --report gpukernsum --format table $rep.nsys-rep >"$OUT/profile_$style.txt" 2>&1
+    head -n 30 "$OUT/profile_$style.txt"
   done
 }
 

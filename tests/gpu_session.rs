@@ -370,6 +370,50 @@ fn sanitize_runs_each_tool_on_the_two_tower_checks_and_names_its_verdict() {
 }
 
 #[test]
+fn profile_runs_each_style_under_nsys_and_brings_its_kernel_summary() {
+    let s = session();
+    // A stand-in nsys: `profile` logs its command line and environment, `stats` prints a table
+    // named after the report it reads.
+    let fake = s.repo.join("../nsys");
+    fs::write(
+        &fake,
+        "#!/usr/bin/env bash\nif [ \"$1\" = stats ]; then echo \"kernels of $6\"; exit 0; fi\n\
+         echo \"$TRAIN_STEP_ONESHOT $TRAIN_STEP_DTYPE $TRAIN_STEP_BATCH $*\" >> \"$OUT/args.txt\"\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
+    let o = s.step_with(&["profile"], &[("NSYS", fake.to_str().unwrap())]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let args = fs::read_to_string(s.out.join("args.txt")).unwrap();
+    let lines: Vec<_> = args.lines().collect();
+    assert_eq!(lines.len(), 2, "{args}");
+    for (line, style) in lines.iter().zip(["gpt", "elmo"]) {
+        assert!(
+            line.starts_with(&format!(
+                "{style}/base_2tower/5 bf16 64 profile --trace=cuda"
+            )) && line.contains(&format!("-o /tmp/profile_{style} .gpu/run/train_step")),
+            "{line}"
+        );
+        let summary = fs::read_to_string(s.out.join(format!("profile_{style}.txt"))).unwrap();
+        assert_eq!(
+            summary.trim(),
+            format!("kernels of /tmp/profile_{style}.nsys-rep")
+        );
+    }
+    let verdicts = fs::read_to_string(s.out.join("profile.txt")).unwrap();
+    assert_eq!(verdicts, "profile gpt: exit 0\nprofile elmo: exit 0\n");
+
+    // Without nsys it says so, and fails.
+    let o = s.step_with(&["profile"], &[("NSYS", "/nonexistent/nsys")]);
+    assert!(!o.status.success());
+    let said = fs::read_to_string(s.out.join("profile.txt")).unwrap();
+    assert!(
+        said.starts_with("profile: no nsys on this machine"),
+        "{said}"
+    );
+}
+
+#[test]
 fn fetch_of_a_later_page_without_the_first_on_this_machine_fails_saying_so() {
     let s = session();
     let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PAGE", "1")]);

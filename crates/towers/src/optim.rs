@@ -224,7 +224,8 @@ pub fn grad_norm(grads: &[Option<Tensor>]) -> Result<f64> {
 /// The sum of squares of `g` in f64, as a 0-d tensor left on `g`'s device. The rows are
 /// summed first: candle's CUDA reduction gives each output element one block, so a `sum_all`
 /// over a whole gradient runs on one multiprocessor, while a sum over the last dimension
-/// spreads the rows over all of them.
+/// spreads the rows over all of them (an ELMo `base_2tower` step's norm: 174 ms → 5 ms on an
+/// H100, 27 Nov; docs/gpu.md).
 pub(crate) fn device_sum_sq(g: &Tensor) -> Result<Tensor> {
     let sq = g.to_dtype(DType::F64)?.sqr()?;
     Ok(match sq.rank() {
