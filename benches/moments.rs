@@ -8,6 +8,13 @@
 //! (2 k D² flops).
 //!
 //! `cargo bench -p lmsplit --bench moments` (LMD_BENCH_D overrides D = 2304, i.e. 3 × 768)
+//!
+//! Whole-process, on the machine a lent GPU comes with: `MOMENTS_ONESHOT=3
+//! target/release/deps/moments-*` times 3 batches of `MOMENTS_N` (4096) rows of width D through
+//! `update_stacked` on the host (faer, all cores), and with `MOMENTS_DEVICE=cuda` (a
+//! `--features cuda` build) through `update_tensor` on the GPU (the batch's Gram by cuBLAS in
+//! f64, read back and added on the host) beside the device's f64 GEMM alone on the same shape;
+//! one JSON line, useful GFLOP/s = n · D · (D + 1) per batch (the GEMM's own: 2 n D²).
 
 use candle_core::{Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -97,8 +104,7 @@ fn accumulate(c: &mut Criterion) {
         (vec!["m0".into()], vec![d])
     };
     let n = 2048;
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let rows: Vec<f32> = (0..n * d).map(|_| 5.0 + rng.random::<f32>()).collect();
+    let rows = random_rows(n, d);
     let mut g = c.benchmark_group("moments");
     g.sample_size(10);
     g.throughput(Throughput::Elements((n * d * (d + 1)) as u64));
@@ -139,10 +145,80 @@ fn accumulate(c: &mut Criterion) {
     g.finish();
 }
 
+/// Random rows [n, d] near 5 (an offset the shift has to take out), from one seed.
+fn random_rows(n: usize, d: usize) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    (0..n * d).map(|_| 5.0 + rng.random::<f32>()).collect()
+}
+
+/// `MOMENTS_ONESHOT=reps` (see the top of the file).
+fn oneshot(reps: usize) {
+    let d = d_total();
+    let n: usize = std::env::var("MOMENTS_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4096);
+    let rows = random_rows(n, d);
+    let useful = (n * d * (d + 1)) as f64 * reps as f64;
+    let fresh = || {
+        let mut m = Moments::new(vec!["m0".into()], vec![d]).unwrap();
+        m.update_stacked(&rows[..d]).unwrap(); // the shift, outside the timing
+        m
+    };
+    let mut m = fresh();
+    let t0 = std::time::Instant::now();
+    for _ in 0..reps {
+        m.update_stacked(&rows).unwrap();
+    }
+    let host = useful / t0.elapsed().as_secs_f64() / 1e9;
+    let mut out = serde_json::json!({
+        "moments_d": d, "n": n, "batches": reps,
+        "threads": faer::get_global_parallelism().degree(),
+        "host_gflop_per_s": host,
+    });
+    let device = match std::env::var("MOMENTS_DEVICE").as_deref() {
+        Ok("cuda") => lmsplit::kernels::device::cuda(0).expect("a CUDA device (--features cuda)"),
+        Ok("cpu") | Err(_) => Device::Cpu,
+        Ok(other) => panic!("MOMENTS_DEVICE: cpu or cuda, not {other}"),
+    };
+    let t = Tensor::from_slice(&rows, (n, d), &device).unwrap();
+    let mut m = fresh();
+    m.update_tensor(&t).unwrap(); // a GPU loads its kernels and fills its pool on first use
+    let t0 = std::time::Instant::now();
+    for _ in 0..reps {
+        m.update_tensor(&t).unwrap(); // reads the Gram back: synchronised
+    }
+    out["device"] = format!("{device:?}").into();
+    out["tensor_gflop_per_s"] = (useful / t0.elapsed().as_secs_f64() / 1e9).into();
+    let x = t.to_dtype(candle_core::DType::F64).unwrap();
+    let _ = x.t().unwrap().matmul(&x).unwrap();
+    device.synchronize().unwrap();
+    let t0 = std::time::Instant::now();
+    for _ in 0..reps {
+        let _ = x.t().unwrap().matmul(&x).unwrap();
+    }
+    device.synchronize().unwrap();
+    let gemm = 2.0 * (n * d * d) as f64 * reps as f64;
+    out["device_dgemm_gflop_per_s"] = (gemm / t0.elapsed().as_secs_f64() / 1e9).into();
+    println!("{out}");
+}
+
+fn bench(c: &mut Criterion) {
+    if let Some(reps) = std::env::var("MOMENTS_ONESHOT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        oneshot(reps);
+        std::process::exit(0);
+    }
+    gemm(c);
+    accumulate(c);
+}
+
 criterion_group! {
     name = benches;
     // criterion's plots need a system font; the numbers are what matter here.
     config = Criterion::default().without_plots();
-    targets = gemm, accumulate
+    targets = bench
 }
 criterion_main!(benches);

@@ -15,7 +15,9 @@ mod common;
 use std::path::PathBuf;
 
 use clap::Parser;
-use lmsplit::bench_tables::{extraction_table, parse_log, split_table, training_table};
+use lmsplit::bench_tables::{
+    extraction_table, moments_table, parse_log, split_table, training_table,
+};
 
 #[derive(Parser, Debug)]
 #[command(about = "Make the GPU throughput tables from the benchmarks' JSON lines")]
@@ -58,6 +60,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ("training", training_table(&lines)),
         ("step_split", split_table(&lines)),
         ("extraction", extraction_table(&lines)),
+        ("moments", moments_table(&lines)),
     ] {
         if table.rows().is_empty() {
             continue;

@@ -2,13 +2,14 @@
 # What a session lent a GPU runs there (docs/gpu.md), in steps that each fit the device tool's
 # 10-minute call. Runs in the repository root on the GPU machine, with the carried folder .gpu/:
 #   .gpu/bin/<name>.xz   xz-compressed, stripped `--features cuda` builds of gpu_check, reproduce,
-#                        train_step and extract (see docs/gpu.md for the build)
+#                        train_step, extract and moments (see docs/gpu.md for the build)
 #   .gpu/data.tar.xz     the shared inputs the protocols read (WikiText-2 train, WikiText-103
 #                        valid/test, the bert-base-uncased tokenizer, UD EWT train)
 #
 #   scripts/gpu_session.sh setup          unpack; put the data where this checkout's ../shared is
 #   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
-#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
+#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch, and
+#                                         the moments one-shot (host and device)
 #                                                                             -> $OUT/throughput.jsonl
 #   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
 #                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
@@ -129,6 +130,10 @@ throughput() {
     python3 scripts/peer_extract.py --model $bert --texts "$texts" --dtype $dtype --batch 32 \
       | tail -1 | tee -a "$log"
   done
+  # LMD's moments: 8192 rows of twelve 768-wide models a batch, on the host's cores and through
+  # the device's tensor path
+  MOMENTS_ONESHOT=3 MOMENTS_N=8192 LMD_BENCH_D=9216 MOMENTS_DEVICE=cuda $BIN/moments \
+    | tail -1 | tee -a "$log"
 }
 
 speed() {

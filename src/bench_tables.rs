@@ -1,7 +1,7 @@
 //! The GPU throughput tables of docs/gpu.md, made from the JSON lines that a lent session's
 //! `scripts/gpu_session.sh throughput` and `speed` steps bring back: the `train_step` and
 //! `extract` one-shots (ours) and the PyTorch and transformers peers (`scripts/peer_*.py`) on
-//! the same shapes. Ours and a peer are paired by style, shape, batch and dtype; the peer's
+//! the same shapes, and the moments' accumulation of LMD (`MOMENTS_ONESHOT`). Ours and a peer are paired by style, shape, batch and dtype; the peer's
 //! MFU uses our model FLOPs per token and the peak that our line's own MFU implies, so that
 //! both columns count the same work against the same device.
 
@@ -19,6 +19,8 @@ pub enum BenchLine {
     OursExtract(Value),
     /// transformers' extraction (`peer_extract.py`).
     PeerExtract(Value),
+    /// The moments' accumulation (`MOMENTS_ONESHOT`), on the host and through a device.
+    Moments(Value),
 }
 
 impl BenchLine {
@@ -26,7 +28,9 @@ impl BenchLine {
     pub fn parse(line: &str) -> Option<BenchLine> {
         let v: Value = serde_json::from_str(line.trim()).ok()?;
         let has = |k: &str| v.get(k).is_some();
-        Some(if has("model_gflop_per_token") && has("tokens_per_s") {
+        Some(if has("moments_d") {
+            BenchLine::Moments(v)
+        } else if has("model_gflop_per_token") && has("tokens_per_s") {
             BenchLine::Ours(v)
         } else if has("tokens_per_s") && has("threads") {
             BenchLine::Peer(v)
@@ -286,6 +290,40 @@ pub fn extraction_table(lines: &[BenchLine]) -> Table {
     t
 }
 
+/// The moments' accumulation of LMD: useful GFLOP/s (n · D · (D + 1) a batch) on the host's
+/// cores (faer) and through the device's tensor path (the batch's Gram there, read back), beside
+/// the device's f64 GEMM alone on the same shape.
+pub fn moments_table(lines: &[BenchLine]) -> Table {
+    let mut t = Table::new(
+        [
+            "D",
+            "rows a batch",
+            "host threads",
+            "host GFLOP/s",
+            "device",
+            "tensor path GFLOP/s",
+            "device f64 GEMM GFLOP/s",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .with_title("LMD's moments accumulation (useful flops n · D · (D + 1) a batch)");
+    let rate = |v: &Value, k: &str| or_empty(num(v, k).map(|g| Cell::Text(format!("{g:.0}"))));
+    for l in lines {
+        let BenchLine::Moments(m) = l else { continue };
+        t.push_row(vec![
+            text(m, "moments_d").into(),
+            text(m, "n").into(),
+            text(m, "threads").into(),
+            rate(m, "host_gflop_per_s"),
+            text(m, "device").into(),
+            rate(m, "tensor_gflop_per_s"),
+            rate(m, "device_dgemm_gflop_per_s"),
+        ]);
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +336,7 @@ mod tests {
 {"shape": "base_2tower", "batch": 64, "seq": 128, "device": "cuda", "dtype": "f32", "tokens_per_s": 64357.0, "threads": null, "style": "elmo"}
 {"seq_per_s":2074.0,"gflop_per_s":46000.0,"batches":20,"batch":32,"dtype":"bf16"}
 {"peer": "transformers", "dtype": "bf16", "batch": 32, "seq_per_s": 3742.0}
+{"batches":3,"device":"Cuda(CudaDevice(DeviceId(1)))","device_dgemm_gflop_per_s":51234.5,"host_gflop_per_s":412.7,"moments_d":9216,"n":8192,"tensor_gflop_per_s":2871.2,"threads":16}
 {"style":"Gpt","shape":"base_2tower","batch":64,"seq":128,"dtype":"BF16","tokens_per_s":9000.0,"s_per_step":0.9,"cuda_kernels_off":[],"event_tracking":true,"pool_release_threshold":0,"model_gflop_per_token":0.341,"model_tflop_per_s":3.07,"mfu":0.0031}
 warning: something else
 "#;
@@ -305,7 +344,7 @@ warning: something else
     #[test]
     fn ours_and_the_peer_pair_by_style_shape_batch_and_dtype() {
         let (lines, other) = parse_log(LOG);
-        assert_eq!((lines.len(), other), (7, 1));
+        assert_eq!((lines.len(), other), (8, 1));
         let t = training_table(&lines);
         assert_eq!(
             t.rows().len(),
@@ -375,6 +414,24 @@ warning: something else
             (&s.rows()[1][12], &s.rows()[1][13]),
             (&Cell::Empty, &Cell::Empty)
         );
+        let m = moments_table(&lines);
+        assert_eq!(m.rows().len(), 1);
+        assert_eq!(
+            (
+                &m.rows()[0][0],
+                &m.rows()[0][3],
+                &m.rows()[0][5],
+                &m.rows()[0][6]
+            ),
+            (
+                &Cell::Text("9216".into()),
+                &Cell::Text("413".into()),
+                &Cell::Text("2871".into()),
+                &Cell::Text("51234".into())
+            )
+        );
+        // Neither a training nor an extraction line.
+        assert_eq!(split_table(&lines).rows().len(), 3);
         let e = extraction_table(&lines);
         assert_eq!(e.rows().len(), 1);
         assert_eq!(e.rows()[0][4], Cell::Text("3742".into()));

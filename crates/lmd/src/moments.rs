@@ -473,9 +473,18 @@ impl Moments {
             return Ok(());
         }
         let x = batch.to_dtype(DType::F64)?;
-        // 0 · x is 0 exactly for finite x and NaN otherwise: one cheap device reduction.
-        let poison = x.affine(0.0, 0.0)?.sum_all()?.to_scalar::<f64>()?;
-        if !poison.is_finite() || poison != 0.0 {
+        let shift = match &self.shift {
+            Some(c) => Tensor::from_slice(c, d, x.device())?,
+            None => x.mean(0)?,
+        };
+        let xc = x.broadcast_sub(&shift)?;
+        let g = xc.t()?.matmul(&xc)?.flatten_all()?.to_vec1::<f64>()?;
+        let s = xc.sum(0)?.to_vec1::<f64>()?;
+        // A non-finite entry makes its column's diagonal entry non-finite, so the Gram read back
+        // anyway is the check: no device reduction over the batch (candle's `sum_all` runs on
+        // one block) and no read back beyond it. Only then is the batch looked at on the host,
+        // to name the entry.
+        if (0..d).any(|c| !g[c * d + c].is_finite()) {
             let host = batch
                 .to_dtype(DType::F32)?
                 .flatten_all()?
@@ -486,14 +495,14 @@ impl Moments {
                     self.check_finite(row, i, r)?;
                 }
             }
+            // Every entry finite, yet the sum of their squares is not.
+            return Err(LmdError::InvalidArgument(format!(
+                "a batch of {n} rows overflows the f64 Gram: its squares sum beyond f64's range"
+            )));
         }
         if self.shift.is_none() {
-            self.shift = Some(x.mean(0)?.to_vec1::<f64>()?);
+            self.shift = Some(shift.to_vec1::<f64>()?);
         }
-        let shift = Tensor::from_slice(&self.shift(), d, x.device())?;
-        let xc = x.broadcast_sub(&shift)?;
-        let g = xc.t()?.matmul(&xc)?.flatten_all()?.to_vec1::<f64>()?;
-        let s = xc.sum(0)?.to_vec1::<f64>()?;
         for c in 0..d {
             for r in c..d {
                 self.gram[(r, c)] += g[r * d + c];

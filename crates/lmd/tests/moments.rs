@@ -187,11 +187,18 @@ fn bad_inputs_are_typed_errors() {
         }) => assert_eq!((model.as_str(), row, col), ("b", 1, 2)),
         other => panic!("expected NonFinite, got {other:?}"),
     }
-    let t = Tensor::from_slice(&rows, (3, 5), &Device::Cpu).unwrap();
-    assert!(matches!(
-        m.update_tensor(&t),
-        Err(LmdError::NonFinite { .. })
-    ));
+    // The tensor path finds it from the Gram's diagonal and names it the same way, for NaN
+    // and for an infinity (whose square is no NaN), in the first batch (no shift yet).
+    for bad in [f32::NAN, f32::NEG_INFINITY] {
+        rows[5 + 4] = bad;
+        let t = Tensor::from_slice(&rows, (3, 5), &Device::Cpu).unwrap();
+        match m.update_tensor(&t) {
+            Err(LmdError::NonFinite {
+                model, row, col, ..
+            }) => assert_eq!((model.as_str(), row, col), ("b", 1, 2)),
+            other => panic!("expected NonFinite for {bad}, got {other:?}"),
+        }
+    }
     let mut blk = vec![0.5f32; 6];
     blk[3] = f32::INFINITY;
     assert!(matches!(
@@ -200,6 +207,14 @@ fn bad_inputs_are_typed_errors() {
     ));
     // Nothing was accumulated by the failed updates.
     assert_eq!(m.n(), 0);
+    // Nor was the shift taken from a refused batch: a good batch now gives what it gives alone.
+    let good: Vec<f32> = (0..15).map(|i| (i as f32 * 0.7).sin()).collect();
+    let t = Tensor::from_slice(&good, (3, 5), &Device::Cpu).unwrap();
+    let mut fresh = Moments::new(names.clone(), vec![2, 3]).unwrap();
+    fresh.update_tensor(&t).unwrap();
+    let mut after = m.clone();
+    after.update_tensor(&t).unwrap();
+    assert_eq!(after.covariance().unwrap(), fresh.covariance().unwrap());
     assert!(matches!(
         m.covariance(),
         Err(LmdError::TooFewSamples { .. })
