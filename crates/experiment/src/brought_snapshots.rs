@@ -13,7 +13,6 @@ use towers::{compare_logs, LogAgreement, METRICS_FILE};
 
 use crate::error::{io_at, ExperimentError};
 use crate::record::{RunRecord, Snapshot, PHASE1_DIR};
-use crate::training::snapshot_at;
 use crate::Result;
 
 /// How the log that comes with brought snapshots ends its name, in the snapshots' folder
@@ -33,7 +32,7 @@ pub(crate) fn late_snapshots(record: &RunRecord, dir: &Path) -> Vec<Snapshot> {
         .phase1
         .snapshots
         .iter()
-        .map(|&f| snapshot_at(&out, f, res.phase1.steps))
+        .map(|&f| Snapshot::at(&out, f, res.phase1.steps))
         .filter(|snap| snap.path.is_file() && !res.snapshots.iter().any(|s| s.step == snap.step))
         .collect()
 }

@@ -2,7 +2,7 @@
 //! scoring set, the results), its file names, and the run-time options that do not change what
 //! a run is.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use candle_core::Device;
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,22 @@ pub struct Snapshot {
     pub step: u64,
     /// The weights (safetensors).
     pub path: PathBuf,
+}
+
+impl Snapshot {
+    /// The phase-1 weight snapshot at fraction `f` of `total` updates, in the phase-1 folder
+    /// `out`.
+    pub(crate) fn at(out: &Path, f: f64, total: u64) -> Snapshot {
+        let step = ((f * total as f64).round() as u64).clamp(1, total);
+        let path = out
+            .join("snapshots")
+            .join(format!("step-{step:07}.safetensors"));
+        Snapshot {
+            fraction: f,
+            step,
+            path,
+        }
+    }
 }
 
 /// What a finished run measured.

@@ -39,19 +39,6 @@ pub fn validation_batches(spec: &RunSpec, data: &CorpusData) -> Result<Vec<Token
         .collect::<Result<Vec<_>>>()
 }
 
-/// The phase-1 weight snapshot at fraction `f` of `total` updates, in the phase-1 folder `out`.
-pub(crate) fn snapshot_at(out: &Path, f: f64, total: u64) -> Snapshot {
-    let step = ((f * total as f64).round() as u64).clamp(1, total);
-    let path = out
-        .join("snapshots")
-        .join(format!("step-{step:07}.safetensors"));
-    Snapshot {
-        fraction: f,
-        step,
-        path,
-    }
-}
-
 /// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
 /// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
 /// snapshots from elsewhere too, and those not yet in the record must show that they belong to
@@ -94,7 +81,7 @@ pub(crate) fn phase1(
         ..TrainConfig::default()
     };
     let out = dir.join(crate::record::PHASE1_DIR);
-    let snapshot = |f: f64| snapshot_at(&out, f, total);
+    let snapshot = |f: f64| Snapshot::at(&out, f, total);
     if let Some(summary) = towers::finished_elsewhere(&out, total)? {
         // Phase 1 came back from another machine without its optimiser state (docs/gpu.md):
         // its final weights, its log and the snapshots that came with it are all there is.
