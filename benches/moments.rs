@@ -23,11 +23,16 @@ use lmsplit::lmd::moments::{Accumulation, Moments};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-fn d_total() -> usize {
-    std::env::var("LMD_BENCH_D")
+/// The variable `name` as a number, or `default` where it is unset or not one.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(2304)
+        .unwrap_or(default)
+}
+
+fn d_total() -> usize {
+    env_usize("LMD_BENCH_D", 2304)
 }
 
 fn gemm(c: &mut Criterion) {
@@ -154,10 +159,7 @@ fn random_rows(n: usize, d: usize) -> Vec<f32> {
 /// `MOMENTS_ONESHOT=reps` (see the top of the file).
 fn oneshot(reps: usize) {
     let d = d_total();
-    let n: usize = std::env::var("MOMENTS_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(4096);
+    let n = env_usize("MOMENTS_N", 4096);
     let rows = random_rows(n, d);
     let useful = (n * d * (d + 1)) as f64 * reps as f64;
     let fresh = || {

@@ -389,15 +389,7 @@ impl Moments {
     pub fn update_stacked(&mut self, rows: &[f32]) -> Result<()> {
         let d = self.dim();
         let n = self.stacked_rows(rows.len(), "stacked batch")?;
-        for r in 0..n {
-            for i in 0..self.widths.len() {
-                self.check_finite(
-                    &rows[r * d + self.offsets[i]..r * d + self.offsets[i + 1]],
-                    i,
-                    r,
-                )?;
-            }
-        }
+        self.check_stacked_f32(rows, n)?;
         self.accumulate(n, |row, out| {
             for (dst, &x) in out.iter_mut().zip(&rows[row * d..(row + 1) * d]) {
                 *dst = x as f64;
@@ -489,12 +481,7 @@ impl Moments {
                 .to_dtype(DType::F32)?
                 .flatten_all()?
                 .to_vec1::<f32>()?;
-            for r in 0..n {
-                for i in 0..self.widths.len() {
-                    let row = &host[r * d + self.offsets[i]..r * d + self.offsets[i + 1]];
-                    self.check_finite(row, i, r)?;
-                }
-            }
+            self.check_stacked_f32(&host, n)?;
             // Every entry finite, yet the sum of their squares is not.
             return Err(LmdError::InvalidArgument(format!(
                 "a batch of {n} rows overflows the f64 Gram: its squares sum beyond f64's range"
@@ -544,6 +531,19 @@ impl Moments {
             });
         }
         Ok((n, d))
+    }
+
+    /// Every entry of the `n` stacked f32 rows finite (else the model, row and column of the
+    /// first that is not).
+    fn check_stacked_f32(&self, rows: &[f32], n: usize) -> Result<()> {
+        let d = self.dim();
+        for r in 0..n {
+            for i in 0..self.widths.len() {
+                let row = &rows[r * d + self.offsets[i]..r * d + self.offsets[i + 1]];
+                self.check_finite(row, i, r)?;
+            }
+        }
+        Ok(())
     }
 
     fn check_finite(&self, block: &[f32], model: usize, first_row: usize) -> Result<()> {
