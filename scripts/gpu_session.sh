@@ -8,9 +8,13 @@
 #
 #   scripts/gpu_session.sh setup          unpack; put the data where this checkout's ../shared is
 #   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
-#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch, and
-#                                         the moments one-shot (host and device)
+#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
 #                                                                             -> $OUT/throughput.jsonl
+#                                         then `moments`
+#   scripts/gpu_session.sh moments        LMD's moments one-shot: twelve 768-wide models, 8,192
+#                                         rows a batch, on the host's cores (faer) and through
+#                                         the device (cuBLAS f64), and the device's f64 GEMM
+#                                         alone (about a minute)       -> $OUT/moments.jsonl
 #   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
 #                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
 #                                         with the step's forward / backward / update split,
@@ -130,10 +134,15 @@ throughput() {
     python3 scripts/peer_extract.py --model $bert --texts "$texts" --dtype $dtype --batch 32 \
       | tail -1 | tee -a "$log"
   done
+  moments
+}
+
+moments() {
+  ensure_setup
   # LMD's moments: 8192 rows of twelve 768-wide models a batch, on the host's cores and through
   # the device's tensor path
   MOMENTS_ONESHOT=3 MOMENTS_N=8192 LMD_BENCH_D=9216 MOMENTS_DEVICE=cuda $BIN/moments \
-    | tail -1 | tee -a "$log"
+    | tail -1 | tee -a "$OUT/moments.jsonl"
 }
 
 speed() {

@@ -441,3 +441,26 @@ fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_runn
     let beside = "gpt-s1/phase1/snapshots/step-0001954.metrics.jsonl";
     assert_eq!(s.file_in("snap.tar.xz.part", beside), "log");
 }
+
+#[test]
+fn moments_runs_the_one_shot_on_the_device_and_keeps_only_its_result_line() {
+    let s = session();
+    // A stand-in moments bench: a progress line, then the one-shot's JSON line naming the
+    // environment it was given.
+    let fake = s.repo.join("../moments");
+    fs::write(
+        &fake,
+        "#!/usr/bin/env bash\necho 'accumulating...'\n\
+         echo \"{\\\"oneshot\\\":\\\"$MOMENTS_ONESHOT $MOMENTS_N $LMD_BENCH_D $MOMENTS_DEVICE\\\"}\"\n",
+    )
+    .unwrap();
+    let xz = Command::new("xz").arg("-c").arg(&fake).output().unwrap();
+    fs::write(s.repo.join(".gpu/bin/moments.xz"), xz.stdout).unwrap();
+    for _ in 0..2 {
+        let o = s.step(&["moments"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let lines = fs::read_to_string(s.out.join("moments.jsonl")).unwrap();
+    let want = "{\"oneshot\":\"3 8192 9216 cuda\"}\n";
+    assert_eq!(lines, want.repeat(2), "each call appends its one line");
+}
