@@ -43,14 +43,7 @@ fn session() -> Session {
     fs::create_dir_all(repo.join(".gpu/bin")).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu_session.sh");
     fs::copy(&script, repo.join("scripts/gpu_session.sh")).unwrap();
-    let fake = tmp.path().join("reproduce");
-    fs::write(&fake, FAKE_REPRODUCE).unwrap();
-    let xz = Command::new("xz")
-        .arg("-c")
-        .arg(&fake)
-        .output()
-        .expect("xz must be installed");
-    fs::write(repo.join(".gpu/bin/reproduce.xz"), xz.stdout).unwrap();
+    pack_binary(&repo, "reproduce", FAKE_REPRODUCE);
     let data = tmp.path().join("shared/data/wikitext-2");
     fs::create_dir_all(&data).unwrap();
     fs::write(data.join("train.txt"), "text").unwrap();
@@ -61,6 +54,18 @@ fn session() -> Session {
         study,
         out,
     }
+}
+
+/// Packs `script` as `.gpu/bin/<name>.xz` of `repo`, as the build packs a CUDA binary.
+fn pack_binary(repo: &Path, name: &str, script: &str) {
+    let plain = repo.join(format!("../{name}"));
+    fs::write(&plain, script).unwrap();
+    let xz = Command::new("xz")
+        .arg("-c")
+        .arg(&plain)
+        .output()
+        .expect("xz must be installed");
+    fs::write(repo.join(format!(".gpu/bin/{name}.xz")), xz.stdout).unwrap();
 }
 
 impl Session {
@@ -447,15 +452,12 @@ fn moments_runs_the_one_shot_on_the_device_and_keeps_only_its_result_line() {
     let s = session();
     // A stand-in moments bench: a progress line, then the one-shot's JSON line naming the
     // environment it was given.
-    let fake = s.repo.join("../moments");
-    fs::write(
-        &fake,
+    pack_binary(
+        &s.repo,
+        "moments",
         "#!/usr/bin/env bash\necho 'accumulating...'\n\
          echo \"{\\\"oneshot\\\":\\\"$MOMENTS_ONESHOT $MOMENTS_N $LMD_BENCH_D $MOMENTS_DEVICE\\\"}\"\n",
-    )
-    .unwrap();
-    let xz = Command::new("xz").arg("-c").arg(&fake).output().unwrap();
-    fs::write(s.repo.join(".gpu/bin/moments.xz"), xz.stdout).unwrap();
+    );
     for _ in 0..2 {
         let o = s.step(&["moments"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
