@@ -110,7 +110,8 @@ pub fn describe_shares(shares: &[MachineShare]) -> String {
 }
 
 /// The device and this machine's processor, e.g. `cuda:0 NVIDIA H100 80GB HBM3 (host AMD EPYC
-/// 9654, 16 threads)` or `cpu AMD EPYC 7B13 (2 threads)`.
+/// 9654, 16 threads)`, `cpu AMD EPYC 7B13 (2 threads)` or, where the name has no model number,
+/// `cpu AMD EPYC family 23 model 1 (2 threads)`.
 pub fn describe(dev: &Device) -> String {
     let host = format!(
         "{} ({} threads)",
@@ -128,14 +129,29 @@ pub fn describe(dev: &Device) -> String {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, name)| name.split_whitespace().collect::<Vec<_>>().join(" "))
-        })
-        .filter(|name| !name.is_empty())
+        .and_then(|info| cpu_model_in(&info))
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// The first processor's model name in a `/proc/cpuinfo` text. A name without a model number
+/// (a hypervisor's `AMD EPYC`) gets the CPU family and model, which tell its generation: the
+/// same name has covered build VMs four times apart in speed.
+fn cpu_model_in(info: &str) -> Option<String> {
+    let field = |key: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|v| !v.is_empty())
+    };
+    let name = field("model name")?;
+    if name.chars().any(|c| c.is_ascii_digit()) {
+        return Some(name);
+    }
+    match (field("cpu family"), field("model")) {
+        (Some(family), Some(model)) => Some(format!("{name} family {family} model {model}")),
+        _ => Some(name),
+    }
 }
 
 /// `cuda:<ordinal> <name>` as the driver reports it (H100 and H200 differ in memory and speed).
@@ -231,6 +247,24 @@ mod tests {
         // A damaged file is an error, not an empty history.
         std::fs::write(dir.path().join(PHASE1_MACHINES_FILE), "[{").unwrap();
         assert!(read_stretches(dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_cpu_name_without_a_model_number_gets_its_family_and_model() {
+        let generic = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\n\
+                       model\t\t: 1\nmodel name\t: AMD  EPYC\nstepping\t: 2\n";
+        assert_eq!(
+            cpu_model_in(generic).as_deref(),
+            Some("AMD EPYC family 23 model 1")
+        );
+        let named =
+            "cpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7B13 64-Core Processor\n";
+        assert_eq!(
+            cpu_model_in(named).as_deref(),
+            Some("AMD EPYC 7B13 64-Core Processor")
+        );
+        // No model name: none, and the caller names the architecture.
+        assert_eq!(cpu_model_in("cpu family\t: 6\n"), None);
     }
 
     #[test]
