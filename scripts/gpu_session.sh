@@ -14,7 +14,7 @@
 #   scripts/gpu_session.sh moments        LMD's moments one-shot: twelve 768-wide models, 8,192
 #                                         rows a batch, on the host's cores (faer) and through
 #                                         the device (cuBLAS f64), and the device's f64 GEMM
-#                                         alone (about a minute)       -> $OUT/moments.jsonl
+#                                         alone (not yet timed)        -> $OUT/moments.jsonl
 #   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
 #                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
 #                                         with the step's forward / backward / update split,
