@@ -23,13 +23,6 @@ use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
 use lmsplit::lmd::synthetic::{Planted, PlantedSpec};
 
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Flops of the group precision path (see `lmd::analysis`): two Cholesky factorisations, the
 /// triangular inverse X, Z = X L'' (two lower triangles), P_ii and U_i per block, all U_iᵀ Z,
 /// and R_i⁻ᵀ on each block's rows. Returns (f64 flops, flops of the U_iᵀ Z product).
@@ -146,7 +139,10 @@ fn main() {
     // As in the lmd_table example: freed D × D buffers are reused instead of being faulted in
     // again (~0.5 s per fresh 680 MB buffer on this VM; see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
-    let (models, dim) = (env("LMD_BENCH_MODELS", 12), env("LMD_BENCH_DIM", 768));
+    let (models, dim) = (
+        common::env_usize("LMD_BENCH_MODELS", 12),
+        common::env_usize("LMD_BENCH_DIM", 768),
+    );
     let planted = Planted::new(PlantedSpec {
         models,
         dim,
@@ -157,7 +153,7 @@ fn main() {
     let train = planted.population_moments(128_000).unwrap();
     let test = planted.population_moments(16_000).unwrap();
     one_shot(&train, &test, models, dim);
-    if env("LMD_BENCH_ONESHOT", 0) == 1 {
+    if common::env_usize("LMD_BENCH_ONESHOT", 0) == 1 {
         return;
     }
     // criterion's plots need a system font; the numbers are what matter here.

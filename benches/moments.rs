@@ -16,6 +16,8 @@
 //! f64, read back and added on the host) beside the device's f64 GEMM alone on the same shape;
 //! one JSON line, useful GFLOP/s = n · D · (D + 1) per batch (the GEMM's own: 2 n D²).
 
+mod common;
+
 use candle_core::{Device, Tensor};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use faer::{Accum, Mat};
@@ -23,16 +25,8 @@ use lmsplit::lmd::moments::{Accumulation, Moments};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// The variable `name` as a number, or `default` where it is unset or not one.
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn d_total() -> usize {
-    env_usize("LMD_BENCH_D", 2304)
+    common::env_usize("LMD_BENCH_D", 2304)
 }
 
 fn gemm(c: &mut Criterion) {
@@ -159,7 +153,7 @@ fn random_rows(n: usize, d: usize) -> Vec<f32> {
 /// `MOMENTS_ONESHOT=reps` (see the top of the file).
 fn oneshot(reps: usize) {
     let d = d_total();
-    let n = env_usize("MOMENTS_N", 4096);
+    let n = common::env_usize("MOMENTS_N", 4096);
     let rows = random_rows(n, d);
     let useful = (n * d * (d + 1)) as f64 * reps as f64;
     let fresh = || {

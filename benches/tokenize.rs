@@ -7,6 +7,8 @@
 //! `cargo bench -p lmsplit --bench tokenize` (TOKENIZE_BENCH_DOCS overrides the slice, 40
 //! WikiText-2 train documents ≈ 150k tokens by default).
 
+mod common;
+
 use std::hint::black_box;
 use std::path::PathBuf;
 
@@ -22,10 +24,7 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 fn slice() -> Vec<Document> {
-    let n = std::env::var("TOKENIZE_BENCH_DOCS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(40);
+    let n = common::env_usize("TOKENIZE_BENCH_DOCS", 40);
     Documents::open(shared("wikitext-2/train.txt"), Format::WikiText)
         .expect("open WikiText-2")
         .take(n)

@@ -1,5 +1,8 @@
 //! Helpers shared by the benches (included with `mod common;`).
 
+// Each bench uses some of these helpers, not all.
+#![allow(dead_code)]
+
 use std::time::Instant;
 
 use faer::{Accum, Mat};
@@ -32,4 +35,12 @@ pub fn faer_gemm_gflops<T: faer::traits::ComplexField + Copy>(
         product();
     }
     2.0 * (m * k * n) as f64 * reps.max(1) as f64 / t.elapsed().as_secs_f64() / 1e9
+}
+
+/// The environment variable `name` as a number, or `default` where it is unset or not one.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

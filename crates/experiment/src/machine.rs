@@ -139,19 +139,18 @@ fn cpu_model() -> String {
 fn cpu_model_in(info: &str) -> Option<String> {
     let field = |key: &str| {
         info.lines()
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
-            .and_then(|l| l.split_once(':'))
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim() == key)
             .map(|(_, v)| v.split_whitespace().collect::<Vec<_>>().join(" "))
             .filter(|v| !v.is_empty())
     };
     let name = field("model name")?;
-    if name.chars().any(|c| c.is_ascii_digit()) {
-        return Some(name);
-    }
-    match (field("cpu family"), field("model")) {
-        (Some(family), Some(model)) => Some(format!("{name} family {family} model {model}")),
-        _ => Some(name),
-    }
+    Some(match (field("cpu family"), field("model")) {
+        (Some(family), Some(model)) if !name.chars().any(|c| c.is_ascii_digit()) => {
+            format!("{name} family {family} model {model}")
+        }
+        _ => name,
+    })
 }
 
 /// `cuda:<ordinal> <name>` as the driver reports it (H100 and H200 differ in memory and speed).
