@@ -12,6 +12,10 @@
 # of the chain has finished: `reproduce --only TABLES` writes them to OUT/subset-<runs joined
 # by +>. It trains nothing when every run of TABLES has finished; a run of TABLES that has not
 # (one left to another machine) it would train here, so leave such a run out of both.
+# Two chains side by side: on a 2-core VM two full-BiLSTM runs trained as one single-thread
+# chain each (RAYON_NUM_THREADS=1) made 6% more tokens/s together than one two-thread chain,
+# the LSTM's per-step products being too small to share two cores well. Leave TABLES off then
+# (each chain's TABLES step would train the other's run) and make the tables once both finish.
 set -u
 : "${BIN:?BIN: the reproduce binary}" "${OUT:?OUT: the study folder}"
 [ $# -gt 0 ] || { echo "usage: BIN=... OUT=... [TABLES=a,b,...] $0 RUN..." >&2; exit 2; }
