@@ -255,6 +255,13 @@ pub fn compare_all(
 
 /// Compares two runs over a token selection (see the module docs). Runs scored on different
 /// scoring sets are refused ([`ExperimentError::ScoringSetMismatch`]).
+///
+/// Every pair of a study draws the same resamples and permutations (the same seed and streams
+/// for each pair, over the same top-n tokens of one scoring set): common random numbers, so
+/// that two cells of a table differ by their runs and not by their draws, and a cell does not
+/// change when runs are added to or left out of the study. Each interval and p-value is valid
+/// on its own; their errors are correlated across cells, which an eye comparing two intervals
+/// for overlap should keep in mind.
 pub fn compare_runs(
     a: &RunScores,
     b: &RunScores,

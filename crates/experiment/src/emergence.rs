@@ -4,8 +4,9 @@
 //! heads, trained by the run stage (`run::SnapshotScores`) with the run's head rule and, when
 //! the run has retest heads, a second pair with the retest seed, all scored on the study's
 //! scoring set; the end of training is the run itself. For each point: the share of
-//! tokens won by the primary tower, each head's gap to the joint head, the head-seed and the
-//! split-half reliability of the scores. For each pair of runs of one model, and for each pair
+//! tokens won by the primary tower and which tower that is, each head's gap to the joint head,
+//! the head-seed and the split-half reliability of the scores, and their correlation with the
+//! run's own end in the end's tower order. For each pair of runs of one model, and for each pair
 //! of the first model's runs with another model's, at the same point: the raw Pearson
 //! correlation with its bootstrap interval and the correlation disattenuated by the head-seed
 //! reliabilities (as in the main tables) with its interval. This module only reads scores.
@@ -52,10 +53,21 @@ pub struct EmergencePoint {
     /// Split-half reliability (Pearson, Spearman-Brown corrected) over the selection.
     pub split_half: f64,
     /// Pearson r of this point's scores with the same run's scores at the end of phase 1, over
-    /// the selection (1 at the end): how much of the run's final division it already has. A
-    /// negative value means its towers later traded sides. None in files written before it.
+    /// the selection (1 at the end), both in the end's tower order (eq. 4 with the end's primary
+    /// tower first): how much of the run's final division it already has. A negative value
+    /// means its towers later traded sides; a change of the eq. 3 primary tower alone (see
+    /// `primary_tower`) leaves it unchanged. None in files written before it; in files written
+    /// before 28 Nov 2026 each point was in its own eq. 3 order, so a change of primary tower
+    /// flipped its sign.
     #[serde(default)]
     pub with_end: Option<f64>,
+    /// The tower (0 or 1) that eq. 3 makes primary at this point: the one with the higher mean
+    /// probability of the target. None in files written before 28 Nov 2026.
+    #[serde(default)]
+    pub primary_tower: Option<usize>,
+    /// A head of this point, main or retest, ended no better than the unigram model.
+    #[serde(default)]
+    pub flagged: bool,
 }
 
 /// Two runs at the same point.
@@ -83,6 +95,9 @@ pub struct EmergencePair {
     pub disattenuated: Option<f64>,
     /// Its bootstrap interval.
     pub disattenuated_interval: Option<Interval>,
+    /// A head of either run at this point ended no better than the unigram model.
+    #[serde(default)]
+    pub flagged: bool,
 }
 
 /// The whole emergence analysis of a study.
@@ -117,6 +132,27 @@ fn run_points(run: &ScoredRun) -> Result<Vec<RunPoint>> {
     let last = RunScores::new(run, ScoreKind::ArithmeticMean)?;
     out.push((1.0, res.phase1.tokens, last, res.heads.clone()));
     Ok(out)
+}
+
+/// Pearson r of a run's scores at one point with its scores at the end, over `sel`, with the
+/// point's scores in the end's tower order ([`EmergencePoint::with_end`]).
+fn r_with_end(
+    point: &RunScores,
+    end: &RunScores,
+    freq: &[u64],
+    sel: TokenSelection,
+    opts: &CorrOptions,
+) -> Result<f64> {
+    let c = compare_runs(point, end, freq, sel, ScoreKind::ArithmeticMean, opts)?;
+    // Each point's scores put its own eq. 3 primary tower first. A close race for the primary
+    // that changes hands negates every score of the point without changing which tower takes
+    // which tokens; in the end's order it does not read as the towers trading sides.
+    let same_order = point.scores.towers == end.scores.towers;
+    Ok(if same_order {
+        c.pearson.r
+    } else {
+        -c.pearson.r
+    })
 }
 
 /// The emergence analysis over the runs of `spec.models` among `runs`, from the scores of their
@@ -157,10 +193,7 @@ pub fn emergence(
             let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, boot)?;
             let hs = s.retest_reliability(&toks, pearson, boot)?;
             let with_end = match end {
-                Some(end) => {
-                    let c = compare_runs(s, end, freq, sel, ScoreKind::ArithmeticMean, &r_only)?;
-                    Some(c.pearson.r)
-                }
+                Some(end) => Some(r_with_end(s, end, freq, sel, &r_only)?),
                 None => None,
             };
             out.points.push(EmergencePoint {
@@ -173,6 +206,8 @@ pub fn emergence(
                 head_seed: hs.map(|r| r.r),
                 split_half: sh.r,
                 with_end,
+                primary_tower: s.scores.towers.first().copied(),
+                flagged: s.flagged,
             });
         }
         all.push((model, pts));
@@ -207,6 +242,7 @@ pub fn emergence(
                     reliability: p.reliability_head_seed,
                     disattenuated: p.disattenuated.as_ref().and_then(|d| d.value),
                     disattenuated_interval: p.disattenuated.and_then(|d| d.interval),
+                    flagged: p.flagged,
                 });
             }
         }
@@ -215,7 +251,7 @@ pub fn emergence(
 }
 
 /// Whether a class of pairs is still gaining agreement at the end of phase 1: the mean
-/// disattenuated r at the last two points, and whether the end's mean exceeds the previous
+/// disattenuated r at the last two points (over the pairs that have one at both), and whether the end's mean exceeds the previous
 /// point's by more than the mean half-width of the end's intervals (else: levelled off, or too
 /// noisy to tell). The same again up to orientation: a run's two towers may take either side
 /// of a shared division, so a class mean of signed r can cancel; the oriented mean first
@@ -229,12 +265,14 @@ pub struct ClassTrend {
     pub class: String,
     /// The point before the end (fraction) and its mean disattenuated r.
     pub before: (f64, f64),
-    /// The end (fraction 1) and its mean disattenuated r.
+    /// The last point with a value (fraction 1 once the runs have finished) and its mean
+    /// disattenuated r.
     pub end: (f64, f64),
-    /// Mean half-width of the end's intervals.
-    pub half_width: f64,
+    /// Mean half-width of the end's intervals; none when no pair has one there (no bootstrap,
+    /// or too many undefined replicates), and then no verdict on a rise either.
+    pub half_width: Option<f64>,
     /// `end − before > half_width`.
-    pub rising: bool,
+    pub rising: Option<bool>,
     /// Mean oriented disattenuated r before the end and at the end, each point under its own
     /// orientation (none when either point's runs could not be oriented: more than
     /// [`crate::orientation::MAX_RUNS`] runs).
@@ -310,12 +348,23 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             let o = apply_signs(labels, signs, c, &cells).ok()?;
             Some(o.mean_oriented_r)
         };
+        // The same pairs at both points: a pair with no value at one of them (a reliability
+        // at or below 0 there) would otherwise move the mean by leaving.
         let (pb, pe) = (at(before), at(end));
+        let in_both = |p: &EmergencePair, other: &[&EmergencePair]| {
+            other.iter().any(|q| q.a == p.a && q.b == p.b)
+        };
+        let pb: Vec<&EmergencePair> = pb.iter().copied().filter(|p| in_both(p, &pe)).collect();
+        let pe: Vec<&EmergencePair> = pe.iter().copied().filter(|p| in_both(p, &pb)).collect();
+        if pb.is_empty() {
+            continue;
+        }
         let widths: Vec<f64> = pe
             .iter()
             .filter_map(|p| p.disattenuated_interval.map(|i| (i.hi - i.lo) / 2.0))
             .collect();
-        let half_width = widths.iter().sum::<f64>() / widths.len().max(1) as f64;
+        let half_width =
+            (!widths.is_empty()).then(|| widths.iter().sum::<f64>() / widths.len() as f64);
         let (mb, me) = (mean(&pb), mean(&pe));
         let oriented = oriented_mean(&pb, before).zip(oriented_mean(&pe, end));
         out.push(ClassTrend {
@@ -323,9 +372,9 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
             before: (before, mb),
             end: (end, me),
             half_width,
-            rising: me - mb > half_width,
+            rising: half_width.map(|h| me - mb > h),
             oriented,
-            oriented_rising: oriented.map(|(b, e)| e - b > half_width),
+            oriented_rising: oriented.zip(half_width).map(|((b, e), h)| e - b > h),
         });
     }
     out
@@ -589,13 +638,14 @@ fn emergence_table(e: &Emergence) -> report::Table {
         "head-seed rel.",
         "split-half rel.",
         "r with its end",
+        "primary tower",
         "head gap 1",
         "head gap 2",
         "flagged",
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end (negative: its towers traded sides later); head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)"))
+        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)"))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -673,9 +723,10 @@ fn point_row(p: &EmergencePoint) -> Vec<report::Cell> {
         p.head_seed.into(),
         p.split_half.into(),
         p.with_end.into(),
+        p.primary_tower.map(|t| t + 1).into(),
         gap(0).into(),
         gap(1).into(),
-        (if p.heads.above_unigram { "yes" } else { "" }).into(),
+        flag_text(p.flagged),
     ]
 }
 
@@ -698,18 +749,25 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
         no_value(),
         no_value(),
         no_value(),
-        "".into(),
+        no_value(),
+        flag_text(p.flagged),
     ]
+}
+
+/// The flagged column: a head no better than the unigram model.
+fn flag_text(flagged: bool) -> report::Cell {
+    (if flagged { "yes" } else { "" }).into()
 }
 
 /// A class's trend over its last two points, and up to orientation where the runs have one.
 fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
     // A signed mean that rises while it stays at or below zero is disagreement fading, not
     // agreement growing: said so, not "still rising".
-    let verdict = |rising: bool, end: f64| match (rising, end > 0.0) {
-        (true, true) => "still rising",
-        (true, false) => "rising toward 0 (still at or below it)",
-        (false, _) => "not rising beyond its interval",
+    let verdict = |rising: Option<bool>, end: f64| match (rising, end > 0.0) {
+        (Some(true), true) => "still rising",
+        (Some(true), false) => "rising toward 0 (still at or below it)",
+        (Some(false), _) => "not rising beyond its interval",
+        (None, _) => "no interval at the end to judge a rise",
     };
     let row = |what: String, (before, end): (f64, f64)| -> Vec<report::Cell> {
         vec![
@@ -719,8 +777,13 @@ fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
             before.into(),
             format!("at {}", fraction_name(c.before.0)).into(),
             end.into(),
-            format!("± {:.3} at the end", c.half_width).into(),
+            match c.half_width {
+                Some(h) => format!("± {h:.3} at the end"),
+                None => "no interval at the end".into(),
+            }
+            .into(),
             "".into(),
+            no_value(),
             no_value(),
             no_value(),
             no_value(),
@@ -732,9 +795,13 @@ fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
         format!("trend {}: {}", c.class, verdict(c.rising, c.end.1)),
         (c.before.1, c.end.1),
     )];
-    if let (Some(o), Some(r)) = (c.oriented, c.oriented_rising) {
+    if let Some(o) = c.oriented {
         rows.push(row(
-            format!("trend {}, oriented: {}", c.class, verdict(r, o.1)),
+            format!(
+                "trend {}, oriented: {}",
+                c.class,
+                verdict(c.oriented_rising, o.1)
+            ),
             o,
         ));
     }
@@ -762,6 +829,7 @@ mod tests {
                 hi: d + half,
                 level: 0.95,
             }),
+            flagged: false,
         }
     }
 
@@ -787,9 +855,138 @@ mod tests {
             ],
         };
         let t = class_trends(&e);
-        let names: Vec<(&str, bool)> = t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
-        assert_eq!(names, [("gpt × bert", false), ("gpt × gpt", true)]);
-        assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (t[1].half_width - 0.05).abs() < 1e-12);
+        let names: Vec<(&str, Option<bool>)> =
+            t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
+        assert_eq!(
+            names,
+            [("gpt × bert", Some(false)), ("gpt × gpt", Some(true))]
+        );
+        let half = t[1].half_width.unwrap();
+        assert!((t[1].end.1 - 0.7).abs() < 1e-12 && (half - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn without_intervals_at_the_end_a_trend_gets_no_verdict() {
+        let mut e = one_pair([(0.5, 0.1), (1.0, 0.7)]);
+        for p in &mut e.pairs {
+            p.disattenuated_interval = None;
+        }
+        let [t] = &class_trends(&e)[..] else {
+            panic!("one class")
+        };
+        assert_eq!(
+            (t.half_width, t.rising, t.oriented_rising),
+            (None, None, None)
+        );
+        assert_eq!(
+            trend_names(t),
+            [
+                "trend gpt × gpt: no interval at the end to judge a rise",
+                "trend gpt × gpt, oriented: no interval at the end to judge a rise"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_trend_compares_the_same_pairs_at_both_points() {
+        // gpt-s0 × gpt-s2 has no value at 1/2 (a reliability at or below 0 there): its 0.9 at
+        // the end must not lift the class's end above its 1/2.
+        let mut pairs = vec![
+            between("gpt-s0", "gpt-s1", 0.5, 0.3),
+            between("gpt-s0", "gpt-s1", 1.0, 0.3),
+            between("gpt-s0", "gpt-s2", 1.0, 0.9),
+        ];
+        pairs.push(EmergencePair {
+            disattenuated: None,
+            disattenuated_interval: None,
+            ..between("gpt-s0", "gpt-s2", 0.5, 0.0)
+        });
+        let e = Emergence {
+            points: Vec::new(),
+            pairs,
+        };
+        let [t] = &class_trends(&e)[..] else {
+            panic!("one class")
+        };
+        assert!((t.before.1 - 0.3).abs() < 1e-12 && (t.end.1 - 0.3).abs() < 1e-12);
+        assert_eq!(t.rising, Some(false));
+    }
+
+    /// A run of 200 tokens, 20 positions each, whose tower 0 is ahead of tower 1 on token t by
+    /// `0.4 · side · division[t]` nats minus `lead_1` (tower 1's lead on every token, which
+    /// decides eq. 3's primary tower and nothing else).
+    fn divided_run(division: &[f64], side: f64, lead_1: f64) -> RunScores {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let (mut targets, mut logp) = (vec![], vec![vec![], vec![]]);
+        for (t, d) in division.iter().enumerate() {
+            for _ in 0..20 {
+                let base = -6.0 + rand::Rng::random_range(&mut rng, -1.0..1.0);
+                targets.push(t as u32);
+                logp[0].push((base + 0.2 * side * d) as f32);
+                logp[1].push((base - 0.2 * side * d + lead_1) as f32);
+            }
+        }
+        let n = targets.len();
+        let lp = heads::PositionLogProbs {
+            vocab_size: division.len(),
+            targets,
+            batch_index: vec![0; n],
+            position: (0..n as u32).collect(),
+            logp,
+            full: None,
+        };
+        let id = crate::ScoringSetId {
+            style: towers::Style::Gpt,
+            fingerprint: "synthetic".into(),
+            text_fingerprint: "synthetic".into(),
+            positions: n as u64,
+        };
+        let kind = ScoreKind::ArithmeticMean;
+        RunScores::from_logprobs("gpt-s0".into(), "gpt".into(), id, lp, None, false, kind).unwrap()
+    }
+
+    #[test]
+    fn r_with_the_end_follows_the_towers_not_the_primary() {
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let division: Vec<f64> = (0..200)
+            .map(|_| rand::Rng::random_range(&mut rng, -1.0..1.0))
+            .collect();
+        // Distinct frequencies: the comparison's partial correlation needs log frequency to vary.
+        let freq: Vec<u64> = (0..division.len() as u64).map(|t| 20 + t).collect();
+        let (sel, opts) = (TokenSelection::TopFrequent(200), CorrOptions::default());
+        let opts = CorrOptions {
+            bootstrap: prefscore::Bootstrap {
+                resamples: 0,
+                ..opts.bootstrap
+            },
+            permutations: 0,
+        };
+        let end = divided_run(&division, 1.0, -0.5);
+        assert_eq!(end.scores.towers, [0, 1], "tower 0 is primary at the end");
+        // The same division with tower 1 primary: every score of the point is negated.
+        let primary_changed = divided_run(&division, 1.0, 0.5);
+        assert_eq!(primary_changed.scores.towers, [1, 0]);
+        let raw = compare_runs(
+            &primary_changed,
+            &end,
+            &freq,
+            sel,
+            ScoreKind::ArithmeticMean,
+            &opts,
+        );
+        assert!(
+            raw.unwrap().pearson.r < -0.99,
+            "in eq. 3 order the sign flips"
+        );
+        let r = r_with_end(&primary_changed, &end, &freq, sel, &opts).unwrap();
+        assert!(r > 0.99, "same division, other primary: {r}");
+        // The towers traded sides while tower 0 stays primary: that is a negative r.
+        let traded = divided_run(&division, -1.0, -0.5);
+        assert_eq!(traded.scores.towers, [0, 1]);
+        let r = r_with_end(&traded, &end, &freq, sel, &opts).unwrap();
+        assert!(r < -0.99, "traded sides: {r}");
     }
 
     /// One `gpt × gpt` pair at two (fraction, disattenuated r) points, intervals ± 0.05.
@@ -819,7 +1016,7 @@ mod tests {
         let [t] = &class_trends(&one_pair([(0.5, -0.3), (1.0, -0.1)]))[..] else {
             panic!("one class")
         };
-        assert!(t.rising);
+        assert_eq!(t.rising, Some(true));
         // Oriented, the one pair reads 0.3 then 0.1: its division weakened.
         assert_eq!(t.oriented_rising, Some(false));
         assert_eq!(
@@ -859,7 +1056,7 @@ mod tests {
         };
         // Signed means cancel: -0.1 then -1/6, not rising.
         assert!((t.before.1 + 0.1).abs() < 1e-12 && (t.end.1 + 0.5 / 3.0).abs() < 1e-12);
-        assert!(!t.rising);
+        assert_eq!(t.rising, Some(false));
         let (b, end) = t.oriented.unwrap();
         assert!(
             (b - 0.3).abs() < 1e-12 && (end - 0.5).abs() < 1e-12,
@@ -1015,6 +1212,8 @@ mod tests {
                 share_primary: share,
                 head_seed: rel,
                 split_half: 0.7,
+                primary_tower: Some(0),
+                flagged: false,
             }
         };
         let e = Emergence {

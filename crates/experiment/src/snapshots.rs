@@ -12,7 +12,7 @@ use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::record::{HeadQuality, RunOptions, RunRecord, Snapshot, SNAPSHOT_HEADS_DIR};
 use crate::scoring::ScoringSet;
-use crate::training::{train_heads_in, validation_batches};
+use crate::training::{compute_dtype, train_heads_in, validation_batches};
 use crate::Result;
 
 /// The heads of one phase-1 snapshot and their log-probabilities on the scoring set.
@@ -79,7 +79,8 @@ impl SnapshotHeads<'_> {
             Some(m) => m,
             empty => {
                 let cfg = spec.model_config(data.padded_vocab())?;
-                let m = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?;
+                let m = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
+                    .with_compute_dtype(compute_dtype(&opts.device));
                 m.params().load(&self.snap.path)?;
                 empty.insert(m)
             }

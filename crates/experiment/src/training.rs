@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use candle_core::DType;
+use candle_core::{DType, Device};
 use corpus::{TokenBatch, IGNORE_LABEL};
 use heads::{evaluate, retrain, HeadConfig, PositionLogProbs, TowerHeads};
 use towers::evaluate_loss;
@@ -39,6 +39,17 @@ pub fn validation_batches(spec: &RunSpec, data: &CorpusData) -> Result<Vec<Token
         .collect::<Result<Vec<_>>>()
 }
 
+/// The towers' compute precision on `device`: bf16 on CUDA (f32 master weights), f32 on the
+/// CPU. Phase 1 and every head training of a run's points use it, so that on a GPU the
+/// snapshots' heads see their towers in the same arithmetic as the end's.
+pub(crate) fn compute_dtype(device: &Device) -> DType {
+    if device.is_cuda() {
+        DType::BF16
+    } else {
+        DType::F32
+    }
+}
+
 /// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
 /// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
 /// snapshots from elsewhere too, and those not yet in the record must show that they belong to
@@ -53,12 +64,8 @@ pub(crate) fn phase1(
 ) -> Result<(TwoTowerLm, TrainSummary, Vec<Snapshot>)> {
     let p = &spec.phase1;
     let cfg = spec.model_config(data.padded_vocab())?;
-    let dtype = if opts.device.is_cuda() {
-        DType::BF16
-    } else {
-        DType::F32
-    };
-    let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?.with_compute_dtype(dtype);
+    let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
+        .with_compute_dtype(compute_dtype(&opts.device));
     let b = batcher(
         spec.style,
         &data.tok,

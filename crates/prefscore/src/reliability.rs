@@ -270,20 +270,23 @@ pub fn disattenuated_correlation(
         Resampler::new(method, xa, xa2),
         Resampler::new(method, xb, xb2),
     );
-    let mut undefined = 0usize;
-    let mut interval = bootstrap(boot, xa.len(), STREAM_DISATTENUATED, |w| {
-        let v = match (ab.coefficient(w), aa.coefficient(w), bb.coefficient(w)) {
-            (Ok(r_ab), Ok(r_aa), Ok(r_bb)) => disattenuate(r_ab, r_aa, r_bb),
-            _ => None,
-        };
-        undefined += usize::from(v.is_none());
-        v.unwrap_or(f64::NAN)
+    // A replicate whose reliability is at or below 0 stands for an unbounded value (r_ab over
+    // a vanishing root), on the side of its r_ab: it keeps its place at that end of the
+    // percentile interval, so the end is not known once (1 − level)/2 of the replicates are
+    // such, and fewer of them still move the end outward as they should (dropping them would
+    // pull both ends inward).
+    let interval = bootstrap(boot, xa.len(), STREAM_DISATTENUATED, |w| {
+        match (ab.coefficient(w), aa.coefficient(w), bb.coefficient(w)) {
+            (Ok(r_ab), Ok(r_aa), Ok(r_bb)) => {
+                disattenuate(r_ab, r_aa, r_bb).unwrap_or(if r_ab == 0.0 {
+                    f64::NAN
+                } else {
+                    r_ab.signum() * f64::INFINITY
+                })
+            }
+            _ => f64::NAN,
+        }
     });
-    // Undefined replicates stand for an unbounded value: past (1 − level)/2 of them an end of
-    // the percentile interval is not known, and dropping them would bias it.
-    if undefined as f64 > (1.0 - boot.level) / 2.0 * boot.resamples as f64 {
-        interval = None;
-    }
     Ok(Disattenuated {
         raw,
         rel_a,

@@ -75,17 +75,24 @@ impl Bootstrap {
         Ok(())
     }
 
-    /// The percentile interval of `stats` (the statistic on each resample).
+    /// The percentile interval of `stats` (the statistic on each resample). NaN marks a
+    /// resample without a value (e.g. a constant one) and is left out; ±∞ marks an unbounded
+    /// value and keeps its place at that end, so an end that falls on (or next to) one is not
+    /// known and the interval is `None`.
     pub(crate) fn percentile(&self, mut stats: Vec<f64>) -> Option<Interval> {
-        stats.retain(|v| v.is_finite());
+        stats.retain(|v| !v.is_nan());
         if stats.is_empty() {
             return None;
         }
         stats.sort_by(f64::total_cmp);
         let a = (1.0 - self.level) / 2.0;
-        Some(Interval {
-            lo: quantile_sorted(&stats, a)?,
-            hi: quantile_sorted(&stats, 1.0 - a)?,
+        let (lo, hi) = (
+            quantile_sorted(&stats, a)?,
+            quantile_sorted(&stats, 1.0 - a)?,
+        );
+        (lo.is_finite() && hi.is_finite()).then_some(Interval {
+            lo,
+            hi,
             level: self.level,
         })
     }
@@ -111,4 +118,42 @@ pub(crate) fn rng_for(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(stream);
     rng
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boot() -> Bootstrap {
+        Bootstrap {
+            resamples: 100,
+            level: 0.95,
+            seed: 0,
+        }
+    }
+
+    #[test]
+    fn unbounded_replicates_keep_their_place_at_their_end() {
+        // 98 values 1..=98 and two +∞ (reliabilities at or below 0): the upper end is the
+        // 97.5% point of all 100, at 96.525 between the 97th and 98th order statistics.
+        let mut stats: Vec<f64> = (1..=98).map(f64::from).collect();
+        stats.extend([f64::INFINITY; 2]);
+        let i = boot().percentile(stats.clone()).unwrap();
+        assert!((i.hi - 97.525).abs() < 1e-9, "{}", i.hi);
+        assert!((i.lo - (1.0 + 0.025 * 99.0)).abs() < 1e-9, "{}", i.lo);
+        // Dropping them would pull the end inward, to the 97.5% point of 98 values.
+        let dropped: Vec<f64> = stats.iter().copied().filter(|v| v.is_finite()).collect();
+        assert!((boot().percentile(dropped).unwrap().hi - 95.575).abs() < 1e-9);
+        // A third one reaches the end itself: the end is not known, so no interval.
+        stats[0] = f64::INFINITY;
+        assert_eq!(boot().percentile(stats), None);
+        // −∞ on the lower side likewise; NaN (no value) is left out.
+        let mut low: Vec<f64> = (1..=97).map(f64::from).collect();
+        low.extend([f64::NEG_INFINITY; 3]);
+        assert_eq!(boot().percentile(low.clone()), None);
+        low.extend([f64::NAN; 5]);
+        low[97] = 0.5;
+        let i = boot().percentile(low).unwrap();
+        assert!(i.lo.is_finite() && i.lo < 1.0, "{}", i.lo);
+    }
 }
