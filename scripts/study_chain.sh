@@ -16,6 +16,10 @@
 # chain each (RAYON_NUM_THREADS=1) made 6% more tokens/s together than one two-thread chain,
 # the LSTM's per-step products being too small to share two cores well. Leave TABLES off then
 # (each chain's TABLES step would train the other's run) and make the tables once both finish.
+# Priority: a chain started with setsid is its own session, and under the kernel's autogroup
+# scheduling (kernel.sched_autogroup_enabled = 1, as on the build VMs) `nice` or `renice` on it
+# does not yield the CPU to work in other sessions (builds, tests); the session's autogroup
+# nice does: `echo 15 > /proc/<pid of reproduce>/autogroup`, and 0 to restore it.
 set -u
 : "${BIN:?BIN: the reproduce binary}" "${OUT:?OUT: the study folder}"
 [ $# -gt 0 ] || { echo "usage: BIN=... OUT=... [TABLES=a,b,...] $0 RUN..." >&2; exit 2; }

@@ -57,12 +57,12 @@ pub struct EmergencePoint {
     /// tower first): how much of the run's final division it already has. A negative value
     /// means its towers later traded sides; a change of the eq. 3 primary tower alone (see
     /// `primary_tower`) leaves it unchanged. None in files written before it; in files written
-    /// before 28 Nov 2026 each point was in its own eq. 3 order, so a change of primary tower
-    /// flipped its sign.
+    /// before 27 Nov 2026, 23:00 UTC, each point was in its own eq. 3 order, so a change of
+    /// primary tower flipped its sign.
     #[serde(default)]
     pub with_end: Option<f64>,
     /// The tower (0 or 1) that eq. 3 makes primary at this point: the one with the higher mean
-    /// probability of the target. None in files written before 28 Nov 2026.
+    /// probability of the target. None in files written before 27 Nov 2026, 23:00 UTC.
     #[serde(default)]
     pub primary_tower: Option<usize>,
     /// A head of this point, main or retest, ended no better than the unigram model.
@@ -251,9 +251,9 @@ pub fn emergence(
 }
 
 /// Whether a class of pairs is still gaining agreement at the end of phase 1: the mean
-/// disattenuated r at the last two points (over the pairs that have one at both), and whether the end's mean exceeds the previous
-/// point's by more than the mean half-width of the end's intervals (else: levelled off, or too
-/// noisy to tell). The same again up to orientation: a run's two towers may take either side
+/// disattenuated r at the last two points (over the pairs that have one at both), and whether
+/// the end's mean exceeds the previous point's by more than the mean half-width of the end's
+/// intervals (else: levelled off, or too noisy to tell). The same again up to orientation: a run's two towers may take either side
 /// of a shared division, so a class mean of signed r can cancel; the oriented mean first
 /// multiplies each pair by the signs of [`crate::orientation::best_orientation`] over the raw r
 /// of every pair at the same point. Each point gets its own orientation: signs fitted at the
