@@ -927,23 +927,8 @@ mod tests {
                 logp[1].push((base - 0.2 * side * d + lead_1) as f32);
             }
         }
-        let n = targets.len();
-        let lp = heads::PositionLogProbs {
-            vocab_size: division.len(),
-            targets,
-            batch_index: vec![0; n],
-            position: (0..n as u32).collect(),
-            logp,
-            full: None,
-        };
-        let id = crate::ScoringSetId {
-            style: towers::Style::Gpt,
-            fingerprint: "synthetic".into(),
-            text_fingerprint: "synthetic".into(),
-            positions: n as u64,
-        };
-        let kind = ScoreKind::ArithmeticMean;
-        RunScores::from_logprobs("gpt-s0".into(), "gpt".into(), id, lp, None, false, kind).unwrap()
+        let lp = crate::test_runs::one_batch(division.len(), targets, logp);
+        crate::test_runs::gpt_run("gpt-s0".into(), lp)
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub mod study;
 pub mod tables;
 #[cfg(test)]
 mod test_rng;
+#[cfg(test)]
+mod test_runs;
 pub mod training;
 pub mod units;
 pub mod workspace;

@@ -415,8 +415,6 @@ pub(crate) mod tests {
     /// A run of `V` tokens, 20 positions each, whose towers split along `axis` on side `side`
     /// at loading `load`, plus the run's own division (unit spread).
     fn run(seed: u64, axis: &[f64], side: f64, load: f64) -> RunScores {
-        use heads::PositionLogProbs;
-        use prefscore::ScoreKind;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let own: Vec<f64> = axis.iter().map(|_| normal(&mut rng)).collect();
         let v = axis.len();
@@ -430,24 +428,8 @@ pub(crate) mod tests {
                 logp[1].push((base - d) as f32);
             }
         }
-        let n = targets.len();
-        let lp = PositionLogProbs {
-            vocab_size: v,
-            targets,
-            batch_index: vec![0; n],
-            position: (0..n as u32).collect(),
-            logp,
-            full: None,
-        };
-        let id = crate::ScoringSetId {
-            style: towers::Style::Gpt,
-            fingerprint: "synthetic".into(),
-            text_fingerprint: "synthetic".into(),
-            positions: n as u64,
-        };
-        let label = format!("gpt-s{seed}");
-        let kind = ScoreKind::ArithmeticMean;
-        RunScores::from_logprobs(label, "gpt".into(), id, lp, None, false, kind).unwrap()
+        let lp = crate::test_runs::one_batch(v, targets, logp);
+        crate::test_runs::gpt_run(format!("gpt-s{seed}"), lp)
     }
 
     /// The orientation of six runs on planted sides of one axis at loading `load`, with the

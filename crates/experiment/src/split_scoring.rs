@@ -402,7 +402,6 @@ mod tests {
     use super::*;
     use crate::analysis::{compare_runs, TokenSelection};
     use crate::test_rng::normal;
-    use crate::ScoringSetId;
 
     const V: usize = 60;
     const BATCHES: usize = 128;
@@ -458,7 +457,6 @@ mod tests {
                 logp[k].push(l.min(-0.01) as f32);
             }
         }
-        let n = targets.len();
         let lp = PositionLogProbs {
             vocab_size: V,
             targets,
@@ -467,23 +465,7 @@ mod tests {
             logp,
             full: None,
         };
-        let id = ScoringSetId {
-            style: Style::Gpt,
-            fingerprint: "synthetic".into(),
-            text_fingerprint: "synthetic".into(),
-            positions: n as u64,
-        };
-        let label = format!("gpt-s{seed}");
-        RunScores::from_logprobs(
-            label,
-            "gpt".into(),
-            id,
-            lp,
-            None,
-            false,
-            ScoreKind::ArithmeticMean,
-        )
-        .unwrap()
+        crate::test_runs::gpt_run(format!("gpt-s{seed}"), lp)
     }
 
     fn freq_of(t: &[u32]) -> Vec<u64> {
