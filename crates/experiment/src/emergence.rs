@@ -144,9 +144,9 @@ fn r_with_end(
     opts: &CorrOptions,
 ) -> Result<f64> {
     let c = compare_runs(point, end, freq, sel, ScoreKind::ArithmeticMean, opts)?;
-    // Each point's scores put its own eq. 3 primary tower first. A close race for the primary
-    // that changes hands negates every score of the point without changing which tower takes
-    // which tokens; in the end's order it does not read as the towers trading sides.
+    // Each point's scores put its own eq. 3 primary tower first. A race for the primary that
+    // changes hands negates every score of the point without changing which tower takes which
+    // tokens; in the end's order it does not read as the towers trading sides.
     let same_order = point.scores.towers == end.scores.towers;
     Ok(if same_order {
         c.pearson.r
@@ -251,13 +251,13 @@ pub fn emergence(
 }
 
 /// Whether a class of pairs is still gaining agreement at the end of phase 1: the mean
-/// disattenuated r at the last two points (over the pairs that have one at both), and whether
-/// the end's mean exceeds the previous point's by more than the mean half-width of the end's
-/// intervals (else: levelled off, or too noisy to tell). The same again up to orientation: a run's two towers may take either side
-/// of a shared division, so a class mean of signed r can cancel; the oriented mean first
-/// multiplies each pair by the signs of [`crate::orientation::best_orientation`] over the raw r
-/// of every pair at the same point. Each point gets its own orientation: signs fitted at the
-/// end alone would make the end's mean positive by construction and call a run whose towers
+/// disattenuated r at the last two points (over the pairs that have one at both), and whether the
+/// end's mean exceeds the previous point's by more than the mean half-width of the end's intervals
+/// (else: levelled off, or too noisy to tell). The same again up to orientation: a run's two towers
+/// may take either side of a shared division, so a class mean of signed r can cancel; the oriented
+/// mean first multiplies each pair by the signs of [`crate::orientation::best_orientation`] over
+/// the raw r of every pair at the same point. Each point gets its own orientation: signs fitted at
+/// the end alone would make the end's mean positive by construction and call a run whose towers
 /// traded sides late "rising".
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassTrend {

@@ -63,8 +63,10 @@ pub struct Disattenuated {
     /// can exceed 1 by sampling error.
     pub value: Option<f64>,
     /// Percentile bootstrap interval of `value`, every replicate recomputing r_ab, r_aa and r_bb
-    /// on the same resample of tokens; `None` when disabled, or when more than (1 − level)/2 of
-    /// the replicates have no value (a reliability ≤ 0), so an end of the interval is unknown.
+    /// on the same resample of tokens. A replicate with a reliability ≤ 0 counts as unbounded
+    /// (±∞ on the side of its r_ab) and keeps its place at that end; `None` when disabled, or
+    /// when an end falls on such replicates (about (1 − level)/2 of them on one side), so that
+    /// end is unknown.
     pub interval: Option<Interval>,
     /// Number of tokens used (scored in all four vectors).
     pub n: usize,
