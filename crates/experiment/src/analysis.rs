@@ -305,8 +305,14 @@ pub fn compare_runs(
         )?),
         _ => None,
     };
+    // Only the split-half value is kept: no resamples for an interval nobody reads.
+    let no_interval = Bootstrap {
+        resamples: 0,
+        ..*boot
+    };
     let sh = |r: &RunScores| -> Result<f64> {
-        Ok(r.split_half(kind, &tokens, Method::Pearson, boot)?.r)
+        Ok(r.split_half(kind, &tokens, Method::Pearson, &no_interval)?
+            .r)
     };
     let partial = partial_on_log_frequency(va, vb, freq, &tokens, Method::Pearson)?;
     Ok(PairComparison {

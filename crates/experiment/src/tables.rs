@@ -44,6 +44,14 @@ pub struct StudyRun {
     pub phase1_machine: Option<String>,
 }
 
+impl StudyRun {
+    /// A head of the run, main or retest, ended no better than the unigram model (as
+    /// `RunScores::flagged`, which flags its pairs).
+    pub fn flagged(&self) -> bool {
+        self.heads.above_unigram || self.retest.as_ref().is_some_and(|q| q.above_unigram)
+    }
+}
+
 /// Fig. 4 for one run: the scores of the `top_n` most frequent training tokens summarised per
 /// tag (`tags`: one tag per token id), written to `out` as the table `pos_<label>` and the
 /// figure `fig4_pos_<label>.png`. Returns the summary and the files.
@@ -292,7 +300,7 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             report::Cell::from(h.steps as usize),
             report::Cell::from(if h.stopped_early { "yes" } else { "no" }),
             report::Cell::from(r.share_primary),
-            report::Cell::from(if h.above_unigram { "yes" } else { "" }),
+            report::Cell::from(if r.flagged() { "yes" } else { "" }),
             report::Cell::from(r.phase1_machine.as_deref().unwrap_or("not recorded")),
             report::Cell::from(r.machine.as_deref().unwrap_or("not recorded")),
         ]);
@@ -461,6 +469,48 @@ mod tests {
             "disattenuated": d, "partial_log_freq": r, "flagged": false
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_runs_table_flags_a_run_whose_retest_heads_are_no_better_than_unigram() {
+        let heads = |above_unigram| HeadQuality {
+            nll: vec![5.0, 5.1],
+            joint_nll: 4.9,
+            gap: vec![0.1, 0.2],
+            unigram_nll: 7.0,
+            above_unigram,
+            steps: 10,
+            stopped_early: true,
+            machine: None,
+        };
+        let run = |label: &str, retest| StudyRun {
+            label: label.into(),
+            dir: "runs".into(),
+            scoring_fingerprint: "f".into(),
+            positions: 100,
+            heads: heads(false),
+            retest,
+            share_primary: 0.5,
+            reused: true,
+            phase1_tokens: 1000,
+            phase1_tokens_per_s: 10.0,
+            machine: None,
+            phase1_machine: None,
+        };
+        let runs = [
+            run("gpt-s0", Some(heads(false))),
+            run("gpt-s1", Some(heads(true))),
+            run("gpt-s2", None),
+        ];
+        let t = runs_table(&runs);
+        let col = t.header().iter().position(|c| c == "flagged").unwrap();
+        let flags: Vec<String> = (t.rows().iter())
+            .map(|r| match &r[col] {
+                report::Cell::Text(s) => s.clone(),
+                other => panic!("the flagged column holds text, not {other:?}"),
+            })
+            .collect();
+        assert_eq!(flags, ["", "yes", ""]);
     }
 
     #[test]
