@@ -19,6 +19,7 @@ use prefscore::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::record::heads_flagged;
 use crate::run::ScoredRun;
 use crate::scoring::ScoringSetId;
 use crate::{ExperimentError, Result};
@@ -74,18 +75,14 @@ fn stats_of(lp: &PositionLogProbs) -> Result<TokenStats> {
 impl RunScores {
     /// The scores of a scored run.
     pub fn new(run: &ScoredRun, kind: ScoreKind) -> Result<Self> {
+        let res = run.result()?;
         Self::from_logprobs(
             run.label.clone(),
             run.record.spec.model_name(),
             run.record.scoring.clone(),
             run.logprobs.clone(),
             run.retest.as_ref(),
-            run.result()?.heads.above_unigram
-                || run
-                    .result()?
-                    .retest
-                    .as_ref()
-                    .is_some_and(|q| q.above_unigram),
+            heads_flagged(&res.heads, res.retest.as_ref()),
             kind,
         )
     }
@@ -253,6 +250,36 @@ pub fn compare_all(
     Ok(pairs)
 }
 
+/// The tokens of `sel` scored in both runs (at least 3; the runs on one scoring set) and the two
+/// runs' scores of them, in that order.
+pub(crate) fn paired_scores(
+    a: &RunScores,
+    b: &RunScores,
+    freq: &[u64],
+    sel: TokenSelection,
+) -> Result<(Vec<u32>, Vec<f64>, Vec<f64>)> {
+    a.scoring.check_comparable(&b.scoring, &a.label, &b.label)?;
+    let tokens = select_tokens(&[a, b], freq, sel);
+    if tokens.len() < 3 {
+        return Err(ExperimentError::too_little(
+            format!(
+                "the {sel} selection of {} and {} (tokens)",
+                a.label, b.label
+            ),
+            tokens.len(),
+            3,
+        ));
+    }
+    let pick = |s: &[Option<f64>]| -> Vec<f64> {
+        tokens
+            .iter()
+            .map(|&t| s[t as usize].unwrap_or(f64::NAN))
+            .collect()
+    };
+    let (xa, xb) = (pick(&a.scores.values), pick(&b.scores.values));
+    Ok((tokens, xa, xb))
+}
+
 /// Compares two runs over a token selection (see the module docs). Runs scored on different
 /// scoring sets are refused ([`ExperimentError::ScoringSetMismatch`]).
 ///
@@ -270,26 +297,8 @@ pub fn compare_runs(
     kind: ScoreKind,
     opts: &CorrOptions,
 ) -> Result<PairComparison> {
-    a.scoring.check_comparable(&b.scoring, &a.label, &b.label)?;
-    let tokens = select_tokens(&[a, b], freq, sel);
-    if tokens.len() < 3 {
-        return Err(ExperimentError::too_little(
-            format!(
-                "the {sel} selection of {} and {} (tokens)",
-                a.label, b.label
-            ),
-            tokens.len(),
-            3,
-        ));
-    }
+    let (tokens, xa, xb) = paired_scores(a, b, freq, sel)?;
     let (va, vb) = (&a.scores.values, &b.scores.values);
-    let pick = |s: &[Option<f64>]| -> Vec<f64> {
-        tokens
-            .iter()
-            .map(|&t| s[t as usize].unwrap_or(f64::NAN))
-            .collect()
-    };
-    let (xa, xb) = (pick(va), pick(vb));
     let pearson = correlation(&xa, &xb, Method::Pearson, opts, 0)?;
     let spearman = correlation(&xa, &xb, Method::Spearman, opts, 1)?;
     let boot = &opts.bootstrap;

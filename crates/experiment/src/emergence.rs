@@ -17,7 +17,7 @@ use prefscore::{CorrOptions, Interval, ScoreKind};
 use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{compare_runs, select_tokens, RunScores, TokenSelection};
+use crate::analysis::{compare_runs, paired_scores, select_tokens, RunScores, TokenSelection};
 use crate::orientation::{apply_signs, label_sign, labelled_orientation};
 use crate::run::{HeadQuality, ScoredRun};
 use crate::Result;
@@ -141,18 +141,15 @@ fn r_with_end(
     end: &RunScores,
     freq: &[u64],
     sel: TokenSelection,
-    opts: &CorrOptions,
 ) -> Result<f64> {
-    let c = compare_runs(point, end, freq, sel, ScoreKind::ArithmeticMean, opts)?;
+    // Pearson r alone, as `compare_runs` computes it, without the comparison's other measures.
+    let (_, x, y) = paired_scores(point, end, freq, sel)?;
+    let r = prefscore::pearson(&x, &y)?;
     // Each point's scores put its own eq. 3 primary tower first. A race for the primary that
     // changes hands negates every score of the point without changing which tower takes which
     // tokens; in the end's order it does not read as the towers trading sides.
     let same_order = point.scores.towers == end.scores.towers;
-    Ok(if same_order {
-        c.pearson.r
-    } else {
-        -c.pearson.r
-    })
+    Ok(if same_order { r } else { -r })
 }
 
 /// The emergence analysis over the runs of `spec.models` among `runs`, from the scores of their
@@ -193,7 +190,7 @@ pub fn emergence(
             let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, boot)?;
             let hs = s.retest_reliability(&toks, pearson, boot)?;
             let with_end = match end {
-                Some(end) => Some(r_with_end(s, end, freq, sel, &r_only)?),
+                Some(end) => Some(r_with_end(s, end, freq, sel)?),
                 None => None,
             };
             out.points.push(EmergencePoint {
@@ -965,12 +962,12 @@ mod tests {
             raw.unwrap().pearson.r < -0.99,
             "in eq. 3 order the sign flips"
         );
-        let r = r_with_end(&primary_changed, &end, &freq, sel, &opts).unwrap();
+        let r = r_with_end(&primary_changed, &end, &freq, sel).unwrap();
         assert!(r > 0.99, "same division, other primary: {r}");
         // The towers traded sides while tower 0 stays primary: that is a negative r.
         let traded = divided_run(&division, -1.0, -0.5);
         assert_eq!(traded.scores.towers, [0, 1]);
-        let r = r_with_end(&traded, &end, &freq, sel, &opts).unwrap();
+        let r = r_with_end(&traded, &end, &freq, sel).unwrap();
         assert!(r < -0.99, "traded sides: {r}");
     }
 

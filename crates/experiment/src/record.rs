@@ -54,6 +54,12 @@ pub struct HeadQuality {
     pub machine: Option<String>,
 }
 
+/// Whether `heads` or their `retest` ended no better than the unigram model: the flag of a run
+/// or a snapshot in every table that uses it.
+pub fn heads_flagged(heads: &HeadQuality, retest: Option<&HeadQuality>) -> bool {
+    heads.above_unigram || retest.is_some_and(|q| q.above_unigram)
+}
+
 /// A phase-1 weight snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {

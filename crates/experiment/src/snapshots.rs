@@ -10,7 +10,9 @@ use towers::TwoTowerLm;
 
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
-use crate::record::{HeadQuality, RunOptions, RunRecord, Snapshot, SNAPSHOT_HEADS_DIR};
+use crate::record::{
+    heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, SNAPSHOT_HEADS_DIR,
+};
 use crate::scoring::ScoringSet;
 use crate::training::{compute_dtype, train_heads_in, validation_batches};
 use crate::Result;
@@ -35,7 +37,7 @@ pub struct SnapshotScores {
 impl SnapshotScores {
     /// Whether a head of this point ended no better than the unigram model.
     pub fn flagged(&self) -> bool {
-        self.heads.above_unigram || self.retest_heads.as_ref().is_some_and(|q| q.above_unigram)
+        heads_flagged(&self.heads, self.retest_heads.as_ref())
     }
 }
 

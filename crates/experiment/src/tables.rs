@@ -48,7 +48,7 @@ impl StudyRun {
     /// A head of the run, main or retest, ended no better than the unigram model (as
     /// `RunScores::flagged`, which flags its pairs).
     pub fn flagged(&self) -> bool {
-        self.heads.above_unigram || self.retest.as_ref().is_some_and(|q| q.above_unigram)
+        crate::record::heads_flagged(&self.heads, self.retest.as_ref())
     }
 }
 
