@@ -47,9 +47,9 @@ pub struct Orientation {
     pub strong_matches: [usize; 2],
     /// Null replicates (runs with permuted scores).
     pub replicates: usize,
-    /// Mean of the null's best mean oriented r.
+    /// Mean of the null's best mean oriented r (NaN without replicates).
     pub null_mean: f64,
-    /// Its 97.5% quantile.
+    /// Its 97.5% quantile (NaN without replicates).
     pub null_q975: f64,
     /// (1 + replicates at least as high as the runs') / (1 + replicates).
     pub null_p: f64,
@@ -138,7 +138,11 @@ pub fn orientation(
         sign_matches: cells.iter().filter(|c| agrees(c)).count(),
         strong_matches: [strong.iter().filter(|c| agrees(c)).count(), strong.len()],
         replicates,
-        null_mean: null.iter().sum::<f64>() / null.len().max(1) as f64,
+        null_mean: if null.is_empty() {
+            f64::NAN
+        } else {
+            null.iter().sum::<f64>() / null.len() as f64
+        },
         null_q975: quantile_sorted(&null, 0.975).unwrap_or(f64::NAN),
         null_p: (1 + at_least) as f64 / (1 + replicates) as f64,
         labels,
@@ -434,7 +438,7 @@ pub(crate) mod tests {
 
     /// The orientation of six runs on planted sides of one axis at loading `load`, with the
     /// sides the runs' eq.-3 primary towers give the planted ones.
-    fn planted(load: f64) -> (Orientation, Vec<i8>) {
+    fn planted(load: f64, replicates: usize) -> (Orientation, Vec<i8>) {
         use crate::analysis::{compare_runs, TokenSelection};
         let sides = [1.0, -1.0, -1.0, 1.0, -1.0, 1.0];
         let mut rng = ChaCha8Rng::seed_from_u64(11);
@@ -465,20 +469,31 @@ pub(crate) mod tests {
             })
             .collect();
         let expect = seen.iter().map(|s| (s * seen[0]) as i8).collect();
-        (orientation(&runs, &pairs, &freq, 300, 99).unwrap(), expect)
+        (
+            orientation(&runs, &pairs, &freq, 300, replicates).unwrap(),
+            expect,
+        )
     }
 
     #[test]
     fn recovers_planted_sides_through_eq3_and_beats_the_null() {
-        let (o, expect) = planted(1.0);
+        let (o, expect) = planted(1.0, 99);
         assert_eq!(o.signs, expect, "{o:?}");
         assert_eq!(o.sign_matches, o.pairs, "{o:?}");
         assert!(o.mean_oriented_r > 0.3 && o.null_p <= 0.01, "{o:?}");
         assert!(o.null_q975 < o.mean_oriented_r, "{o:?}");
         // Without the axis the best orientation is within the null.
-        let (flat, _) = planted(0.0);
+        let (flat, _) = planted(0.0, 99);
         assert!(flat.null_p > 0.05, "{flat:?}");
         assert!(flat.mean_oriented_r < 0.1, "{flat:?}");
+        // Without replicates there is no null to summarise: no mean or quantile pretends one.
+        let (bare, expect) = planted(1.0, 0);
+        assert_eq!(bare.signs, expect, "{bare:?}");
+        assert!(
+            bare.null_mean.is_nan() && bare.null_q975.is_nan(),
+            "{bare:?}"
+        );
+        assert_eq!(bare.null_p, 1.0);
     }
 
     #[test]

@@ -37,12 +37,7 @@ pub struct TokenStats {
 impl TokenStats {
     /// Empty statistics for token ids `0..vocab_size` and `n_towers` towers.
     pub fn new(vocab_size: usize, n_towers: usize) -> Result<Self> {
-        if vocab_size == 0 || n_towers == 0 {
-            return Err(Error::invalid(format!(
-                "TokenStats needs vocab_size > 0 and n_towers > 0 (got {vocab_size}, {n_towers})"
-            )));
-        }
-        let cells = vocab_size * n_towers;
+        let cells = cells(vocab_size, n_towers)?;
         Ok(TokenStats {
             vocab_size,
             n_towers,
@@ -322,13 +317,13 @@ impl TryFrom<RawStats> for TokenStats {
     type Error = Error;
 
     fn try_from(r: RawStats) -> Result<Self> {
-        let cells = r.vocab_size * r.n_towers;
+        let cells = cells(r.vocab_size, r.n_towers)?;
         let lens_ok = r.count.len() == r.vocab_size
             && [r.max_logp.len(), r.sum_p_shifted.len(), r.sum_logp.len()]
                 .iter()
                 .all(|&l| l == cells)
             && r.tower_count.len() == cells;
-        if r.vocab_size == 0 || r.n_towers == 0 || !lens_ok {
+        if !lens_ok {
             return Err(Error::invalid(
                 "serialised TokenStats has inconsistent sizes",
             ));
@@ -343,6 +338,20 @@ impl TryFrom<RawStats> for TokenStats {
             sum_logp: r.sum_logp,
         })
     }
+}
+
+/// The number of (tower, token) cells, refusing zero sizes and a product that overflows.
+fn cells(vocab_size: usize, n_towers: usize) -> Result<usize> {
+    if vocab_size == 0 || n_towers == 0 {
+        return Err(Error::invalid(format!(
+            "TokenStats needs vocab_size > 0 and n_towers > 0 (got {vocab_size}, {n_towers})"
+        )));
+    }
+    vocab_size.checked_mul(n_towers).ok_or_else(|| {
+        Error::invalid(format!(
+            "TokenStats of {vocab_size} tokens and {n_towers} towers overflows usize"
+        ))
+    })
 }
 
 /// Refuse NaN, ±∞ and log-probabilities clearly above 0 in tower `k`'s values.

@@ -36,6 +36,7 @@ pub struct TagSummary {
 /// unseen, left out). Any printable tag works: `&str`, `String`, or the corpus crate's `Upos`
 /// (`PosLexicon::to_dense` output can be passed as is). Sorted by number of tokens, largest
 /// first (ties by tag). The bootstrap of the i-th tag (alphabetically) uses seed `boot.seed + i`.
+/// A token listed twice is refused: it would count twice in its tag's mean and interval.
 pub fn by_tag<T: std::fmt::Display>(
     scores: &[Option<f64>],
     tags: &[Option<T>],
@@ -50,6 +51,7 @@ pub fn by_tag<T: std::fmt::Display>(
             tags.len()
         )));
     }
+    check_distinct(tokens, "the tokens to summarise")?;
     let mut groups: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for &a in tokens {
         let i = a as usize;
@@ -91,6 +93,17 @@ pub fn by_tag<T: std::fmt::Display>(
     Ok(out)
 }
 
+/// Refuse a token id that `ids` lists more than once.
+fn check_distinct(ids: &[u32], what: &str) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    match ids.iter().find(|&&a| !seen.insert(a)) {
+        Some(a) => Err(Error::invalid(format!(
+            "token {a} is listed twice in {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn share_positive(v: &[f64]) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -125,6 +138,8 @@ pub struct GroupSummary {
 /// Summaries of word groups (Table 3): `groups` are (name, token ids), e.g. ICA clusters;
 /// `reference` is the token set ranks are taken in (e.g. the 5000 most frequent scored tokens).
 /// Group tokens that are unscored or outside `reference` are counted in `size` but not `n`.
+/// A token listed twice in `reference` or in one group is refused (it would shift the ranks or
+/// count twice in the group's mean).
 pub fn group_summary(
     scores: &[Option<f64>],
     groups: &[(String, Vec<u32>)],
@@ -132,6 +147,10 @@ pub fn group_summary(
     boot: &Bootstrap,
 ) -> Result<Vec<GroupSummary>> {
     boot.check()?;
+    check_distinct(reference, "the reference set")?;
+    for (name, ids) in groups {
+        check_distinct(ids, &format!("group {name}"))?;
+    }
     let scored: Vec<u32> = reference
         .iter()
         .copied()

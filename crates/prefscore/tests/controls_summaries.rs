@@ -177,6 +177,12 @@ fn by_tag_matches_hand_values() {
     );
     assert!(by_tag(&scores, &tags[..5], &tokens, &boot).is_err());
     assert!(by_tag(&scores, &tags, &[9], &boot).is_err());
+    // A token listed twice would count twice in NOUN's n and mean.
+    let twice = by_tag(&scores, &tags, &[0, 1, 0], &boot).unwrap_err();
+    assert!(
+        twice.to_string().contains("token 0 is listed twice"),
+        "{twice}"
+    );
     let owned: Vec<Option<String>> = tags.iter().map(|t| t.map(String::from)).collect();
     assert_eq!(by_tag(&scores, &owned, &tokens, &boot).unwrap(), s);
 }
@@ -216,6 +222,19 @@ fn group_summary_matches_hand_values() {
     let t = group_summary(&tied, &[("t".into(), vec![0])], &[0, 1, 2], &boot).unwrap();
     close(t[0].mean_rank.unwrap(), 1.5, 1e-12);
     assert!(group_summary(&[None, None], &groups, &[0, 1], &boot).is_err());
+    // Repeated ids would shift the ranks (reference) or weigh a token twice (group).
+    let e = group_summary(&scores, &groups, &[0, 1, 2, 1], &boot).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("token 1 is listed twice in the reference set"),
+        "{e}"
+    );
+    let doubled = vec![("D".to_string(), vec![2, 0, 2])];
+    let e = group_summary(&scores, &doubled, &reference, &boot).unwrap_err();
+    assert!(
+        e.to_string().contains("token 2 is listed twice in group D"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -249,4 +249,10 @@ fn stats_serialise_round_trip() {
     let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
     v["count"] = serde_json::json!([1]);
     assert!(serde_json::from_value::<TokenStats>(v).is_err());
+    // Sizes whose product overflows are refused, not wrapped into a small consistent size.
+    let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    v["vocab_size"] = serde_json::json!(u64::MAX);
+    v["n_towers"] = serde_json::json!(2);
+    let e = serde_json::from_value::<TokenStats>(v).unwrap_err();
+    assert!(e.to_string().contains("overflows"), "{e}");
 }
