@@ -86,6 +86,19 @@ pub struct WordGroupOutputs {
     pub fig7: PathBuf,
 }
 
+/// The `n` members of largest |loading|, largest first (members come by signed loading, so a
+/// strong negative one would otherwise fall behind every positive one).
+fn strongest(members: &[u32], loadings: &[f32], n: usize) -> Vec<(u32, f64)> {
+    let mut all: Vec<(u32, f64)> = members
+        .iter()
+        .zip(loadings)
+        .map(|(&t, &y)| (t, f64::from(y).abs()))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1));
+    all.truncate(n);
+    all
+}
+
 /// Fig. 7: a panel per group, most primary first, its 10 strongest words sized by loading.
 fn group_words_figure(path: &Path, g: &IcaGroups, tok: &corpus::Tokenizer) -> Result<()> {
     let mut order: Vec<&WordGroup> = g.groups.iter().collect();
@@ -98,12 +111,9 @@ fn group_words_figure(path: &Path, g: &IcaGroups, tok: &corpus::Tokenizer) -> Re
                 Some(m) => format!("IC{} ({m:+.2})", w.component),
                 None => format!("IC{}", w.component),
             },
-            words: w
-                .members
-                .iter()
-                .zip(&w.loadings)
-                .take(10)
-                .map(|(&t, &y)| (tok.id_to_token(t).unwrap_or_default(), (y as f64).abs()))
+            words: strongest(&w.members, &w.loadings, 10)
+                .into_iter()
+                .map(|(t, y)| (tok.id_to_token(t).unwrap_or_default(), y))
                 .collect(),
         })
         .collect();
@@ -351,7 +361,8 @@ pub struct WordGroup {
     pub typical: Vec<String>,
     /// Its members (token ids), by loading descending.
     pub members: Vec<u32>,
-    /// Their loadings on the component (> 2.5).
+    /// Their loadings on the component (|loading| > 2.5; after the sign to a positive skew
+    /// most are positive, a few can lie below −2.5).
     pub loadings: Vec<f32>,
     /// Its mean preference score on the run the groups were found on.
     pub mean: Option<f64>,
@@ -509,17 +520,29 @@ pub struct GroupInput<'a> {
     pub tok: &'a Tokenizer,
 }
 
-/// The rows of `ids` in `embedding`, as a matrix.
+/// The rows of `ids` in `embedding`, as a matrix; an id outside the embedding is refused.
 fn embedding_rows(embedding: &[Vec<f32>], ids: &[u32]) -> Result<ica::Matrix> {
     let width = embedding
         .first()
         .ok_or_else(|| ExperimentError::too_little("the embedding (rows)", 0, 1))?
         .len();
-    let rows: Vec<f32> = ids
-        .iter()
-        .flat_map(|&id| embedding[id as usize].iter().copied())
-        .collect();
+    let mut rows = Vec::with_capacity(ids.len() * width);
+    for &id in ids {
+        let row = embedding
+            .get(id as usize)
+            .ok_or_else(|| outside(id, embedding.len(), "embedding"))?;
+        rows.extend_from_slice(row);
+    }
     Ok(ica::Matrix::new(ids.len(), width, rows)?)
+}
+
+/// A word `id` outside the `n` rows of `what` (the embedding, the frequencies).
+fn outside(id: u32, n: usize, what: &str) -> ExperimentError {
+    ExperimentError::Mismatch {
+        run: "the analysed words".into(),
+        data: format!("the {what} of {n} token ids"),
+        why: format!("token id {id} is outside it"),
+    }
 }
 
 /// The token ids of the fit's rows: `positions` draws from the words' frequencies, or every
@@ -530,7 +553,14 @@ pub fn fit_row_ids(tokens: &[u32], freq: &[u64], rows: FitRows) -> Result<Vec<u3
         FitRows::CorpusTokens { positions, seed } => {
             use rand::distr::{weighted::WeightedIndex, Distribution};
             use rand::SeedableRng;
-            let weights: Vec<u64> = tokens.iter().map(|&t| freq[t as usize]).collect();
+            let weights = tokens
+                .iter()
+                .map(|&t| {
+                    let f = freq.get(t as usize);
+                    f.copied()
+                        .ok_or_else(|| outside(t, freq.len(), "frequencies"))
+                })
+                .collect::<Result<Vec<u64>>>()?;
             let dist = WeightedIndex::new(&weights).map_err(|_| {
                 let seen = weights.iter().filter(|&&w| w > 0).count();
                 ExperimentError::too_little("the analysed words (seen in the corpus)", seen, 1)
@@ -543,7 +573,8 @@ pub fn fit_row_ids(tokens: &[u32], freq: &[u64], rows: FitRows) -> Result<Vec<u3
     }
 }
 
-/// PCA to `settings.dim` (capped by the embedding width and the number of rows) and Amari ICA
+/// PCA to `settings.dim` (capped by the embedding width and the distinct words of the fit's rows
+/// less one, the rank of the centred rows) and Amari ICA
 /// (`settings.ica`), both fitted on `settings.rows` (corpus positions or the words), then every
 /// word's sources; clusters at the paper's threshold 2.5; each component's words summarised by
 /// `prefscore::group_summary` against the scores over the words.
@@ -581,24 +612,33 @@ pub fn ica_groups(input: &GroupInput<'_>, settings: &WordGroupSettings) -> Resul
     })
 }
 
-/// PCA to `settings.dim` (capped by the width and the rows) and Amari ICA fitted on the fit's
-/// rows, then the words' sources, each component signed to a positive skew.
+/// PCA to `settings.dim` (capped by the width and by the distinct words drawn less one: corpus
+/// positions repeat words, so their count does not bound the rank) and Amari ICA fitted on the
+/// fit's rows, then the words' sources, each component signed to a positive skew (and the
+/// unmixing's row with it, so `fit.sources` gives the same signs).
 fn fit_sources(
     input: &GroupInput<'_>,
     settings: &WordGroupSettings,
 ) -> Result<(usize, ica::IcaResult, ica::Matrix)> {
     let (tokens, freq) = (input.tokens, input.freq);
     let x = embedding_rows(input.embedding, tokens)?;
-    let fit_rows = embedding_rows(input.embedding, &fit_row_ids(tokens, freq, settings.rows)?)?;
+    let ids = fit_row_ids(tokens, freq, settings.rows)?;
+    let distinct = ids.iter().collect::<std::collections::BTreeSet<_>>().len();
+    let fit_rows = embedding_rows(input.embedding, &ids)?;
     let dim = settings
         .dim
         .min(x.cols())
-        .min(fit_rows.rows().saturating_sub(1))
+        .min(distinct.saturating_sub(1))
         .max(1);
     let pca = ica::Pca::fit(&fit_rows, &ica::PcaConfig::new(dim))?;
-    let fit = ica::AmariIca::new(settings.ica.clone()).fit(&pca.transform(&fit_rows)?)?;
+    let mut fit = ica::AmariIca::new(settings.ica.clone()).fit(&pca.transform(&fit_rows)?)?;
     let mut sources = fit.sources(&pca.transform(&x)?)?;
-    ica::analysis::sign_to_positive_skew(&mut sources);
+    let flipped = ica::analysis::sign_to_positive_skew(&mut sources);
+    // Source k is row k of W applied to a whitened word: flip that row too.
+    let w = fit.unmixing.as_mut_slice();
+    for (row, _) in w.chunks_exact_mut(dim).zip(&flipped).filter(|(_, &f)| f) {
+        row.iter_mut().for_each(|v| *v = -*v);
+    }
     Ok((dim, fit, sources))
 }
 

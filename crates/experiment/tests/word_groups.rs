@@ -216,3 +216,84 @@ fn a_fit_stopped_by_its_cap_is_flagged_as_not_converged() {
         "{table}"
     );
 }
+
+#[test]
+fn the_fits_unmixing_gives_the_sources_it_signed() {
+    // Negating the embedding leaves PCA's covariance and the odd score function's path as they
+    // were and negates every source: each component is flipped to a positive skew in exactly
+    // one of the two analyses, so their unmixings must come out opposite, row by row.
+    let tok = Tokenizer::load(shared("data/bert-base-uncased/bert_base_uncased.json")).unwrap();
+    let p = planted(5);
+    let mut neg = planted(5);
+    neg.embedding
+        .iter_mut()
+        .for_each(|r| r.iter_mut().for_each(|v| *v = -*v));
+    // PCA on the words themselves, so the check below can fit the same whitening.
+    let settings = WordGroupSettings {
+        top_n: V,
+        dim: K,
+        rows: FitRows::Vocabulary,
+        ..WordGroupSettings::default()
+    };
+    let (g, h) = (analyse(&p, &tok, &settings), analyse(&neg, &tok, &settings));
+    for (a, b) in g
+        .ica
+        .unmixing
+        .as_slice()
+        .iter()
+        .zip(h.ica.unmixing.as_slice())
+    {
+        assert!((a + b).abs() < 1e-5, "{a} vs {b}");
+    }
+    // And `fit.sources` of the whitened words gives the signed sources the groups came from.
+    let rows: Vec<f32> = p
+        .tokens
+        .iter()
+        .flat_map(|&t| p.embedding[t as usize].clone())
+        .collect();
+    let x = ica::Matrix::new(V, WIDTH, rows).unwrap();
+    let pca = ica::Pca::fit(&x, &ica::PcaConfig::new(K)).unwrap();
+    let again = g.ica.sources(&pca.transform(&x).unwrap()).unwrap();
+    for (a, b) in again.as_slice().iter().zip(g.sources.as_slice()) {
+        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn few_distinct_words_cap_the_dimension_and_foreign_ids_are_refused() {
+    let tok = Tokenizer::load(shared("data/bert-base-uncased/bert_base_uncased.json")).unwrap();
+    let mut p = planted(6);
+    // 12 words drawn 5,000 times: the centred rows have rank 11 however many positions.
+    p.tokens.truncate(12);
+    let settings = WordGroupSettings {
+        top_n: 12,
+        dim: 64,
+        rows: FitRows::CorpusTokens {
+            positions: 5_000,
+            seed: 2,
+        },
+        ..WordGroupSettings::default()
+    };
+    let g = analyse(&p, &tok, &settings);
+    assert_eq!(g.dim, 11);
+    // A token id past the embedding (and the frequencies) is an error, not an index panic.
+    p.tokens.push(p.embedding.len() as u32 + 3);
+    let input = GroupInput {
+        embedding: &p.embedding,
+        tokens: &p.tokens,
+        freq: &p.freq,
+        scores: &p.scores,
+        tok: &tok,
+    };
+    for rows in [FitRows::Vocabulary, settings.rows] {
+        let settings = WordGroupSettings {
+            rows,
+            ..settings.clone()
+        };
+        let e = match ica_groups(&input, &settings) {
+            Ok(_) => panic!("{rows:?}: a foreign token id was analysed"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("is outside it"), "{e}");
+    }
+}

@@ -203,7 +203,8 @@ impl AmariIca {
 
     /// Fits on whitened data `x` `[n, d]` (e.g. from [`crate::Pca::transform`]).
     ///
-    /// Errors: `n < d`, NaN/Inf input, a bad configuration, or divergence.
+    /// Errors: `n < d`, NaN/Inf input, a bad configuration (`max_steps` 0 included), or
+    /// divergence.
     pub fn fit(&self, x: &Matrix) -> Result<IcaResult> {
         self.fit_observed(x, |_| ControlFlow::Continue(()))
     }
@@ -215,6 +216,10 @@ impl AmariIca {
         x: &Matrix,
         mut observer: impl FnMut(&StepInfo<'_>) -> ControlFlow<()>,
     ) -> Result<IcaResult> {
+        if self.config.max_steps == 0 {
+            // No step would leave W = I: the PCA directions, reported as a fit.
+            return Err(IcaError::Config("max_steps must be at least 1".into()));
+        }
         let mut stepper = self.stepper(x)?;
         let mut converged = false;
         let every = (self.config.max_steps / 100).max(1);

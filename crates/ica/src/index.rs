@@ -15,8 +15,9 @@ use crate::matrix::Matrix;
 ///
 /// Each of the `2m` bracketed terms lies in `[0, m−1]`, so `AI ∈ [0, 1]`: 0 exactly when `P` is
 /// a scaled permutation (perfect separation up to order, sign and scale), 1 when every entry of
-/// `P` has the same magnitude. It is invariant to the scale, sign and order of the estimates.
-/// `m = 1` gives 0.
+/// `P` has the same magnitude. It is invariant to the sign and order of the estimates, not to
+/// their scale (scaling a row of `P` leaves its row term and changes the column terms); it is 0
+/// at every scaled permutation. `m = 1` gives 0.
 pub fn amari_index(w_total: &Matrix, a: &Matrix) -> Result<f64> {
     let (m, big_d) = w_total.shape();
     if a.rows() != big_d || a.cols() != m {
@@ -49,6 +50,14 @@ pub fn amari_index_of(p: &[f64], m: usize) -> Result<f64> {
             "{} values are not a non-empty square {m}x{m} matrix",
             p.len()
         )));
+    }
+    if let Some(i) = p.iter().position(|v| !v.is_finite()) {
+        // `f64::max` would pass over a NaN beside finite values and return a NaN index.
+        return Err(IcaError::NonFinite {
+            row: i / m,
+            col: i % m,
+            value: p[i] as f32,
+        });
     }
     if m == 1 {
         return Ok(0.0);
@@ -96,6 +105,17 @@ mod tests {
         let p = [1.0, 0.5, 0.25, 1.0];
         let ai = amari_index_of(&p, 2).unwrap();
         assert!((ai - 1.5 / 4.0).abs() < 1e-12, "{ai}");
+        // Not scale-invariant: row 0 times 10 keeps the rows' .5, .25 but turns the columns'
+        // .25, .5 into .025, .2.
+        let scaled = [10.0, 5.0, 0.25, 1.0];
+        let ai = amari_index_of(&scaled, 2).unwrap();
+        assert!((ai - 0.975 / 4.0).abs() < 1e-12, "{ai}");
+        // A NaN beside finite values is refused, not passed over into a NaN index.
+        let nan = [1.0, f64::NAN, 0.0, 1.0];
+        assert!(matches!(
+            amari_index_of(&nan, 2),
+            Err(IcaError::NonFinite { row: 0, col: 1, .. })
+        ));
     }
 
     #[test]

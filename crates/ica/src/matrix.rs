@@ -8,10 +8,27 @@ use crate::error::{IcaError, Result};
 ///
 /// Data matrices are `[n, D]`: one sample (word vector) per row.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawMatrix")]
 pub struct Matrix {
     rows: usize,
     cols: usize,
     data: Vec<f32>,
+}
+
+/// The serialised form, checked by [`Matrix::new`] before it becomes a [`Matrix`].
+#[derive(Deserialize)]
+struct RawMatrix {
+    rows: usize,
+    cols: usize,
+    data: Vec<f32>,
+}
+
+impl TryFrom<RawMatrix> for Matrix {
+    type Error = IcaError;
+
+    fn try_from(r: RawMatrix) -> Result<Self> {
+        Matrix::new(r.rows, r.cols, r.data)
+    }
 }
 
 impl Matrix {

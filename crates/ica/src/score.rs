@@ -1,6 +1,7 @@
 //! The ICA score function `g(y) = ½ sgn(y) (1 − exp(−√2 |y|))` (the Laplace CDF minus ½).
 //!
-//! It is the score of a unit-variance Laplacian source up to a constant, bounded in (−½, ½).
+//! A bounded, smooth stand-in for the score `√2 sgn(y)` of a unit-variance Laplacian source (the
+//! same sign, saturating to ±½ instead of jumping at 0), bounded in (−½, ½).
 //! The hot loop evaluates it over `d·n` values per step, so it uses a branch-free `exp` that the
 //! compiler vectorises (relative error below 2e-7, see the tests), written with AVX2/FMA
 //! intrinsics where the CPU has them.

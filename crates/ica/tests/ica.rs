@@ -269,6 +269,11 @@ fn errors_are_typed() {
             stop: StopRule::OffDiagonal { tol: 0.0 },
             ..AmariConfig::default()
         },
+        // No step at all would report W = I, the PCA directions, as a fit.
+        AmariConfig {
+            max_steps: 0,
+            ..AmariConfig::default()
+        },
     ] {
         assert!(matches!(
             AmariIca::new(config).fit(&white),

@@ -154,3 +154,14 @@ fn errors_are_typed() {
         Err(IcaError::Config(_))
     ));
 }
+
+#[test]
+fn a_serialised_matrix_is_checked_like_a_new_one() {
+    let x = correlated(5, 3, 1);
+    let json = serde_json::to_string(&x).unwrap();
+    assert_eq!(serde_json::from_str::<Matrix>(&json).unwrap(), x);
+    // Two values cannot fill 2x2: refused when read, not at a later product or index.
+    let short = r#"{"rows":2,"cols":2,"data":[1.0,2.0]}"#;
+    let e = serde_json::from_str::<Matrix>(short).unwrap_err();
+    assert!(e.to_string().contains("cannot fill a 2x2 matrix"), "{e}");
+}
