@@ -105,7 +105,9 @@ pub struct RetrainSummary {
 }
 
 /// Trains `heads` on the frozen towers of `model` (phases 2 and 3 in one pass). With
-/// `out_dir`, metrics and atomic checkpoints go there and an interrupted run resumes.
+/// `out_dir`, metrics and atomic checkpoints go there and an interrupted run resumes. Under
+/// early stopping the heads keep their last update's weights ([`towers::EarlyStop`]);
+/// `val_loss_per_tower` is measured on those.
 pub fn retrain(
     model: &TwoTowerLm,
     heads: &TowerHeads,

@@ -238,6 +238,10 @@ impl Default for CorrOptions {
     }
 }
 
+/// Streams of [`correlation`] lie below this: it draws on streams `2 stream` and `2 stream + 1`,
+/// which stay below the reliabilities' streams from 2^40 on.
+pub const MAX_STREAM: u64 = 1 << 39;
+
 /// A correlation with its uncertainty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Correlation {
@@ -256,6 +260,7 @@ pub struct Correlation {
 
 /// Correlation of paired samples `x`, `y` with the interval and p-value of `opts`; the random
 /// draws come from `opts.bootstrap.seed` (stream `stream`, so the cells of a table differ).
+/// `stream` must lie below [`MAX_STREAM`].
 pub fn correlation(
     x: &[f64],
     y: &[f64],
@@ -265,6 +270,11 @@ pub fn correlation(
 ) -> Result<Correlation> {
     check_pairs(x, y)?;
     opts.bootstrap.check()?;
+    if stream >= MAX_STREAM {
+        return Err(Error::invalid(format!(
+            "correlation stream {stream} must lie below 2^39 (streams above are the reliabilities')"
+        )));
+    }
     let r = coefficient(method, x, y)?;
     let n = x.len();
     let interval = if opts.bootstrap.resamples > 0 {

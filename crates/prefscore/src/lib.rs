@@ -38,7 +38,7 @@ mod summary;
 pub use control::{own_positions, random_partition, split_null, split_positions, NullDistribution};
 pub use corr::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, spearman,
-    top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method,
+    top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method, MAX_STREAM,
 };
 pub use error::{Error, Result};
 pub use profile::sorted_profile;

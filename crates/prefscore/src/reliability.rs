@@ -29,8 +29,9 @@ use crate::{pearson, Error, Method, Result, ScoreKind, Scores, TokenStats};
 /// [`tokens_with_min_count`].
 pub const DEFAULT_MIN_COUNT: u64 = 50;
 
-/// Random streams of the bootstraps here, far above the ones [`crate::correlation`] uses for
-/// the cells of a table, so the draws of different analyses do not coincide.
+/// Random streams of the bootstraps here, above every one [`crate::correlation`] can use (it
+/// takes streams below [`crate::MAX_STREAM`] and draws on twice those, plus one), so the
+/// draws of different analyses do not coincide.
 const STREAM_SPLIT_HALF: u64 = 1 << 40;
 const STREAM_RETEST: u64 = (1 << 40) + 1;
 const STREAM_DISATTENUATED: u64 = (1 << 40) + 2;
@@ -383,7 +384,8 @@ pub fn partial_on_log_frequency(
 }
 
 /// Token ids (ascending) whose count is at least `m` in every run; `counts` holds each run's
-/// [`TokenStats::counts`]. Ids beyond a run's vocabulary count 0 there. No runs give no tokens.
+/// [`TokenStats::counts`]. Only ids inside every run's vocabulary are considered (the shortest
+/// vector bounds them). No runs give no tokens.
 /// [`DEFAULT_MIN_COUNT`] is the usual `m`.
 pub fn tokens_with_min_count(counts: &[&[u64]], m: u64) -> Vec<u32> {
     let Some(len) = counts.iter().map(|c| c.len()).min() else {
@@ -447,7 +449,8 @@ fn pick(vectors: &[&[Option<f64>]], tokens: &[u32]) -> Result<(Vec<u32>, Vec<Vec
 }
 
 /// Percentile interval of `stat` over `boot.resamples` resamples of `n` tokens, each given as
-/// multiplicities; non-finite replicates are left out. `None` when disabled.
+/// multiplicities; NaN replicates are left out, ±∞ keep their place at their end (see
+/// [`Bootstrap::percentile`]). `None` when disabled.
 fn bootstrap(
     boot: &Bootstrap,
     n: usize,

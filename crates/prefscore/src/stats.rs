@@ -52,7 +52,8 @@ impl TokenStats {
     /// Add positions: `targets[i]` is the target token at position i and `log_probs[k][i]` is
     /// tower k's log p(target) there. Every tower must cover exactly the same positions (same
     /// masks). Nothing is added when any input is invalid (length mismatch, token id out of
-    /// range, non-finite or positive log-probability).
+    /// range, non-finite log-probability or one above 0 by more than rounding, 1e-3; values in
+    /// (0, 1e-3] count as 0).
     pub fn add(&mut self, targets: &[u32], log_probs: &[&[f32]]) -> Result<()> {
         self.check_batch(targets, log_probs)?;
         for &t in targets {

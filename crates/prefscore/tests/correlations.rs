@@ -2,7 +2,7 @@
 
 use prefscore::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, sorted_profile,
-    spearman, top_tokens, Bootstrap, CorrOptions, Error, Method,
+    spearman, top_tokens, Bootstrap, CorrOptions, Error, Method, MAX_STREAM,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -70,6 +70,13 @@ fn correlation_errors() {
         ..Default::default()
     };
     assert!(correlation(&X, &Y, Method::Pearson, &bad_level, 0).is_err());
+    // Streams from 2^39 would reach the reliabilities' (2 stream overflows at 2^63).
+    let ok = CorrOptions::default();
+    assert!(correlation(&X, &Y, Method::Pearson, &ok, MAX_STREAM - 1).is_ok());
+    for stream in [MAX_STREAM, u64::MAX] {
+        let e = correlation(&X, &Y, Method::Pearson, &ok, stream).unwrap_err();
+        assert!(e.to_string().contains("must lie below 2^39"), "{e}");
+    }
 }
 
 fn noisy_pair(n: usize, signal: f64, seed: u64) -> (Vec<f64>, Vec<f64>) {

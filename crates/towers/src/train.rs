@@ -135,7 +135,10 @@ pub struct TrainConfig {
 }
 
 /// Early stopping on the validation loss: stop after `patience` consecutive validations that
-/// improved on the best one by less than `min_delta` nats.
+/// improved on the best one by less than `min_delta` nats. The weights of the last update are
+/// kept (as Keras' `EarlyStopping` does by default), not restored to the best validation's:
+/// the stop says the loss has levelled off within `min_delta`, and no copy of the best
+/// weights is held.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct EarlyStop {
     /// Validations without improvement before stopping.
