@@ -55,8 +55,10 @@ pub enum Objective {
 
 impl Objective {
     /// The expected share of a batch's positions that are targets: the masking rate for a
-    /// masked LM, 1 for the others (every position is predicted). A budget counted in targets
-    /// divided by it gives the positions that hold as many targets.
+    /// masked LM, 1 for the others. A budget counted in targets divided by it gives the
+    /// positions that hold as many targets. For a causal LM 1 is an approximation: the last
+    /// real position of a sequence has no next token, so (T − 1)/T of a full block of T are
+    /// targets (0.8% fewer at T = 128); an ELMo sequence predicts every position.
     pub fn target_share(&self) -> f64 {
         match self {
             Objective::MaskedLm(m) => m.mask_prob,

@@ -8,6 +8,9 @@ use crate::error::{CorpusError, Result};
 use crate::read::Document;
 use crate::tokenizer::{space_chunks, Tokenizer};
 
+/// The most token ids a count file can hold (ids are `u32`).
+const MAX_VOCAB: usize = 1 << 32;
+
 /// How often each token id occurs in a corpus.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenCounts {
@@ -219,23 +222,21 @@ impl TokenCounts {
     }
 
     /// Saves as JSON (`*.json`) or as TSV (anything else): a `vocab_size<TAB>N` header line, then
-    /// `id<TAB>count` for every id seen.
+    /// `id<TAB>count` for every id seen. The file is replaced whole or not at all.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        let io = |e| CorpusError::io(path, e);
-        let file = std::fs::File::create(path).map_err(io)?;
-        let mut w = std::io::BufWriter::new(file);
-        if is_json(path) {
-            serde_json::to_writer(&mut w, self).map_err(|e| io(e.into()))?;
-        } else {
-            writeln!(w, "vocab_size\t{}", self.counts.len()).map_err(io)?;
+        crate::replace::replace_file(path, |w| {
+            if is_json(path) {
+                return serde_json::to_writer(w, self).map_err(std::io::Error::from);
+            }
+            writeln!(w, "vocab_size\t{}", self.counts.len())?;
             for (id, &c) in self.counts.iter().enumerate() {
                 if c > 0 {
-                    writeln!(w, "{id}\t{c}").map_err(io)?;
+                    writeln!(w, "{id}\t{c}")?;
                 }
             }
-        }
-        w.flush().map_err(io)
+            Ok(())
+        })
     }
 
     /// Loads what [`TokenCounts::save`] wrote; malformed content is a [`CorpusError::Parse`]
@@ -251,7 +252,8 @@ impl TokenCounts {
         if is_json(path) {
             let t: Self = serde_json::from_reader(BufReader::new(file))
                 .map_err(|e| parse(e.line(), format!("malformed counts JSON: {e}")))?;
-            if t.counts.iter().sum::<u64>() != t.total {
+            let sum = t.counts.iter().try_fold(0u64, |a, &c| a.checked_add(c));
+            if sum != Some(t.total) {
                 return Err(parse(1, "total differs from the sum of the counts".into()));
             }
             return Ok(t);
@@ -269,6 +271,13 @@ impl TokenCounts {
             .strip_prefix("vocab_size\t")
             .and_then(|n| n.trim().parse::<usize>().ok())
             .ok_or_else(|| parse(1, format!("expected `vocab_size<TAB>N`, got {header:?}")))?;
+        if size > MAX_VOCAB {
+            // Token ids are u32: a larger header is corrupt, and would allocate it all first.
+            return Err(parse(
+                1,
+                format!("vocab_size {size} exceeds the 2^32 token ids"),
+            ));
+        }
         let mut counts = Self::new(size);
         for (i, line) in lines.enumerate() {
             let line_no = i + 2;
@@ -281,8 +290,11 @@ impl TokenCounts {
             let c = cols.next().and_then(|s| s.trim().parse::<u64>().ok());
             match (id, c, cols.next()) {
                 (Some(id), Some(c), None) if id < size => {
-                    counts.counts[id] += c;
-                    counts.total += c;
+                    let sum = counts.counts[id].checked_add(c);
+                    match (sum, counts.total.checked_add(c)) {
+                        (Some(a), Some(t)) => (counts.counts[id], counts.total) = (a, t),
+                        _ => return Err(parse(line_no, "the counts overflow u64".into())),
+                    }
                 }
                 (Some(id), Some(_), None) => {
                     return Err(parse(line_no, format!("id {id} >= vocab_size {size}")))

@@ -52,7 +52,8 @@ impl MaskingConfig {
 /// [`IGNORE_LABEL`] elsewhere. Positions holding any of the five special tokens (PAD included)
 /// are never chosen. Exactly `round(mask_prob * n)` of the `n` maskable positions are chosen,
 /// at least one when `n > 0` and `mask_prob > 0`. Random replacements are drawn uniformly from
-/// the non-special ids of `0..vocab_size`. Returns the number of chosen positions.
+/// the non-special ids of `0..vocab_size`. Returns the number of chosen positions; rates that
+/// are not probabilities ([`MaskingConfig::validate`]) are an error.
 pub fn mask_sequence<R: Rng + ?Sized>(
     ids: &mut [u32],
     labels: &mut [u32],
@@ -61,6 +62,7 @@ pub fn mask_sequence<R: Rng + ?Sized>(
     config: &MaskingConfig,
     rng: &mut R,
 ) -> Result<usize> {
+    config.validate()?;
     if ids.len() != labels.len() {
         return Err(CorpusError::InvalidArgument(format!(
             "{} ids but {} labels",

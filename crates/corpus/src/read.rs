@@ -150,6 +150,11 @@ impl LineReader {
                 while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
                     self.buf.pop();
                 }
+                // A UTF-8 byte-order mark is not text: it would hide a first WikiText title
+                // and break a first JSONL record.
+                if self.line == 1 && self.buf.starts_with(b"\xEF\xBB\xBF") {
+                    self.buf.drain(..3);
+                }
                 let line = self.line;
                 Some(match std::str::from_utf8(&self.buf) {
                     Ok(s) => Ok((line, s.to_string())),

@@ -53,6 +53,10 @@ fn load_errors_are_typed_and_name_the_line() {
         ("vocab_size\t4\n0\t2\n9\t1\n", 3),
         ("vocab_size\t4\n0\t2\t7\n", 2),
         ("size 4\n", 1),
+        // More ids than u32 has: refused before allocating them.
+        ("vocab_size\t1000000000000\n", 1),
+        // Counts past u64: refused, not wrapped (or a panic in debug builds).
+        ("vocab_size\t4\n0\t18446744073709551615\n1\t1\n", 3),
     ];
     for (content, want) in cases {
         std::fs::write(&p, content).unwrap();
@@ -75,6 +79,12 @@ fn load_errors_are_typed_and_name_the_line() {
         Err(CorpusError::Parse { line: 2, .. })
     ));
     std::fs::write(&j, "{\"counts\": [1, 2], \"total\": 4}").unwrap();
+    assert!(matches!(
+        TokenCounts::load(&j),
+        Err(CorpusError::Parse { .. })
+    ));
+    // A sum that wraps to the stated total is still refused.
+    std::fs::write(&j, "{\"counts\": [18446744073709551615, 2], \"total\": 1}").unwrap();
     assert!(matches!(
         TokenCounts::load(&j),
         Err(CorpusError::Parse { .. })

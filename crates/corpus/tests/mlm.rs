@@ -108,4 +108,26 @@ fn at_least_one_position_and_edge_cases() {
     };
     assert!(bad.validate().is_err());
     assert!(MaskingConfig::default().validate().is_ok());
+    // mask_sequence checks its rates itself: a NaN rate would otherwise mask one position.
+    let mut ids = vec![SP.cls, 2000, 2001, SP.sep];
+    let mut labels = vec![0; 4];
+    for bad in [
+        MaskingConfig {
+            mask_prob: f64::NAN,
+            ..cfg
+        },
+        MaskingConfig {
+            replace_mask: f64::NAN,
+            ..cfg
+        },
+        MaskingConfig {
+            mask_prob: 3.0,
+            ..cfg
+        },
+    ] {
+        assert!(matches!(
+            mask_sequence(&mut ids, &mut labels, &SP, VOCAB, &bad, &mut rng),
+            Err(CorpusError::InvalidArgument(_))
+        ));
+    }
 }

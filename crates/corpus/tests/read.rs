@@ -53,6 +53,19 @@ fn wikitext_titles_start_documents_and_subheadings_do_not() {
     assert_eq!(docs[1].source.line, 13);
 }
 
+#[test]
+fn a_byte_order_mark_hides_neither_a_first_title_nor_a_first_record() {
+    let docs = from_str(
+        "\u{feff} = Alpha = \n Para one . \n = Beta = \n Two . \n",
+        Format::WikiText,
+    );
+    let docs = docs.unwrap();
+    assert_eq!(texts(&docs), ["Para one .", "Two ."]);
+    assert_eq!(docs[0].title.as_deref(), Some("Alpha"));
+    let docs = from_str("\u{feff}{\"text\": \"one\"}\n", Format::jsonl()).unwrap();
+    assert_eq!(texts(&docs), ["one"]);
+}
+
 /// Number of ` = Title = ` lines in a WikiText file, counted independently of the reader.
 fn count_titles(path: &Path) -> usize {
     let bytes = std::fs::read(path).unwrap();

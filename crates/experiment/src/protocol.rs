@@ -111,7 +111,8 @@ fn run_maker<'a>(
 }
 
 /// `run` with its heads' schedule counted in targets: the protocol's cap and validation
-/// interval are in target positions of a style that predicts every position, and a masked LM
+/// interval are in target positions of a style that predicts every position (GPT predicts all
+/// but one of a block's T, [`corpus::Objective::target_share`]), and a masked LM
 /// predicts only its masked share, so both are divided by that share in positions and updates
 /// (BERT: a cap of 2M / 0.15 ≈ 13.3M positions, 2M targets; a validation every 667 updates,
 /// 200k targets, so early stopping waits as many targets as GPT's). Without this BERT's heads

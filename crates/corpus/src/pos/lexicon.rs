@@ -181,8 +181,12 @@ impl PosLexicon {
             line: e.line(),
             message: e.to_string(),
         })?;
-        let sum: u64 = lex.counts.values().flatten().sum();
-        if sum != lex.mapped_words || lex.counts.values().any(|c| c.iter().all(|&n| n == 0)) {
+        let sum = lex
+            .counts
+            .values()
+            .flatten()
+            .try_fold(0u64, |a, &n| a.checked_add(n));
+        if sum != Some(lex.mapped_words) || lex.counts.values().any(|c| c.iter().all(|&n| n == 0)) {
             return Err(CorpusError::Corrupt {
                 path: path.to_path_buf(),
                 message: "tag counts do not add up to the mapped word count".into(),
