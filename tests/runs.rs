@@ -317,6 +317,55 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
 }
 
 #[test]
+fn a_finished_run_asked_for_its_model_is_not_trained_or_scored_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(8);
+    spec.phase1.snapshots.clear();
+    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let run = dir.path().join("run");
+    // As fetched from another machine: the scores and record, no heads' checkpoints.
+    std::fs::remove_dir_all(run.join("heads")).unwrap();
+    if spec.retest_heads {
+        std::fs::remove_dir_all(run.join("heads_retest")).unwrap();
+    }
+    let (record, scores) = (
+        std::fs::read(run.join("run.json")).unwrap(),
+        std::fs::read(run.join("logprobs.json")).unwrap(),
+    );
+    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let opts = RunOptions {
+        need_model: true,
+        ..quiet()
+    };
+    let again = ws.ensure_run(&spec, &run, &set, &opts).unwrap();
+    assert!(again.model.is_some() && again.reused);
+    assert_eq!(again.logprobs.logp, whole.logprobs.logp);
+    assert!(!run.join("heads").exists(), "new heads were trained");
+    assert_eq!(std::fs::read(run.join("run.json")).unwrap(), record);
+    assert_eq!(std::fs::read(run.join("logprobs.json")).unwrap(), scores);
+}
+
+#[test]
+fn snapshot_heads_of_a_moved_run_read_its_snapshots_where_it_lies_now() {
+    let (dir, spec, _) = run_with_two_snapshots();
+    let scores = format!("emergence/step-0000012/logprobs-{}.json", spec.head_seed);
+    let before = std::fs::read_to_string(dir.path().join("run").join(&scores)).unwrap();
+    // The run moves (a fetched study, a renamed folder); run.json still names the old path.
+    std::fs::rename(dir.path().join("run"), dir.path().join("moved")).unwrap();
+    let moved = dir.path().join("moved");
+    std::fs::remove_file(moved.join(&scores)).unwrap();
+    run_in(&spec, dir.path(), "moved").unwrap();
+    // The heads trained again from the moved snapshot score as they did before the move.
+    assert_eq!(
+        std::fs::read_to_string(moved.join(&scores)).unwrap(),
+        before
+    );
+    // And a run lying at the recorded path is never read in its place.
+    assert!(!dir.path().join("run").exists());
+}
+
+#[test]
 fn a_snapshot_brought_later_joins_only_with_a_log_that_repeats_the_run_up_to_it() {
     let (dir, spec, whole) = run_with_two_snapshots();
     let res = whole.result().unwrap().clone();

@@ -135,7 +135,11 @@ impl FolderLock {
             }
             match read_holder(path) {
                 Held::Vanished => continue,
-                Held::By(h) if h.pid == me.pid && h.host == me.host => {
+                // Our own PID with our start time: this process. With another start time it
+                // is a dead holder whose PID we were given (a restarted container), below.
+                Held::By(h)
+                    if h.pid == me.pid && h.host == me.host && h.proc_start == me.proc_start =>
+                {
                     return Err(locked(path, what, &format!("{h}, this very process")));
                 }
                 Held::By(h) if h.is_gone() => {
@@ -390,6 +394,11 @@ mod tests {
             ..LockHolder::this_process()
         };
         assert!(reused.is_gone());
+        // ... and taken over, though the PID is this process's own (restarted with its PID).
+        drop(lock);
+        fs::write(&path, serde_json::to_string(&reused).unwrap()).unwrap();
+        let lock = FolderLock::acquire(&path, "run").unwrap();
+        assert!(lock.took_over().is_some());
         // A holder on another host is never judged from here.
         let remote = LockHolder {
             host: format!("{}-elsewhere", host_name()),

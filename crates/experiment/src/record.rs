@@ -67,7 +67,8 @@ pub struct Snapshot {
     pub fraction: f64,
     /// Update number.
     pub step: u64,
-    /// The weights (safetensors).
+    /// The weights (safetensors) where they were written; a study moved or fetched since lies
+    /// elsewhere: read them with [`Snapshot::weights_in`].
     pub path: PathBuf,
 }
 
@@ -75,16 +76,25 @@ impl Snapshot {
     /// The phase-1 weight snapshot at fraction `f` of `total` updates, in the phase-1 folder
     /// `out`.
     pub(crate) fn at(out: &Path, f: f64, total: u64) -> Snapshot {
-        let step = ((f * total as f64).round() as u64).clamp(1, total);
-        let path = out
-            .join("snapshots")
-            .join(format!("step-{step:07}.safetensors"));
+        let step = ((f * total as f64).round() as u64).clamp(1, total.max(1));
         Snapshot {
             fraction: f,
             step,
-            path,
+            path: snapshot_weights(out, step),
         }
     }
+
+    /// The snapshot's weights in the run folder `run_dir`, wherever the run lies now.
+    pub fn weights_in(&self, run_dir: &Path) -> PathBuf {
+        snapshot_weights(&run_dir.join(PHASE1_DIR), self.step)
+    }
+}
+
+/// The weights of update `step`'s snapshot in the phase-1 folder `phase1`.
+fn snapshot_weights(phase1: &Path, step: u64) -> PathBuf {
+    phase1
+        .join("snapshots")
+        .join(format!("step-{step:07}.safetensors"))
 }
 
 /// What a finished run measured.
@@ -156,5 +166,21 @@ impl Default for RunOptions {
             snapshot_heads: true,
             checkpoint_secs: Some(300.0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_of_a_record_without_updates_is_step_one_not_a_panic() {
+        // A damaged run.json with phase1.steps 0 reaches `at` from the status command.
+        let s = Snapshot::at(Path::new("p"), 0.5, 0);
+        assert_eq!(s.step, 1);
+        assert_eq!(
+            s.weights_in(Path::new("run")),
+            Path::new("run/phase1/snapshots/step-0000001.safetensors")
+        );
     }
 }

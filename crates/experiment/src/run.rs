@@ -131,19 +131,28 @@ pub(crate) fn ensure_run(
     }
     let mut record = open_record(spec, dir, ws.dir(), scoring, opts)?;
     adopt_late_snapshots(&mut record, dir)?;
-    let reused = scores_reusable(&record, dir, opts);
+    let reused = finished(&record, dir);
     let scores = match reused {
-        true => read_scores(spec, dir)?,
+        // A finished run is never trained or scored again: asked for its model, it loads its
+        // final phase-1 weights (a run fetched without its heads' checkpoints would otherwise
+        // train new heads and overwrite the scores it came with).
+        true => Scores {
+            model: match opts.need_model {
+                true => Some(final_model(spec, dir, ws.data(), &opts.device)?),
+                false => None,
+            },
+            ..read_scores(spec, dir)?
+        },
         false => train_and_score(spec, &mut record, dir, ws.data(), scoring, opts)?,
     };
     let snapshots = snapshot_scores(&record, dir, ws.data(), scoring, opts)?;
     Ok(scored_run(record, dir, scores, snapshots, reused))
 }
 
-/// Whether the run's scores are read as they are rather than trained: its record has results,
-/// its log-probabilities are written, and its model is not asked for.
-fn scores_reusable(record: &RunRecord, dir: &Path, opts: &RunOptions) -> bool {
-    record.result.is_some() && dir.join(LOGPROBS_FILE).is_file() && !opts.need_model
+/// Whether the run has finished: its record has results and its log-probabilities are written
+/// (its scores are then read, never trained again).
+fn finished(record: &RunRecord, dir: &Path) -> bool {
+    record.result.is_some() && dir.join(LOGPROBS_FILE).is_file()
 }
 
 /// The run of `record` in `dir` with its scores and snapshots' scores.
@@ -392,7 +401,7 @@ pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)
     let record: RunRecord = read_json(&rec_path)?;
     let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
     let set = ws.saved_scoring_set(record.spec.style)?;
-    if scores_reusable(&record, dir, opts) && !opts.snapshot_heads {
+    if finished(&record, dir) && !opts.need_model && !opts.snapshot_heads {
         record
             .scoring
             .check_comparable(&set.id, &dir.display().to_string(), "this study")?;
@@ -437,8 +446,17 @@ fn run_data_dir(record: &RunRecord, dir: &Path) -> Result<PathBuf> {
 /// The trained phase-1 model of a finished run, read from its final checkpoint (no training,
 /// no scoring).
 pub fn trained_model(run: &ScoredRun, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
-    let spec = &run.record.spec;
-    let path = (run.dir.join(crate::record::PHASE1_DIR))
+    final_model(&run.record.spec, &run.dir, data, device)
+}
+
+/// The final phase-1 model of the run `spec` in `dir`, read from its checkpoint.
+fn final_model(
+    spec: &RunSpec,
+    dir: &Path,
+    data: &CorpusData,
+    device: &Device,
+) -> Result<TwoTowerLm> {
+    let path = (dir.join(crate::record::PHASE1_DIR))
         .join(towers::CHECKPOINT_DIR)
         .join(towers::WEIGHTS_FILE);
     if !path.is_file() {
@@ -447,7 +465,8 @@ pub fn trained_model(run: &ScoredRun, data: &CorpusData, device: &Device) -> Res
             what: "the run's final phase-1 weights".into(),
         });
     }
-    let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?;
+    let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?
+        .with_compute_dtype(crate::training::compute_dtype(device));
     model.params().load(&path)?;
     Ok(model)
 }

@@ -10,9 +10,7 @@ use towers::TwoTowerLm;
 
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
-use crate::record::{
-    heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, SNAPSHOT_HEADS_DIR,
-};
+use crate::record::{heads_flagged, HeadQuality, RunOptions, RunRecord, SNAPSHOT_HEADS_DIR};
 use crate::scoring::ScoringSet;
 use crate::training::{compute_dtype, train_heads_in, validation_batches};
 use crate::Result;
@@ -55,11 +53,13 @@ pub(crate) fn snapshot_heads_folder(seed: u64) -> String {
 /// first time heads must be trained.
 struct SnapshotHeads<'a> {
     record: &'a RunRecord,
-    snap: &'a Snapshot,
     data: &'a CorpusData,
     scoring: &'a ScoringSet,
     opts: &'a RunOptions,
     dir: PathBuf,
+    /// The snapshot's weights in the run's folder as it lies now (not the path recorded when
+    /// it was written: the study may have moved or come from another machine).
+    weights: PathBuf,
     model: Option<TwoTowerLm>,
 }
 
@@ -83,7 +83,7 @@ impl SnapshotHeads<'_> {
                 let cfg = spec.model_config(data.padded_vocab())?;
                 let m = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
                     .with_compute_dtype(compute_dtype(&opts.device));
-                m.params().load(&self.snap.path)?;
+                m.params().load(&self.weights)?;
                 empty.insert(m)
             }
         };
@@ -115,13 +115,13 @@ pub fn snapshot_scores(
     for snap in &res.snapshots {
         let mut s = SnapshotHeads {
             record,
-            snap,
             data,
             scoring,
             opts,
             dir: dir
                 .join(SNAPSHOT_HEADS_DIR)
                 .join(format!("step-{:07}", snap.step)),
+            weights: snap.weights_in(dir),
             model: None,
         };
         let (logprobs, heads) = s.heads(spec.head_seed)?;
