@@ -14,6 +14,66 @@ use crate::lock::{FolderLock, DATA_LOCK};
 use crate::spec::CorpusSpec;
 use crate::{ExperimentError, Result};
 
+/// File beside a trained `tokenizer.json` saying what it was trained for.
+const TRAINED_FROM_FILE: &str = "tokenizer.trained_from.json";
+
+/// What a study's trained vocabulary depends on besides the corpus file: a saved one is reused
+/// only by a spec that would train the same.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct TrainedFrom {
+    train_vocab: usize,
+    synthetic_documents: usize,
+    seed: u64,
+}
+
+impl TrainedFrom {
+    fn of(spec: &CorpusSpec) -> Self {
+        let synthetic = spec.corpus == "synthetic";
+        TrainedFrom {
+            train_vocab: spec.train_vocab,
+            // Only the synthetic corpus is generated from these.
+            synthetic_documents: if synthetic {
+                spec.synthetic_documents
+            } else {
+                0
+            },
+            seed: if synthetic { spec.seed } else { 0 },
+        }
+    }
+
+    /// Refuses a saved vocabulary trained for other settings (a folder without the note,
+    /// written before it existed, is taken as it is).
+    fn check_against(&self, note: &Path, tokenizer: &Path) -> Result<()> {
+        if !note.is_file() {
+            return Ok(());
+        }
+        let saved: TrainedFrom = crate::error::read_json(note)?;
+        if saved == *self {
+            return Ok(());
+        }
+        Err(ExperimentError::Mismatch {
+            run: format!(
+                "a study asking for a trained vocabulary of {} pieces{}",
+                self.train_vocab,
+                synthetic_note(self)
+            ),
+            data: tokenizer.display().to_string(),
+            why: format!(
+                "that vocabulary was trained for {} pieces{}; give the study its own --out",
+                saved.train_vocab,
+                synthetic_note(&saved)
+            ),
+        })
+    }
+}
+
+fn synthetic_note(t: &TrainedFrom) -> String {
+    match t.synthetic_documents {
+        0 => String::new(),
+        n => format!(" on {n} synthetic documents of seed {}", t.seed),
+    }
+}
+
 /// The documents and tokenizer of a study, shared by all its runs.
 #[derive(Debug, Clone)]
 pub struct CorpusData {
@@ -86,6 +146,8 @@ impl CorpusData {
             Some(p) => (Tokenizer::load(p)?, p.clone()),
             None => {
                 let saved = data_dir.join("tokenizer.json");
+                let origin = TrainedFrom::of(spec);
+                let origin_path = data_dir.join(TRAINED_FROM_FILE);
                 if !saved.is_file() {
                     // Trained once per study, under the lock: two processes never write the
                     // file together.
@@ -96,9 +158,11 @@ impl CorpusData {
                             spec.train_vocab,
                             true,
                         )?;
+                        crate::error::write_json_atomic(&origin_path, &origin)?;
                         save_atomic(&saved, |tmp| Ok(t.save(tmp)?))?;
                     }
                 }
+                origin.check_against(&origin_path, &saved)?;
                 (Tokenizer::load(&saved)?, saved)
             }
         };
@@ -206,4 +270,34 @@ pub fn batcher(
         tok.special_tokens()?,
         tok.vocab_size(),
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trained_vocabulary_is_reused_only_by_a_spec_that_would_train_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = CorpusSpec::synthetic(60, 0);
+        let first = CorpusData::load(&spec, dir.path()).unwrap();
+        let again = CorpusData::load(&spec, dir.path()).unwrap();
+        assert_eq!(again.tok.vocab_size(), first.tok.vocab_size());
+        // Another size, or another synthetic text, would record a vocabulary it never used.
+        let smaller = CorpusSpec {
+            train_vocab: 512,
+            ..spec.clone()
+        };
+        let other_text = CorpusSpec {
+            seed: 1,
+            ..spec.clone()
+        };
+        for (bad, want) in [
+            (smaller, "trained for 1024 pieces"),
+            (other_text, "of seed 0"),
+        ] {
+            let e = CorpusData::load(&bad, dir.path()).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+    }
 }
