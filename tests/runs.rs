@@ -317,6 +317,30 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
 }
 
 #[test]
+fn a_phase_1_brought_from_another_machine_shows_as_done_while_its_heads_train() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(9);
+    spec.phase1.snapshots.clear();
+    run_in(&spec, dir.path(), "run").unwrap();
+    let run = dir.path().join("run");
+    // As fetched: phase 1's final weights and log, no checkpoint state, nothing after it.
+    keep_only(
+        &run,
+        &[
+            "run.json",
+            "phase1/checkpoint/weights.safetensors",
+            "phase1/metrics.jsonl",
+        ],
+    );
+    edit_record(&run, |r| r["result"] = serde_json::Value::Null);
+    let st = run_status("run", &run).unwrap();
+    assert_eq!(st.stage, Stage::Heads, "{st:?}");
+    assert!(st.phase1.as_ref().is_some_and(|p| p.done), "{st:?}");
+    run_in(&spec, dir.path(), "run").unwrap();
+    assert_eq!(run_status("run", &run).unwrap().stage, Stage::Finished);
+}
+
+#[test]
 fn a_finished_run_asked_for_its_model_is_not_trained_or_scored_again() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = tiny_spec(8);

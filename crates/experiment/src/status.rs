@@ -252,7 +252,19 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         }
         None => {
             let budget = spec.phase1.budget_tokens;
-            s.phase1 = progress(&dir.join(PHASE1_DIR), |st, _| st.tokens >= budget)?;
+            let phase1 = dir.join(PHASE1_DIR);
+            s.phase1 = progress(&phase1, |st, _| st.tokens >= budget)?;
+            // A phase 1 that came back from another machine has its final weights and log but
+            // no state.json: finished, as the run's next call will find it.
+            let total = s
+                .phase1
+                .as_ref()
+                .filter(|p| !p.done)
+                .and_then(|p| p.total_steps);
+            if let Some(Ok(Some(sum))) = total.map(|t| towers::finished_elsewhere(&phase1, t)) {
+                let rate = phase1_tokens_per_s(dir, &sum)?;
+                s.phase1 = Some(finished(sum.steps, sum.tokens, rate));
+            }
             s.heads = head_progress(&dir.join(HEADS_DIR))?;
             if spec.retest_heads {
                 s.retest = head_progress(&dir.join(RETEST_HEADS_DIR))?;
