@@ -267,7 +267,8 @@ pub(crate) fn solve_w(
 /// train split's moments (paper eq. 2: W = C_tb (C_bb + λI)⁻¹, b = μ_t − W μ_b).
 ///
 /// Errors: unknown names, an empty list, n ≤ d_basis (too few samples), a non-finite ridge, a
-/// basis of zero variance, or a system that stays singular under a fixed ridge.
+/// basis of zero variance without a ridge (`Ridge::None`, `Fixed(0)`; a positive ridge fits it
+/// with W = 0, so R² ≤ 0), or a system that stays singular under a fixed ridge.
 pub fn fit(
     train: &Moments,
     target: &[&str],

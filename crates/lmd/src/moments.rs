@@ -642,8 +642,9 @@ impl Moments {
 
     /// Writes the moments to `path` (safetensors: f64 tensors `gram` \[D, D\], `sum` \[D\],
     /// `shift` \[D\]; JSON metadata with names, widths, n under the header key `lmd.moments`).
-    /// The write is atomic: a temporary file `<name>.<pid>.tmp` beside it, synced to disk,
-    /// then renamed over `path`; a kill at any point leaves the previous file whole.
+    /// The write is atomic: a uniquely named hidden temporary file beside it
+    /// (`report::replace_file`), synced to disk, then renamed over `path`; a kill at any point
+    /// leaves the previous file whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         self.save_with(path, &HashMap::new())
     }
@@ -762,6 +763,16 @@ impl Moments {
             .any(|x| !x.is_finite())
         {
             return Err(bad("non-finite values".into()));
+        }
+        // Samples are summed about the shift taken at the first of them: samples without one,
+        // or sums without samples, cannot have come from `save`.
+        if n > 0 && !has_shift {
+            return Err(bad(format!(
+                "{n} samples but no shift they were summed about"
+            )));
+        }
+        if n == 0 && gram.iter().chain(&m.sum).any(|&x| x != 0.0) {
+            return Err(bad("non-zero sums of 0 samples".into()));
         }
         m.gram = Mat::from_fn(d, d, |r, c| if r >= c { gram[r * d + c] } else { 0.0 });
         m.shift = has_shift.then_some(shift);

@@ -112,7 +112,9 @@ pub struct ExtractKey {
     /// Which part of its split.
     pub shard: Shard,
     /// Sequences per moments update (fixes the order of accumulation, so a resumed shard equals
-    /// an uninterrupted one bit for bit); 0 for an embedding file.
+    /// an uninterrupted one bit for bit when it is resumed with the same batching settings,
+    /// `token_budget` and `max_batch`, which the key does not hold: other ones pad the pieces
+    /// to other lengths and move the sums by rounding, about 1e-7); 0 for an embedding file.
     pub chunk: usize,
 }
 

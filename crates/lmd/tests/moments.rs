@@ -151,6 +151,40 @@ fn save_load_round_trip_is_exact() {
         Moments::load(dir.path().join("missing")),
         Err(LmdError::Io { .. })
     ));
+    // Metadata that `save` never writes: samples without their shift, sums of no samples.
+    let n = m.n();
+    for (from, to, want) in [
+        (
+            r#"has_shift\":true"#.to_string(),
+            r#"has_shift\":false"#.to_string(),
+            "no shift",
+        ),
+        (
+            format!(r#"\"n\":{n},"#),
+            r#"\"n\":0,"#.to_string(),
+            "0 samples",
+        ),
+    ] {
+        let edited = dir.path().join("edited.safetensors");
+        std::fs::write(&edited, with_header_edit(&bytes, &from, &to)).unwrap();
+        match Moments::load(&edited) {
+            Err(LmdError::Malformed { reason, .. }) => assert!(reason.contains(want), "{reason}"),
+            other => panic!("{from} -> {to}: {other:?}"),
+        }
+    }
+}
+
+/// A safetensors file with `from` replaced by `to` in its JSON header (length prefix rewritten;
+/// the tensors' offsets are relative to the header's end and stay valid).
+fn with_header_edit(bytes: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + len]).unwrap();
+    assert!(header.contains(from), "{from} not in {header}");
+    let header = header.replacen(from, to, 1);
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&bytes[8 + len..]);
+    out
 }
 
 #[test]

@@ -207,6 +207,9 @@ fn byte_bpe(dir: &Path, vocab: &Path, roberta_style: bool) -> Result<Tokenizer> 
     Ok(t)
 }
 
+/// The ids llama2.c's byte fallback reaches: 3 special tokens, then one id per byte.
+const BYTE_FALLBACK_IDS: usize = 3 + 256;
+
 /// llama2.c's tokenizer: byte strings with merge scores; BOS = 1, a dummy leading space,
 /// code points looked up whole else as bytes (id = byte + 3), then greedy best-score merges.
 struct Llama2cVocab {
@@ -217,6 +220,13 @@ struct Llama2cVocab {
 
 impl Llama2cVocab {
     fn parse(bytes: &[u8], vocab_size: usize) -> std::result::Result<Self, String> {
+        // Byte fallback gives ids up to 255 + 3: a smaller vocabulary cannot hold them.
+        if vocab_size < BYTE_FALLBACK_IDS {
+            return Err(format!(
+                "vocab_size {vocab_size} is below the {BYTE_FALLBACK_IDS} ids of llama2.c's \
+                 byte fallback (3 specials + 256 bytes)"
+            ));
+        }
         let mut pos = 0usize;
         let mut take = |n: usize| -> std::result::Result<&[u8], String> {
             let s = bytes
@@ -300,5 +310,29 @@ impl Llama2cVocab {
         out.push(1); // BOS
         out.extend(toks);
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A llama2.c tokenizer file of `n` one-byte pieces.
+    fn vocab_file(n: usize) -> Vec<u8> {
+        let mut b = 1i32.to_le_bytes().to_vec();
+        for i in 0..n {
+            b.extend_from_slice(&0f32.to_le_bytes());
+            b.extend_from_slice(&1i32.to_le_bytes());
+            b.push(i as u8);
+        }
+        b
+    }
+
+    #[test]
+    fn a_vocabulary_too_small_for_the_byte_fallback_is_refused() {
+        // 32 pieces: a character outside them would fall back to id byte + 3, up to 258.
+        let e = Llama2cVocab::parse(&vocab_file(32), 32).err().unwrap();
+        assert!(e.contains("byte fallback"), "{e}");
+        assert!(Llama2cVocab::parse(&vocab_file(259), 259).is_ok());
     }
 }
