@@ -80,8 +80,11 @@ impl Trainable for TwoTowerLm {
 pub enum Budget {
     /// A number of optimizer updates.
     Steps(u64),
-    /// A number of token positions (batch_size · seq_len summed over micro-batches); the update
-    /// count is fixed at the first update as ⌈budget / tokens per update⌉.
+    /// A number of token positions (batch_size · seq_len summed over micro-batches). The
+    /// schedule's update count is fixed at the first update as ⌈budget / tokens per update⌉;
+    /// training stops once the tokens are spent, which is that count when every update has the
+    /// first one's size (the experiment's batchers drop a short last batch; with batches of
+    /// varying size the schedule and the stop part ways).
     Tokens(u64),
     /// Seconds of training time (summed over resumed runs); the schedule follows elapsed time,
     /// so this mode is not bit-reproducible.
@@ -261,30 +264,56 @@ pub struct Trainer<'m, M: Trainable> {
     saved_at: Instant,
 }
 
+/// Refuses settings that cannot train: they would hang (a NaN wall-clock budget), do nothing
+/// (no micro-batch), or silently drop a feature (a NaN clip, patience 0).
+fn check_config(cfg: &TrainConfig) -> Result<()> {
+    let bad = |why: String| Err(TowersError::Config(why));
+    if cfg.early_stop.is_some() && cfg.eval_every == 0 {
+        return bad("early stopping needs eval_every > 0".into());
+    }
+    if cfg.grad_accum == 0 || cfg.lr.is_nan() || cfg.lr <= 0.0 {
+        return bad("grad_accum >= 1 and lr > 0 are required".into());
+    }
+    if !(0.0..1.0).contains(&cfg.warmup_frac) {
+        return bad(format!(
+            "warmup_frac {} must lie in [0, 1)",
+            cfg.warmup_frac
+        ));
+    }
+    if cfg.checkpoint_secs.is_some_and(|s| s.is_nan() || s < 0.0) {
+        return bad(format!(
+            "checkpoint_secs must be a number of seconds >= 0, not {:?}",
+            cfg.checkpoint_secs
+        ));
+    }
+    if !(cfg.clip_norm.is_finite() && cfg.clip_norm >= 0.0) {
+        return bad(format!(
+            "clip_norm {} must be finite and >= 0",
+            cfg.clip_norm
+        ));
+    }
+    if let Budget::WallClockSecs(s) = cfg.budget {
+        if !(s.is_finite() && s > 0.0) {
+            return bad(format!(
+                "a wall-clock budget of {s} s never ends or never starts"
+            ));
+        }
+    }
+    if let Some(es) = cfg.early_stop {
+        if es.patience == 0 || !es.min_delta.is_finite() {
+            return bad(format!(
+                "early stopping needs patience >= 1 and a finite min_delta, not {es:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl<'m, M: Trainable> Trainer<'m, M> {
     /// A fresh trainer; with `out_dir`, metrics go to `out_dir/metrics.jsonl` and checkpoints to
     /// `out_dir/checkpoint/`.
     pub fn new(model: &'m M, cfg: TrainConfig, out_dir: Option<&Path>) -> Result<Self> {
-        if cfg.early_stop.is_some() && cfg.eval_every == 0 {
-            return Err(TowersError::Config(
-                "early stopping needs eval_every > 0".into(),
-            ));
-        }
-        if cfg.grad_accum == 0
-            || cfg.lr.is_nan()
-            || cfg.lr <= 0.0
-            || !(0.0..1.0).contains(&cfg.warmup_frac)
-        {
-            return Err(TowersError::Config(
-                "grad_accum >= 1, lr > 0 and 0 <= warmup_frac < 1 are required".into(),
-            ));
-        }
-        if cfg.checkpoint_secs.is_some_and(|s| s.is_nan() || s < 0.0) {
-            return Err(TowersError::Config(format!(
-                "checkpoint_secs must be a number of seconds >= 0, not {:?}",
-                cfg.checkpoint_secs
-            )));
-        }
+        check_config(&cfg)?;
         let metrics = match out_dir {
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(crate::error::io_err(d))?;
@@ -360,12 +389,21 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                     path: origin.clone(),
                     msg: format!("state.json: {e}"),
                 })?;
+            let mut state = state;
+            state.train.progress = progress;
+            state.train.checkpoint_secs = checkpoint_secs;
+            // The stored settings (a hand-edited state.json too) pass the same checks, and the
+            // optimizer is rebuilt from them: the caller's AdamW settings must not apply to the
+            // rest of a run that started with others.
+            check_config(&state.train).map_err(|e| TowersError::Checkpoint {
+                path: origin.clone(),
+                msg: format!("state.json: {e}"),
+            })?;
+            t.opt = AdamW::new(model.params().params(), state.train.adamw)?;
             model.params().load_map(&data.weights, &origin)?;
             t.opt.load_state(&data.optimizer, state.step, &origin)?;
             source.seek(&state.cursor)?;
             t.state = state;
-            t.state.train.progress = progress;
-            t.state.train.checkpoint_secs = checkpoint_secs;
         }
         Ok(t)
     }

@@ -208,6 +208,8 @@ fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
     let mut resumed = tc.clone();
     resumed.checkpoint_secs = Some(3600.0);
     resumed.budget = Budget::Steps(100);
+    // Other AdamW settings must not reach the rest of the run: the stored ones are rebuilt.
+    resumed.adamw.weight_decay = 0.5;
     let mut tr = Trainer::resume_or_new(&again, resumed, &out, &mut src).unwrap();
     assert_eq!(tr.state().step, 5, "the interval saved update 5");
     assert_eq!(tr.state().train.checkpoint_secs, Some(3600.0));
@@ -216,6 +218,7 @@ fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
         Budget::Steps(8),
         "the stored budget wins"
     );
+    assert_eq!(tr.state().train.adamw, tc.adamw);
     assert_eq!(tr.train(&mut src, &valid).unwrap().steps, 8);
     assert_same_weights(
         &whole,
@@ -223,12 +226,28 @@ fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
         "after a resume from the interval's checkpoint",
     );
 
-    let mut bad = tc;
-    bad.checkpoint_secs = Some(-1.0);
-    assert!(matches!(
-        Trainer::new(&model(&mc, 1), bad, None),
-        Err(towers::TowersError::Config(_))
-    ));
+    // Settings that would hang, do nothing or silently drop a feature are refused.
+    let bads: [fn(&mut TrainConfig); 5] = [
+        |c| c.checkpoint_secs = Some(-1.0),
+        |c| c.clip_norm = f64::NAN,
+        |c| c.budget = Budget::WallClockSecs(f64::NAN),
+        |c| {
+            c.eval_every = 2;
+            c.early_stop = Some(towers::EarlyStop {
+                patience: 0,
+                min_delta: 1e-3,
+            })
+        },
+        |c| c.warmup_frac = 1.0,
+    ];
+    for edit in bads {
+        let mut bad = tc.clone();
+        edit(&mut bad);
+        assert!(matches!(
+            Trainer::new(&model(&mc, 1), bad, None),
+            Err(towers::TowersError::Config(_))
+        ));
+    }
 }
 
 #[test]

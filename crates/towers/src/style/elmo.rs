@@ -71,7 +71,7 @@ impl TowerStyle for Elmo {
     }
 
     fn device_mask(&self, batch: &TokenBatch, dtype: DType, dev: &Device) -> Result<Tensor> {
-        // The LSTMs hold their state over PAD: a [B, T, 1] 0/1 mask in the compute dtype.
+        // PAD steps reset the LSTMs' state to zero: a [B, T, 1] 0/1 mask in the compute dtype.
         let m: Vec<f32> = batch
             .attention_mask
             .iter()
