@@ -539,6 +539,7 @@ mod tests {
             evals_since_best: 0,
             stopped_early: false,
             final_val_loss: None,
+            optimizer_step: None,
         };
         std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
     }

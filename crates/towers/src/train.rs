@@ -204,6 +204,10 @@ pub struct TrainState {
     /// such a run validates once more).
     #[serde(default)]
     pub final_val_loss: Option<f64>,
+    /// The optimizer's own update count (AdamW's bias correction), which trails `step` by the
+    /// updates that had no target to learn from (`None` in older checkpoints: taken as `step`).
+    #[serde(default)]
+    pub optimizer_step: Option<u64>,
 }
 
 /// What one update did.
@@ -340,6 +344,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 evals_since_best: 0,
                 stopped_early: false,
                 final_val_loss: None,
+                optimizer_step: None,
             },
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
@@ -401,7 +406,8 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             })?;
             t.opt = AdamW::new(model.params().params(), state.train.adamw)?;
             model.params().load_map(&data.weights, &origin)?;
-            t.opt.load_state(&data.optimizer, state.step, &origin)?;
+            let opt_step = state.optimizer_step.unwrap_or(state.step);
+            t.opt.load_state(&data.optimizer, opt_step, &origin)?;
             source.seek(&state.cursor)?;
             t.state = state;
         }
@@ -618,6 +624,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             .clone()
             .ok_or_else(|| TowersError::Config("checkpoints need an output directory".into()))?;
         self.state.cursor = cursor;
+        self.state.optimizer_step = Some(self.opt.step_count());
         let path = checkpoint::save(
             &dir,
             &CheckpointData {

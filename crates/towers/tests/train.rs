@@ -348,3 +348,44 @@ fn assert_same_weights(a: &towers::TwoTowerLm, b: &towers::TwoTowerLm, when: &st
         assert_eq!(d, 0.0, "{name} differs {when}");
     }
 }
+
+/// An update whose batch has no target leaves AdamW's own step count behind the trainer's; a
+/// resume restores the optimizer's count (saved beside the trainer's), so its bias correction
+/// continues as in the uninterrupted run.
+#[test]
+fn a_resume_after_an_update_without_targets_continues_bit_exactly() {
+    let mc = tiny(Style::Gpt, 2);
+    let mut data = batches(&mut source(&mc, 4, 8, 3), 6);
+    data[1].labels.fill(corpus::IGNORE_LABEL);
+    assert_eq!(data[1].n_targets(), 0);
+    let mut tc = cfg(6, 5e-3);
+    tc.checkpoint_every = 0;
+    tc.checkpoint_secs = Some(0.0);
+    let src = || towers::VecSource::new(data.clone()).unwrap();
+
+    let whole = model(&mc, 8);
+    Trainer::new(&whole, tc.clone(), None)
+        .unwrap()
+        .train(&mut src(), &[])
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("killed");
+    let first = model(&mc, 8);
+    let s = Trainer::new(&first, tc.clone(), Some(&out))
+        .unwrap()
+        .train_until(&mut src(), &[], Some(3))
+        .unwrap();
+    assert!(s.interrupted);
+    let again = model(&mc, 77);
+    let mut resumed_src = src();
+    let mut tr = Trainer::resume_or_new(&again, tc, &out, &mut resumed_src).unwrap();
+    assert_eq!(tr.state().step, 3);
+    assert_eq!(tr.state().optimizer_step, Some(2));
+    tr.train(&mut resumed_src, &[]).unwrap();
+    assert_same_weights(
+        &whole,
+        &again,
+        "after a resume past an update without targets",
+    );
+}
