@@ -354,7 +354,8 @@ fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() 
             "bert-scoring_set.json",
             "gpt-scoring_set.json",
             "synthetic.txt",
-            "tokenizer.json"
+            "tokenizer.json",
+            "tokenizer.trained_from.json"
         ],
         "stray files (temporary or lock files) in data/"
     );
