@@ -284,7 +284,8 @@ fn remove_stale(path: &Path, seen: &Held) -> Result<bool> {
     let moved = read_holder(&aside);
     let same = match (seen, &moved) {
         (Held::By(a), Held::By(b)) => a == b,
-        (Held::Unreadable { .. }, Held::Unreadable { .. }) => true,
+        // Another process's lock still being written is unreadable too, but new.
+        (Held::Unreadable { .. }, Held::Unreadable { age }) => *age >= UNREADABLE_STALE_AFTER,
         _ => false,
     };
     if !same {
@@ -409,6 +410,20 @@ mod tests {
         fs::write(&path, serde_json::to_string(&remote).unwrap()).unwrap();
         let msg = FolderLock::acquire(&path, "run").unwrap_err().to_string();
         assert!(msg.contains("-elsewhere"), "{msg}");
+    }
+
+    #[test]
+    fn an_unreadable_lock_that_turns_out_new_is_put_back() {
+        // Judged stale when old and unreadable; what is moved aside is a fresh file (another
+        // process created its lock and has not written it yet): it goes back, untouched.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(WRITER_LOCK);
+        fs::write(&path, b"").unwrap();
+        let seen = Held::Unreadable {
+            age: UNREADABLE_STALE_AFTER,
+        };
+        assert!(!remove_stale(&path, &seen).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"");
     }
 
     #[test]
