@@ -86,8 +86,8 @@ struct Args {
     /// `crates/lmd/tests/fixtures`).
     #[arg(long)]
     fixtures: Option<PathBuf>,
-    /// The all-MiniLM-L6-v2 folder.
-    #[arg(long, default_value = "/work/shared/models/all-MiniLM-L6-v2")]
+    /// The all-MiniLM-L6-v2 folder (default: `../shared/models/` beside the checkout).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/models/all-MiniLM-L6-v2"))]
     minilm: PathBuf,
     /// Leave MiniLM out (its 90 MB folder does not travel to the GPU machine).
     #[arg(long)]

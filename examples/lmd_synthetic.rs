@@ -51,9 +51,9 @@ struct Args {
     /// Test samples.
     #[arg(long, default_value_t = 5_000)]
     n_test: usize,
-    /// Rows per streamed batch.
-    #[arg(long, default_value_t = 1_000)]
-    batch: usize,
+    /// Rows per streamed batch (at least 1).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
     /// Fixed ridge λ (the reference uses 1e-6).
     #[arg(long, default_value_t = 1e-6)]
     lambda: f64,
@@ -152,7 +152,7 @@ fn stream_split(
     bar.set_message(label.to_string());
     let mut done = 0;
     while done < n {
-        let rows = a.batch.min(n - done);
+        let rows = (a.batch as usize).min(n - done);
         let t = Instant::now();
         let batch = planted.sample(rows, rng);
         secs.sample += t.elapsed().as_secs_f64();

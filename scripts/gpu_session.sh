@@ -38,7 +38,10 @@
 #                                         -> $OUT/profile_STYLE.txt, $OUT/profile.txt
 #   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
 #                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
-#                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds)
+#                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds,
+#                                         540 unless set: an outer `timeout` would stop only this
+#                                         script, not the run; output in study-ONLY.{json,err}
+#                                         with commas in ONLY written as _)
 #   scripts/gpu_session.sh fetch LABEL... runs' folders with the final phase-1 weights but no
 #                                         other weights, checkpoints or snapshots (all the
 #                                         tables read, the snapshot heads' scores included), xz
@@ -216,11 +219,15 @@ profile() {
 
 study() {
   ensure_setup
+  # Files that come back have plain names: no commas.
+  local tag=${1//,/_}
+  # The run's own timeout is the stop that checkpoints: a `timeout` around this script would
+  # signal only the script (GNU timeout puts its child in a process group of its own).
   # shellcheck disable=SC2086
-  timeout --preserve-status -s TERM "${STUDY_TIMEOUT:-0}" $BIN/reproduce --protocol cpu --out "$STUDY" \
-    --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$1.json" 2>>"$OUT/study-$1.err"
+  timeout --preserve-status -s TERM "${STUDY_TIMEOUT:-540}" $BIN/reproduce --protocol cpu --out "$STUDY" \
+    --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$tag.json" 2>>"$OUT/study-$tag.err"
   local rc=$?
-  tail -c 3000 "$OUT/study-$1.err"
+  tail -c 3000 "$OUT/study-$tag.err"
   return $rc
 }
 
@@ -272,9 +279,14 @@ have_pack() {
 fetch() {
   local k=${FETCH_PAGE:-0} dir=${FETCH_PACK_DIR:-/tmp/fetch-pack}
   if [ "$k" = 0 ]; then
-    rm -rf $dir && mkdir -p $dir
+    local l
+    for l in "$@"; do
+      [ -d "$STUDY/$l" ] || { echo "fetch: no run $l in $STUDY" >&2; return 1; }
+    done
+    rm -rf "$dir" && mkdir -p "$dir"
     run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
-      split -b "${FETCH_PART_MB:-15}M" -d -a 2 - $dir/fetch.tar.xz.part
+      split -b "${FETCH_PART_MB:-15}M" -d -a 2 - "$dir/fetch.tar.xz.part" ||
+      { echo "fetch: packing failed" >&2; rm -rf "$dir"; return 1; }
   fi
   have_pack fetch.tar.xz $dir "fetch with FETCH_PAGE=0" &&
     page_out fetch.tar.xz $dir "$k" "FETCH_PAGE=$((k + 1)) fetch $*"
@@ -332,11 +344,13 @@ pack() {
 runs() {
   # The whole study, as `fetch` brings runs (run_files).
   local k=${1:-0} dir=/tmp/runs-pack
-  if [ ! -e $dir/done ]; then
-    rm -rf $dir && mkdir -p $dir
+  # Page 0 packs afresh (a study trained since must not get an older pack back).
+  if [ "$k" = 0 ] || [ ! -e "$dir/done" ]; then
+    rm -rf "$dir" && mkdir -p "$dir"
     run_files . | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
-      split -b 15M -d -a 2 - $dir/runs.tar.xz.part
-    touch $dir/done
+      split -b 15M -d -a 2 - "$dir/runs.tar.xz.part" ||
+      { echo "runs: packing failed" >&2; rm -rf "$dir"; return 1; }
+    touch "$dir/done"
   fi
   page_out runs.tar.xz $dir "$k" "runs $((k + 1))"
 }

@@ -207,6 +207,38 @@ fn fetch_brings_what_the_tables_read_and_leaves_optimiser_states_snapshots_and_l
     );
 }
 
+#[test]
+fn fetch_of_a_run_that_is_not_there_fails_naming_it_and_brings_nothing() {
+    let s = session();
+    let o = s.step(&["study", "gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A typo beside a real label: an empty or partial pack would pass for a fetch.
+    let o = s.step(&["fetch", "gpt-s1", "gpt-s9"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("no run gpt-s9"),
+        "{err}"
+    );
+    let parts = fs::read_dir(&s.out).map_or(0, |d| {
+        d.filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("fetch")
+        })
+        .count()
+    });
+    assert_eq!(parts, 0);
+}
+
+#[test]
+fn a_study_of_several_runs_writes_files_with_plain_names() {
+    // The device tool brings back only names of letters, digits, '.', '_' and '-'.
+    let s = session();
+    let o = s.step(&["study", "gpt-s0,gpt-s1"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(s.out.join("study-gpt-s0_gpt-s1.json").is_file());
+    assert!(s.out.join("study-gpt-s0_gpt-s1.err").is_file());
+}
+
 /// Bytes that xz cannot shrink: a 64-bit xorshift stream.
 fn incompressible(n: usize) -> Vec<u8> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;

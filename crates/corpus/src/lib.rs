@@ -41,7 +41,7 @@ pub use read::{read_documents, DocSource, Document, Documents, Format};
 pub use reference_chunks::{reference_chunks, text_rows, REFERENCE_GROUP_ROWS};
 pub use sampler::{Sample, SampleText, SampledSplits, SamplerConfig, SequenceSampler};
 pub use sentence::{split_sentences, SentenceSplitter};
-pub use split::{DocumentSplitter, Split, SplitFractions, SplitKey};
+pub use split::{fnv1a, DocumentSplitter, Split, SplitFractions, SplitKey};
 pub use synthetic::{SyntheticConfig, SyntheticCorpus, TaggedDocument};
 pub use tokenizer::{ChunkMemo, Encoded, SpecialTokens, Tokenizer, BERT_SPECIAL_TOKENS};
 pub use windows::{

@@ -99,8 +99,9 @@ pub struct DocumentSplitter {
     pub key: SplitKey,
 }
 
-/// FNV-1a, 64 bits: a hash fixed by its definition (std's hasher may change between releases).
-fn fnv1a(bytes: &[u8]) -> u64 {
+/// FNV-1a, 64 bits: a hash fixed by its definition (std's hasher may change between releases),
+/// for keys and seeds that must not move between builds.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })

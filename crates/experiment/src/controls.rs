@@ -25,7 +25,7 @@ use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{pair_cells, PairComparison, RunScores};
-use crate::Result;
+use crate::{ExperimentError, Result};
 
 /// The controls of one run (top-`n` tokens, Pearson unless said).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,7 +46,7 @@ pub struct RunControl {
     pub null_mean: f64,
     /// Their 97.5% quantile.
     pub null_q975: f64,
-    /// Mean Pearson r with the other runs of its style, if any.
+    /// Mean Pearson r with the other runs of its model (its other seeds), if any.
     pub same_style_r: Option<f64>,
     /// Share of null replicates at least as large as `same_style_r`.
     pub null_p: Option<f64>,
@@ -66,6 +66,7 @@ pub fn run_controls(
     replicates: usize,
     opts: &CorrOptions,
 ) -> Result<Vec<RunControl>> {
+    check_preds(preds, runs.len())?;
     let mut out = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let v = &r.scores.values;
@@ -83,7 +84,8 @@ pub fn run_controls(
             kind,
             Method::Pearson,
             replicates,
-            i as u64,
+            // The run's own stream: the same whichever runs a study selects, in whatever order.
+            corpus::fnv1a(r.label.as_bytes()),
         )?;
         let same: Vec<f64> = pairs
             .iter()
@@ -109,27 +111,58 @@ pub fn run_controls(
 /// Per token id, the mean of log p(target) over the token's scored positions and every tower
 /// of `lp` (natural log; `None` for a token never scored): how predictable the run finds the
 /// token from its context.
-pub fn predictability(lp: &PositionLogProbs) -> Vec<Option<f64>> {
+pub fn predictability(lp: &PositionLogProbs) -> Result<Vec<Option<f64>>> {
+    let n_pos = lp.targets.len();
+    if let Some(k) = lp.logp.iter().position(|k| k.len() != n_pos) {
+        let why = format!("tower {k} has {} log-probs for {n_pos}", lp.logp[k].len());
+        return Err(mismatch("the positions' targets", why));
+    }
+    if let Some(t) = lp.targets.iter().find(|&&t| t as usize >= lp.vocab_size) {
+        let why = format!("target {t} is outside the vocabulary of {}", lp.vocab_size);
+        return Err(mismatch("the vocabulary", why));
+    }
     let mut sum = vec![0.0f64; lp.vocab_size];
     let mut n = vec![0u64; lp.vocab_size];
     for (i, &t) in lp.targets.iter().enumerate() {
         sum[t as usize] += lp.logp.iter().map(|k| f64::from(k[i])).sum::<f64>();
         n[t as usize] += lp.logp.len() as u64;
     }
-    sum.iter()
+    Ok(sum
+        .iter()
         .zip(&n)
         .map(|(&s, &c)| (c > 0).then(|| s / c as f64))
-        .collect()
+        .collect())
+}
+
+/// The log-probabilities of a run that do not fit `data`.
+fn mismatch(data: &str, why: String) -> ExperimentError {
+    ExperimentError::Mismatch {
+        run: "the run's position log-probabilities".into(),
+        data: data.into(),
+        why,
+    }
+}
+
+/// Refuses `preds` that are not one per run.
+fn check_preds(preds: &[Vec<Option<f64>>], runs: usize) -> Result<()> {
+    match preds.len() == runs {
+        true => Ok(()),
+        false => Err(ExperimentError::Mismatch {
+            run: format!("{runs} runs"),
+            data: format!("{} predictability vectors", preds.len()),
+            why: "one per run, in the runs' order".into(),
+        }),
+    }
 }
 
 /// [`predictability`] of `run`'s tokens where the run has a score (`None` elsewhere), so that
 /// pairs of runs compare it over the tokens their scores are compared on.
-pub fn scored_predictability(run: &RunScores) -> Vec<Option<f64>> {
-    predictability(&run.logprobs)
+pub fn scored_predictability(run: &RunScores) -> Result<Vec<Option<f64>>> {
+    Ok(predictability(&run.logprobs)?
         .into_iter()
         .zip(&run.scores.values)
         .map(|(p, s)| s.and(p))
-        .collect()
+        .collect())
 }
 
 /// The predictability control across a pair of runs: how alike the two runs find the tokens to
@@ -159,6 +192,7 @@ pub fn predictability_pairs(
     freq: &[u64],
     top_n: usize,
 ) -> Result<Vec<PredictabilityPair>> {
+    check_preds(preds, labels.len())?;
     let mut out = Vec::new();
     for (i, j, p) in pair_cells(labels, pairs) {
         let pred = correlate(
@@ -318,6 +352,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_runs_split_null_is_its_own_whichever_runs_come_with_it() {
+        use crate::test_rng::normal;
+        use rand::SeedableRng;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let mut run = |label: &str| {
+            let targets: Vec<u32> = (0..2400).map(|i| (i % 40) as u32).collect();
+            let logp = (0..2)
+                .map(|_| {
+                    let tower = targets
+                        .iter()
+                        .map(|_| -(normal(&mut rng).abs() as f32) - 0.1);
+                    tower.collect()
+                })
+                .collect();
+            crate::test_runs::gpt_run(label.into(), crate::test_runs::one_batch(40, targets, logp))
+        };
+        let (a, b) = (run("a"), run("b"));
+        let freq: Vec<u64> = (0..40).map(|t| 1000 - 10 * t).collect();
+        let controls = |runs: &[RunScores]| {
+            let preds: Vec<_> = runs
+                .iter()
+                .map(|r| scored_predictability(r).unwrap())
+                .collect();
+            let opts = CorrOptions::default();
+            run_controls(
+                runs,
+                &preds,
+                &[],
+                &freq,
+                40,
+                ScoreKind::ArithmeticMean,
+                20,
+                &opts,
+            )
+            .unwrap()
+        };
+        let both = controls(&[a.clone(), b.clone()]);
+        let alone = controls(std::slice::from_ref(&b));
+        let swapped = controls(&[b.clone(), a.clone()]);
+        assert_eq!(both[1], alone[0]);
+        assert_eq!(both[1], swapped[0]);
+        assert_eq!(both[0], swapped[1]);
+        assert_ne!(both[0].null_mean, both[1].null_mean);
+        // Predictability vectors that are not one per run are refused, not indexed past.
+        let one = vec![scored_predictability(&a).unwrap()];
+        let opts = CorrOptions::default();
+        let kind = ScoreKind::ArithmeticMean;
+        assert!(run_controls(&[a, b], &one, &[], &freq, 40, kind, 20, &opts).is_err());
+    }
+
+    #[test]
     fn predictability_is_the_mean_log_p_over_positions_and_towers() {
         let lp = PositionLogProbs {
             vocab_size: 4,
@@ -327,10 +412,19 @@ mod tests {
             logp: vec![vec![-1.0, -4.0, -3.0], vec![-2.0, -6.0, -0.5]],
             full: None,
         };
-        let p = predictability(&lp);
+        let p = predictability(&lp).unwrap();
         assert_eq!(p.len(), 4);
         assert_eq!((p[0], p[2]), (None, None));
         assert!((p[1].unwrap() - (-1.0 - 3.0 - 2.0 - 0.5) / 4.0).abs() < 1e-12);
         assert!((p[3].unwrap() + 5.0).abs() < 1e-12);
+        // A target outside the vocabulary, or a tower short of positions, is refused.
+        let outside = PositionLogProbs {
+            targets: vec![1, 4, 1],
+            ..lp.clone()
+        };
+        assert!(predictability(&outside).is_err());
+        let mut short = lp;
+        short.logp[1].pop();
+        assert!(predictability(&short).is_err());
     }
 }

@@ -753,10 +753,16 @@ fn write_table2(
         .map(|(a, o)| (format!("T={}", o.t), &a.group))
         .collect();
     let spec = ctx.spec;
+    // The sequences sampled, which a small corpus leaves below the ones asked for.
+    let sizes: Vec<String> = per_t
+        .iter()
+        .map(|(_, o)| format!("T={} {}/{}", o.t, o.n_train, o.n_test))
+        .collect();
     let table = group_table(&settings)?
         .with_title("Table 2: held-out group R² of each model on all the others, by T")
         .with_note(format!(
-            "{ORIENTATION}; n_train {}, n_test {}, pooling {}, {}, corpus {}; last row: group rho (mean over models)",
+            "{ORIENTATION}; sequences train/test {} (asked for {}/{}), pooling {}, {}, corpus {}; last row: group rho (mean over models)",
+            sizes.join(", "),
             spec.n_train,
             spec.n_test,
             spec.pooling.as_str(),

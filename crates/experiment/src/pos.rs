@@ -34,7 +34,9 @@ impl TagSource {
     }
 }
 
-/// The lexicon of the training documents of `data` (tags per first WordPiece).
+/// The lexicon of `data`'s words (tags per first WordPiece): the tagger's over the training
+/// documents; the synthetic corpus's gold tags over all its documents (every synthetic word has
+/// one gold tag, so the held-out tenth adds no other).
 pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<PosLexicon> {
     match source {
         TagSource::Gold => {

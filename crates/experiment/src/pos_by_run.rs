@@ -65,11 +65,12 @@ impl ClassOnRun {
         }
     }
 
-    /// Whether the rank lies in `tower`'s half (upper for primary, lower for secondary).
+    /// Whether the rank lies in `tower`'s half (upper for primary, lower for secondary); with
+    /// an odd number of classes the middle one is in neither.
     pub fn half_as(&self, tower: Tower) -> bool {
         match tower {
             Tower::Primary => 2 * self.rank <= self.of,
-            Tower::Secondary => 2 * self.rank > self.of,
+            Tower::Secondary => 2 * (self.of + 1 - self.rank) <= self.of,
         }
     }
 }
@@ -293,6 +294,8 @@ mod tests {
         // VERB is 4th of 7: primary by sign on both runs, not in the upper half.
         let verb = rows[0].2[0].as_ref().unwrap();
         assert!(verb.sign_as(Tower::Primary) && !verb.half_as(Tower::Primary));
+        // ... nor in the lower half: the middle class of an odd count is in neither.
+        assert!(!verb.half_as(Tower::Secondary));
     }
 
     #[test]

@@ -265,7 +265,10 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         .map(|(_, p)| p.clone())
         .collect();
     let freq = &ctx.data.freq;
-    let preds: Vec<Vec<Option<f64>>> = rs.iter().map(scored_predictability).collect();
+    let preds = rs
+        .iter()
+        .map(scored_predictability)
+        .collect::<Result<Vec<_>>>()?;
     o.controls = run_controls(
         rs,
         &preds,

@@ -9,8 +9,10 @@
 //! baseline x86-64 (SSE2), so each public kernel is compiled twice, once with
 //! `#[target_feature(enable = "avx2,fma")]`, and picks the variant at run time. Both variants
 //! run the same operations in the same order (no fused multiply-add is written and none is
-//! contracted by rustc), so the results are identical whichever CPU runs them: training stays
-//! bit-reproducible across machines of one architecture.
+//! contracted by rustc), so the row kernels' results are identical whichever CPU runs them.
+//! The matrix products are not: faer's and candle's GEMMs pick FMA or AVX-512 micro-kernels
+//! and block sizes from the CPU at run time, so training is bit-reproducible on one machine,
+//! not across machines of one architecture.
 //!
 //! [`device`] opens CUDA devices with the driver's memory pool set for training.
 //!

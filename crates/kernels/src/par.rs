@@ -65,13 +65,11 @@ pub fn gemm(
     alpha: f32,
 ) {
     let m = dst.nrows();
-    // Below ~32 rows per thread the split costs more than it saves.
-    let parts = threads().min(m / 32).max(1);
+    let (parts, rows) = row_blocks(m, threads());
     if parts == 1 {
         matmul(dst, accum, lhs, rhs, alpha, Par::Seq);
         return;
     }
-    let rows = m.div_ceil(parts);
     let mut blocks = Vec::with_capacity(parts);
     let mut rest = dst;
     for p in 0..parts {
@@ -87,6 +85,17 @@ pub fn gemm(
         let lhs_rows = lhs.subrows(r0, block.nrows());
         matmul(block.as_mut(), accum, lhs_rows, rhs, alpha, Par::Seq);
     });
+}
+
+/// The blocks of [`gemm`] for `m` rows on `threads` threads: how many, and the rows of each
+/// (the last may have fewer). Below ~32 rows per thread the split costs more than it saves. The
+/// count is recomputed from the block size: ⌈m / ⌈m / parts⌉⌉ can be smaller than `parts` (48
+/// threads, 1,220 rows: 38 asked, 37 blocks of 33), and a block past the end would start beyond
+/// the last row.
+fn row_blocks(m: usize, threads: usize) -> (usize, usize) {
+    let parts = threads.min(m / 32).max(1);
+    let rows = m.div_ceil(parts);
+    (m.div_ceil(rows.max(1)).max(1), rows.max(1))
 }
 
 /// Columns per block of [`gemm_cols`]. Fixed, so that the blocks, and with them the result, do
@@ -153,6 +162,22 @@ mod tests {
             );
             gemm(got.as_mut(), Accum::Add, a.as_ref(), b.as_ref(), 0.5);
             assert_eq!(got, want, "{m}x{k}x{n}");
+        }
+    }
+
+    #[test]
+    fn row_blocks_cover_every_row_once_on_any_thread_count() {
+        // 48 threads and the LSTM's 1,220 rows once asked for a 38th block past the end.
+        assert_eq!(row_blocks(1220, 48), (37, 33));
+        for threads in 1..=256 {
+            for m in (0..2000).step_by(7) {
+                let (parts, rows) = row_blocks(m, threads);
+                assert!(
+                    parts >= 1 && (parts - 1) * rows < m.max(1),
+                    "{m} rows, {threads}"
+                );
+                assert!(parts * rows >= m, "{m} rows on {threads} threads");
+            }
         }
     }
 

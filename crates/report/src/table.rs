@@ -298,7 +298,7 @@ impl Table {
         }
     }
 
-    /// Row `row` padded (or cut) to the header's width.
+    /// Row `row` padded to the header's width (a longer row keeps its extra cells).
     fn padded(&self, row: &[Cell]) -> Vec<Cell> {
         let n = self.header.len().max(row.len());
         (0..n)

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::features::{Extractor, NO_TAG};
 use super::{TaggedSentence, Upos};
 use crate::error::{CorpusError, Result};
+use crate::split::fnv1a;
 
 const N: usize = Upos::COUNT;
 
@@ -458,15 +459,6 @@ fn read_tagdict(r: &mut ByteReader<'_>) -> std::result::Result<HashMap<String, U
 pub struct TagScratch(Extractor);
 
 const MAGIC: &[u8; 8] = b"LMSPTAG1";
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
 
 struct ByteReader<'a> {
     bytes: &'a [u8],

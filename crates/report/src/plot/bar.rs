@@ -14,6 +14,18 @@ use super::{
 };
 use crate::{Error, Result};
 
+/// The y range of bars from 0 to each value, padded on the sides that have bars; all zero
+/// values get [0, 1] (an empty range would draw nothing).
+fn auto_range(values: &[f64]) -> (f64, f64) {
+    let lo = values.iter().copied().fold(0.0, f64::min);
+    let hi = values.iter().copied().fold(0.0, f64::max);
+    let (plo, phi) = pad(super::widen(lo, hi));
+    match (lo < 0.0, hi > 0.0) {
+        (false, false) => (0.0, 1.0),
+        (neg, pos) => (if neg { plo } else { 0.0 }, if pos { phi } else { 0.0 }),
+    }
+}
+
 /// Draw one bar per `(label, value)` to `path` (PNG or SVG); bars start at 0, labels are
 /// rotated when they do not fit under their bar. `opts.x_range` is ignored.
 pub fn bar_chart(path: &Path, labels: &[String], values: &[f64], opts: &PlotOptions) -> Result<()> {
@@ -32,15 +44,7 @@ pub fn bar_chart(path: &Path, labels: &[String], values: &[f64], opts: &PlotOpti
     }
     let y_range = match opts.y_range {
         Some(r) => check_range(r, "y_range")?,
-        None => {
-            let lo = values.iter().copied().fold(0.0, f64::min);
-            let hi = values.iter().copied().fold(0.0, f64::max);
-            let (plo, phi) = pad(super::widen(lo, hi));
-            (
-                if lo < 0.0 { plo } else { 0.0 },
-                if hi > 0.0 { phi } else { 0.0 },
-            )
-        }
+        None => auto_range(values),
     };
     render(
         path,
@@ -131,5 +135,19 @@ impl Figure for Bars<'_> {
                 .map_err(plot_err)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn all_zero_bars_get_a_range_that_can_draw_them() {
+        assert_eq!(auto_range(&[0.0, 0.0]), (0.0, 1.0));
+        let (lo, hi) = auto_range(&[1.0, 2.0]);
+        assert!(lo == 0.0 && hi > 2.0, "{lo} {hi}");
+        let (lo, hi) = auto_range(&[-1.0, 0.0]);
+        assert!(lo < -1.0 && hi == 0.0, "{lo} {hi}");
     }
 }
