@@ -83,6 +83,11 @@ fn generate(dir: &std::path::Path, spec: &[usize]) -> Result<(), Box<dyn Error>>
     let [models, d, n_train, n_test] = spec else {
         return Err("--generate needs M,D,N_TRAIN,N_TEST".into());
     };
+    if spec.contains(&0) {
+        return Err(
+            format!("--generate {spec:?}: every one of M, D, N_TRAIN, N_TEST must be > 0").into(),
+        );
+    }
     let latent = 32;
     for (split, n, seed) in [("train", *n_train, 1u64), ("test", *n_test, 2)] {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -200,6 +205,12 @@ fn compare(a: &Analysis, r: &Value) -> Result<Value, Box<dyn Error>> {
     let pair: Vec<Vec<f64>> = serde_json::from_value(r["pairwise_r2"].clone())?;
     let group: Vec<f64> = serde_json::from_value(r["group_r2"].clone())?;
     let group_rho = r["group_rho"].as_f64().ok_or("reference: no group_rho")?;
+    let n = names.len();
+    if group.len() != n || pair.len() != n || pair.iter().any(|row| row.len() != n) {
+        return Err(
+            format!("reference: group_r2 and pairwise_r2 must cover its {n} models").into(),
+        );
+    }
     let idx = |name: &str| {
         a.group
             .names

@@ -325,6 +325,15 @@ fn bar_chart_png_and_svg() {
     let png = dir.join("bar_long.png");
     bar_chart(&png, &long, &vals, &PlotOptions::default()).unwrap();
     check_png(&png, 5);
+    // Drawn in memory, then replaced whole: drawing over a figure leaves no temporary.
+    bar_chart(&png, &labels, &counts, &opts).unwrap();
+    check_png(&png, 5);
+    let stray: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(stray.is_empty(), "{stray:?}");
 }
 
 #[test]

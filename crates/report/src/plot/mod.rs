@@ -98,7 +98,9 @@ pub(crate) trait Figure {
         DB::ErrorType: 'static;
 }
 
-/// Render `fig` to `path` as PNG or SVG (by extension), creating the parent directory.
+/// Render `fig` to `path` as PNG or SVG (by extension), creating the parent directory. The
+/// figure is drawn in memory and the file replaced whole ([`crate::replace_file`]): a drawing
+/// that fails, or a process killed while writing, leaves the previous figure as it was.
 pub(crate) fn render(path: &Path, fig: &impl Figure) -> Result<()> {
     let format = format_of(path)?;
     ensure_fonts();
@@ -106,25 +108,42 @@ pub(crate) fn render(path: &Path, fig: &impl Figure) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
     let size = fig.size();
-    match format {
+    let bytes = match format {
         Format::Png => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
-            root.fill(&WHITE).map_err(plot_err)?;
-            fig.draw(&root)?;
-            root.present().map_err(|e| {
-                // The PNG encoder reports i/o failures as a drawing error: name the path.
-                Error::Plot(format!("writing {}: {e}", path.display()))
-            })?;
+            let mut rgb = vec![0u8; size.0 as usize * size.1 as usize * 3];
+            {
+                let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
+                root.fill(&WHITE).map_err(plot_err)?;
+                fig.draw(&root)?;
+                root.present().map_err(plot_err)?;
+            }
+            encode_png(&rgb, size)?
         }
         Format::Svg => {
-            let root = SVGBackend::new(path, size).into_drawing_area();
-            root.fill(&WHITE).map_err(plot_err)?;
-            fig.draw(&root)?;
-            root.present()
-                .map_err(|e| Error::Plot(format!("writing {}: {e}", path.display())))?;
+            let mut svg = String::new();
+            {
+                let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+                root.fill(&WHITE).map_err(plot_err)?;
+                fig.draw(&root)?;
+                root.present().map_err(plot_err)?;
+            }
+            svg.into_bytes()
         }
-    }
-    Ok(())
+    };
+    crate::replace_file(path, &bytes, |p, e| Error::io(p, e))
+}
+
+/// An 8-bit RGB image of `size` as PNG bytes.
+fn encode_png(rgb: &[u8], size: (u32, u32)) -> Result<Vec<u8>> {
+    let err = |e: png::EncodingError| Error::Plot(format!("encoding the PNG: {e}"));
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, size.0, size.1);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut w = enc.write_header().map_err(err)?;
+    w.write_image_data(rgb).map_err(err)?;
+    w.finish().map_err(err)?;
+    Ok(out)
 }
 
 /// Text style for tick labels.
