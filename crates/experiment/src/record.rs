@@ -143,7 +143,8 @@ pub struct RunOptions {
     pub device: Device,
     /// Progress bars and messages (the library never prints itself).
     pub progress: Progress,
-    /// Load (or train) the model even when the run finished (for embedding analyses).
+    /// Also give the trained model (for embedding analyses): a finished run's is read from its
+    /// final phase-1 weights, nothing trained or scored again.
     pub need_model: bool,
     /// Train (or read) the heads of every phase-1 snapshot (the agreement curve's points; each
     /// costs one or two head trainings); `false` skips them, and the runs then carry none.
