@@ -271,6 +271,14 @@ fn edited_log(
     out
 }
 
+/// The tiny run of `seed` without snapshots, trained to the end in `<root>/<name>`.
+fn run_without_snapshots(seed: u64, root: &std::path::Path, name: &str) -> (RunSpec, ScoredRun) {
+    let mut spec = tiny_spec(seed);
+    spec.phase1.snapshots.clear();
+    let run = run_in(&spec, root, name).unwrap();
+    (spec, run)
+}
+
 /// The tiny run with snapshots at 1/4 and 1/2, trained in `<tempdir>/run`.
 fn run_with_two_snapshots() -> (tempfile::TempDir, RunSpec, ScoredRun) {
     let dir = tempfile::tempdir().unwrap();
@@ -319,9 +327,7 @@ fn tables_that_draw_the_curve_wait_for_the_snapshot_heads_and_say_so() {
 #[test]
 fn a_phase_1_brought_from_another_machine_shows_as_done_while_its_heads_train() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = tiny_spec(9);
-    spec.phase1.snapshots.clear();
-    run_in(&spec, dir.path(), "run").unwrap();
+    let (spec, _) = run_without_snapshots(9, dir.path(), "run");
     let run = dir.path().join("run");
     // As fetched: phase 1's final weights and log, no checkpoint state, nothing after it.
     keep_only(
@@ -343,9 +349,7 @@ fn a_phase_1_brought_from_another_machine_shows_as_done_while_its_heads_train() 
 #[test]
 fn a_finished_run_asked_for_its_model_is_not_trained_or_scored_again() {
     let dir = tempfile::tempdir().unwrap();
-    let mut spec = tiny_spec(8);
-    spec.phase1.snapshots.clear();
-    let whole = run_in(&spec, dir.path(), "run").unwrap();
+    let (spec, whole) = run_without_snapshots(8, dir.path(), "run");
     let run = dir.path().join("run");
     // As fetched from another machine: the scores and record, no heads' checkpoints.
     std::fs::remove_dir_all(run.join("heads")).unwrap();
@@ -556,9 +560,7 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     assert_eq!(with_model.result().unwrap().snapshots, res.snapshots);
 
     // Weights whose log does not show the budget spent are refused, naming the folder.
-    let mut cut = tiny_spec(7);
-    cut.phase1.snapshots.clear();
-    run_in(&cut, dir.path(), "cut").unwrap();
+    let (cut, _) = run_without_snapshots(7, dir.path(), "cut");
     let cut_dir = dir.path().join("cut");
     keep_only(
         &cut_dir,

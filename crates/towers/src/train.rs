@@ -378,39 +378,38 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         out_dir: &Path,
         source: &mut dyn BatchSource,
     ) -> Result<Self> {
-        let (progress, checkpoint_secs) = (cfg.progress, cfg.checkpoint_secs);
-        let mut t = Self::new(model, cfg, Some(out_dir))?;
-        if let Some(dir) = checkpoint::latest(out_dir) {
-            let origin = dir.display().to_string();
-            let data = checkpoint::load(&dir, model.params().device())?;
-            if data.config != model.config_json()? {
-                return Err(TowersError::Checkpoint {
-                    path: origin,
-                    msg: "stored config differs from the model being trained".into(),
-                });
-            }
-            let state: TrainState =
-                serde_json::from_value(data.state).map_err(|e| TowersError::Checkpoint {
-                    path: origin.clone(),
-                    msg: format!("state.json: {e}"),
-                })?;
-            let mut state = state;
-            state.train.progress = progress;
-            state.train.checkpoint_secs = checkpoint_secs;
-            // The stored settings (a hand-edited state.json too) pass the same checks, and the
-            // optimizer is rebuilt from them: the caller's AdamW settings must not apply to the
-            // rest of a run that started with others.
-            check_config(&state.train).map_err(|e| TowersError::Checkpoint {
+        check_config(&cfg)?;
+        let Some(dir) = checkpoint::latest(out_dir) else {
+            return Self::new(model, cfg, Some(out_dir));
+        };
+        let origin = dir.display().to_string();
+        let data = checkpoint::load(&dir, model.params().device())?;
+        if data.config != model.config_json()? {
+            return Err(TowersError::Checkpoint {
+                path: origin,
+                msg: "stored config differs from the model being trained".into(),
+            });
+        }
+        let mut state: TrainState =
+            serde_json::from_value(data.state).map_err(|e| TowersError::Checkpoint {
                 path: origin.clone(),
                 msg: format!("state.json: {e}"),
             })?;
-            t.opt = AdamW::new(model.params().params(), state.train.adamw)?;
-            model.params().load_map(&data.weights, &origin)?;
-            let opt_step = state.optimizer_step.unwrap_or(state.step);
-            t.opt.load_state(&data.optimizer, opt_step, &origin)?;
-            source.seek(&state.cursor)?;
-            t.state = state;
-        }
+        state.train.progress = cfg.progress;
+        state.train.checkpoint_secs = cfg.checkpoint_secs;
+        // The stored settings (a hand-edited state.json too) pass the same checks, and the
+        // trainer, its optimizer included, is built from them: the caller's AdamW settings
+        // must not apply to the rest of a run that started with others.
+        check_config(&state.train).map_err(|e| TowersError::Checkpoint {
+            path: origin.clone(),
+            msg: format!("state.json: {e}"),
+        })?;
+        let mut t = Self::new(model, state.train.clone(), Some(out_dir))?;
+        model.params().load_map(&data.weights, &origin)?;
+        let opt_step = state.optimizer_step.unwrap_or(state.step);
+        t.opt.load_state(&data.optimizer, opt_step, &origin)?;
+        source.seek(&state.cursor)?;
+        t.state = state;
         Ok(t)
     }
 
