@@ -271,6 +271,17 @@ fn edited_log(
     out
 }
 
+/// The run `spec` in the folder `run` of the study `root`, asked for its model.
+fn ensure_with_model(spec: &RunSpec, root: &std::path::Path, run: &std::path::Path) -> ScoredRun {
+    let ws = Workspace::open(&spec.corpus, root.join("data")).unwrap();
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let opts = RunOptions {
+        need_model: true,
+        ..quiet()
+    };
+    ws.ensure_run(spec, run, &set, &opts).unwrap()
+}
+
 /// The tiny run of `seed` without snapshots, trained to the end in `<root>/<name>`.
 fn run_without_snapshots(seed: u64, root: &std::path::Path, name: &str) -> (RunSpec, ScoredRun) {
     let mut spec = tiny_spec(seed);
@@ -360,13 +371,7 @@ fn a_finished_run_asked_for_its_model_is_not_trained_or_scored_again() {
         std::fs::read(run.join("run.json")).unwrap(),
         std::fs::read(run.join("logprobs.json")).unwrap(),
     );
-    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
-    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
-    let opts = RunOptions {
-        need_model: true,
-        ..quiet()
-    };
-    let again = ws.ensure_run(&spec, &run, &set, &opts).unwrap();
+    let again = ensure_with_model(&spec, dir.path(), &run);
     assert!(again.model.is_some() && again.reused);
     assert_eq!(again.logprobs.logp, whole.logprobs.logp);
     assert!(!run.join("heads").exists(), "new heads were trained");
@@ -549,13 +554,7 @@ fn a_phase_one_fetched_without_its_optimiser_finishes_here_from_its_weights_and_
     // Asked for its model, the run loads phase 1 again; the snapshots its record holds were
     // checked when they joined and are not asked for their log again.
     std::fs::remove_file(brought_log(&run, res.snapshots[1].step)).unwrap();
-    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
-    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
-    let opts = RunOptions {
-        need_model: true,
-        ..quiet()
-    };
-    let with_model = ws.ensure_run(&spec, &run, &set, &opts).unwrap();
+    let with_model = ensure_with_model(&spec, dir.path(), &run);
     assert!(with_model.model.is_some());
     assert_eq!(with_model.result().unwrap().snapshots, res.snapshots);
 
