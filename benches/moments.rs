@@ -94,7 +94,7 @@ fn gemm(c: &mut Criterion) {
 fn accumulate(c: &mut Criterion) {
     let d = d_total();
     let models = d / 768;
-    let (names, widths): (Vec<String>, Vec<usize>) = if models >= 1 && d % 768 == 0 {
+    let (names, widths): (Vec<String>, Vec<usize>) = if models >= 1 && d.is_multiple_of(768) {
         (
             (0..models).map(|i| format!("m{i}")).collect(),
             vec![768; models],

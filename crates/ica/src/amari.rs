@@ -232,7 +232,7 @@ impl AmariIca {
                 residual,
                 weight_change,
             };
-            if point.step % every == 0 || point.step == 1 {
+            if point.step.is_multiple_of(every) || point.step == 1 {
                 trajectory.push(point);
             }
             last = Some(point);

@@ -505,7 +505,7 @@ impl Moments {
     /// The rows of a stacked batch of `len` values: `len` must be a multiple of the width D.
     fn stacked_rows(&self, len: usize, what: &str) -> Result<usize> {
         let d = self.dim();
-        if len % d != 0 {
+        if !len.is_multiple_of(d) {
             return Err(LmdError::WidthMismatch {
                 what: format!("{what} of length {len}"),
                 expected: d,

@@ -418,7 +418,7 @@ fn tensors_that_are_not_2d_are_refused() {
     }
     // A 1-D .npy (numpy header written by hand).
     let mut header = "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

@@ -23,7 +23,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 /// A `.npy` v1 file with a hand-written header dict.
 fn npy_with_header(dict: &str, data: &[u8]) -> Vec<u8> {
     let mut header = dict.to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

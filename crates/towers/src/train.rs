@@ -767,7 +767,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let overdue = cfg
             .checkpoint_secs
             .is_some_and(|secs| self.saved_at.elapsed().as_secs_f64() >= secs);
-        if log_every > 0 && s.step % log_every == 0 {
+        if log_every > 0 && s.step.is_multiple_of(log_every) {
             self.metrics.log(&json!({
                 "step": s.step, "tokens": self.state.tokens, "loss": s.loss, "lr": s.lr,
                 "grad_norm": s.grad_norm, "tokens_per_s": tps,
@@ -775,14 +775,14 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             }))?;
         }
         let mut val_loss = None;
-        if eval_every > 0 && s.step % eval_every == 0 && !valid.is_empty() {
+        if eval_every > 0 && s.step.is_multiple_of(eval_every) && !valid.is_empty() {
             let v = self.evaluate(valid)?;
             val_loss = Some(v);
             self.note_validation(v);
             self.metrics
                 .log(&json!({"step": s.step, "val_loss": v, "val_ppl": v.exp()}))?;
         }
-        let on_schedule = checkpoint_every > 0 && s.step % checkpoint_every == 0;
+        let on_schedule = checkpoint_every > 0 && s.step.is_multiple_of(checkpoint_every);
         if self.out_dir.is_some() && (on_schedule || overdue) {
             self.save_checkpoint(source.cursor())?;
         }
@@ -842,7 +842,7 @@ fn show_step(pb: &ProgressBar, s: &StepStats, tps: f64, total_steps: Option<u64>
 /// resumed run restores one cursor for all ranks. A batch size not divisible by `world` is a
 /// [`TowersError::Config`].
 pub fn rank_shard(batch: &TokenBatch, rank: usize, world: usize) -> Result<TokenBatch> {
-    if world == 0 || rank >= world || batch.batch_size % world != 0 {
+    if world == 0 || rank >= world || !batch.batch_size.is_multiple_of(world) {
         return Err(TowersError::Config(format!(
             "rank {rank} of {world}: a batch of {} sequences does not split into {world} equal \
              shards",

@@ -80,7 +80,9 @@ pub struct Model {
 impl Model {
     /// Loads from Hugging Face weight names (`embeddings.*`, `encoder.albert_layer_groups.*`).
     pub fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
-        if cfg.num_hidden_groups == 0 || cfg.num_hidden_layers % cfg.num_hidden_groups != 0 {
+        if cfg.num_hidden_groups == 0
+            || !cfg.num_hidden_layers.is_multiple_of(cfg.num_hidden_groups)
+        {
             candle_core::bail!("num_hidden_layers must be a multiple of num_hidden_groups");
         }
         let emb = vb.pp("embeddings");

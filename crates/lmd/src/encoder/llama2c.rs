@@ -61,7 +61,7 @@ impl Config {
             seq_len: pos(h[6], "seq_len")?,
             shared_classifier: h[5] > 0,
         };
-        if cfg.dim % cfg.n_heads != 0 || cfg.n_heads % cfg.n_kv_heads != 0 {
+        if !cfg.dim.is_multiple_of(cfg.n_heads) || !cfg.n_heads.is_multiple_of(cfg.n_kv_heads) {
             return Err("heads do not divide dim / kv heads do not divide heads".into());
         }
         Ok(cfg)

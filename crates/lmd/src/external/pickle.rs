@@ -299,7 +299,7 @@ impl Machine<'_> {
 
     /// Sets key/value pairs of the dict on top of the stack.
     fn set_items(&mut self, items: Vec<Value>) -> Result<(), PickleError> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return self.bad("odd number of items for SETITEMS");
         }
         let add = items.iter().map(Value::depth).max().unwrap_or(0) + 1;

@@ -164,7 +164,7 @@ pub(crate) fn transformer_sizes(name: &str) -> Option<Sizes> {
 
 /// The transformer checks: heads divide the width, a non-empty FFN.
 pub(crate) fn validate_transformer(cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
-    if cfg.n_heads == 0 || cfg.hidden_size % cfg.n_heads != 0 {
+    if cfg.n_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.n_heads) {
         return Err("hidden_size must be a positive multiple of n_heads");
     }
     if cfg.ffn_size == 0 {
