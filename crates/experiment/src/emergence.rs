@@ -110,6 +110,18 @@ pub struct Emergence {
     pub pairs: Vec<EmergencePair>,
 }
 
+impl Emergence {
+    /// The confidence level of the pairs' intervals for labels (`95%`;
+    /// [`prefscore::common_level`]).
+    pub fn interval_level(&self) -> String {
+        prefscore::common_level(
+            self.pairs
+                .iter()
+                .flat_map(|p| [p.interval.as_ref(), p.disattenuated_interval.as_ref()]),
+        )
+    }
+}
+
 /// One run at one point: (fraction, tokens, scores, heads).
 type RunPoint = (f64, u64, RunScores, HeadQuality);
 
@@ -427,7 +439,7 @@ fn correlation_figures(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
             &PlotOptions {
                 title: format!("Agreement of the preference score during phase 1{title}"),
                 x_label: "fraction of phase 1 trained".into(),
-                y_label: format!("{what}; 95% bootstrap intervals"),
+                y_label: format!("{what}; {} bootstrap intervals", e.interval_level()),
                 ..PlotOptions::default()
             },
         )?;
@@ -624,14 +636,15 @@ fn fraction_name(f: f64) -> String {
 /// The emergence table: a row per run at each point, per pair at each point, and per class's
 /// trend.
 fn emergence_table(e: &Emergence) -> report::Table {
+    let level = e.interval_level();
     let cols = [
         "what",
         "fraction",
         "tokens",
         "value",
-        "95% interval",
+        &format!("{level} interval"),
         "disattenuated",
-        "95% interval ",
+        &format!("{level} interval "),
         "head-seed rel.",
         "split-half rel.",
         "r with its end",
@@ -642,7 +655,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; {}", machines_note(e), "value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap 95% intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)"))
+        .with_note(format!("{}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", machines_note(e)))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));

@@ -671,14 +671,15 @@ fn table3(
     stats: &[prefscore::GroupSummary],
     rank: &[Option<usize>],
 ) -> report::Table {
+    let level = prefscore::common_level(stats.iter().map(|g| g.interval.as_ref()));
     let mut table = report::Table::new(
         [
             "component",
             "typical words",
             "words",
             "mean score",
-            "95% low",
-            "95% high",
+            &format!("{level} low"),
+            &format!("{level} high"),
             "## share",
             "rank among groups (1 = most primary)",
             "mean token rank",

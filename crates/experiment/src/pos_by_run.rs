@@ -47,7 +47,7 @@ pub struct RunTags {
 pub struct ClassOnRun {
     /// Mean score.
     pub mean: f64,
-    /// Its 95% interval, when bootstrapped.
+    /// Its bootstrap interval (at the level of the run's tag summaries), when bootstrapped.
     pub interval: Option<(f64, f64)>,
     /// Rank among the run's classes with at least [`MIN_TOKENS`] tokens, 1 the most primary.
     pub rank: usize,
@@ -135,10 +135,19 @@ pub fn write_pos_by_run(runs: &[RunTags], title: &str, out: &Path) -> Result<Vec
 
 type Rows = [(String, Option<Tower>, Vec<Option<ClassOnRun>>)];
 
+/// The confidence level of the runs' tag intervals, for labels.
+fn level(runs: &[RunTags]) -> String {
+    prefscore::common_level(
+        runs.iter()
+            .flat_map(|r| r.tags.iter().map(|t| t.interval.as_ref())),
+    )
+}
+
 fn table(runs: &[RunTags], rows: &Rows, title: &str) -> report::Table {
+    let level = level(runs);
     let mut head = vec!["tag".to_string(), "paper".to_string()];
     for r in runs {
-        head.push(format!("{} mean [95%]", r.label));
+        head.push(format!("{} mean [{level}]", r.label));
         head.push(format!("{} rank", r.label));
     }
     head.push("sign as the paper".into());
@@ -147,7 +156,7 @@ fn table(runs: &[RunTags], rows: &Rows, title: &str) -> report::Table {
         .with_title(title)
         .with_note(format!(
             "rank among a run's classes with at least {MIN_TOKENS} tokens, 1 the most primary; \
-             sign as the paper: runs whose 95% interval lies on the paper's side of zero; half \
+             sign as the paper: runs whose {level} interval lies on the paper's side of zero; half \
              as the paper: runs ranking the class in the upper half (a primary class) or the \
              lower half (PROPN)"
         ));
@@ -227,7 +236,7 @@ fn figure(runs: &[RunTags], rows: &Rows, title: &str, path: &Path) -> Result<()>
         &report::PlotOptions {
             title: title.into(),
             x_label: "UPOS class ((P)/(S): the paper's primary/secondary classes)".into(),
-            y_label: "mean preference score, 95% interval".into(),
+            y_label: format!("mean preference score, {} interval", level(runs)),
             size: Some((1100, 560)),
             ..report::PlotOptions::default()
         },

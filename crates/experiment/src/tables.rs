@@ -80,19 +80,16 @@ pub fn pos_figure<T: std::fmt::Display>(
 
 /// Table of `prefscore::by_tag` results: per tag n, mean score with interval, share primary.
 pub fn tag_table(per_tag: &[prefscore::TagSummary], title: &str) -> report::Table {
-    let mut t = report::Table::new(
-        [
-            "tag",
-            "tokens",
-            "mean score",
-            "95% low",
-            "95% high",
-            "median",
-            "share primary",
-        ]
-        .map(String::from)
-        .to_vec(),
-    )
+    let level = prefscore::common_level(per_tag.iter().map(|g| g.interval.as_ref()));
+    let mut t = report::Table::new(vec![
+        "tag".into(),
+        "tokens".into(),
+        "mean score".into(),
+        format!("{level} low"),
+        format!("{level} high"),
+        "median".into(),
+        "share primary".into(),
+    ])
     .with_title(title)
     .with_note("score s_a = log p̄1_a − log p̄2_a (eq. 4); tower 1 is the primary tower (eq. 3)")
     .with_precision(3);
@@ -138,22 +135,26 @@ pub fn pairs_table(
     pairs: &[crate::analysis::PairComparison],
     title: &str,
 ) -> Result<report::Table> {
+    let level = prefscore::common_level(pairs.iter().flat_map(|p| {
+        let d = p.disattenuated.as_ref().and_then(|d| d.interval.as_ref());
+        [p.pearson.interval.as_ref(), d]
+    }));
     let mut t = report::Table::new(
         [
             "run a",
             "run b",
             "tokens",
             "Pearson",
-            "95% low",
-            "95% high",
+            &format!("{level} low"),
+            &format!("{level} high"),
             "Spearman",
             "head-seed rel. a",
             "head-seed rel. b",
             "split-half rel. a",
             "split-half rel. b",
             "disattenuated",
-            "disatt. 95% low",
-            "disatt. 95% high",
+            &format!("disatt. {level} low"),
+            &format!("disatt. {level} high"),
             "partial (log freq)",
             "paper",
             "flagged",
@@ -469,6 +470,37 @@ mod tests {
             "disattenuated": d, "partial_log_freq": r, "flagged": false
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn interval_columns_name_the_level_the_intervals_were_drawn_at() {
+        let tag = |level| prefscore::TagSummary {
+            tag: "NOUN".into(),
+            n: 3,
+            mean: 0.1,
+            interval: Some(prefscore::Interval {
+                lo: 0.0,
+                hi: 0.2,
+                level,
+            }),
+            sd: 0.1,
+            quantiles: [0.1; 5],
+            share_primary: 0.5,
+            scores: vec![0.0, 0.1, 0.2],
+            tokens: vec![1, 2, 3],
+        };
+        let head = |t: report::Table| {
+            let md = t.to_markdown();
+            md.lines().find(|l| l.starts_with('|')).unwrap().to_string()
+        };
+        let at90 = head(tag_table(&[tag(0.9)], "t"));
+        assert!(
+            at90.contains("90% low") && at90.contains("90% high"),
+            "{at90}"
+        );
+        assert!(!at90.contains("95%"), "{at90}");
+        let mixed = head(tag_table(&[tag(0.9), tag(0.99)], "t"));
+        assert!(mixed.contains("mixed low"), "{mixed}");
     }
 
     #[test]

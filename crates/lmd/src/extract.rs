@@ -154,7 +154,8 @@ impl Embedded {
 }
 
 /// Streams the embeddings of every model into one joint [`Moments`] (models in the order of
-/// `moments.names()`), `chunk` sequences at a time, so no model's full embedding matrix is kept.
+/// `moments.names()`, each encoder's [`Encoder::name`] the one there: a list in another order
+/// is refused), `chunk` sequences at a time, so no model's full embedding matrix is kept.
 pub fn embed_into_moments(
     encoders: &[&dyn Encoder],
     texts: &[String],
@@ -167,6 +168,19 @@ pub fn embed_into_moments(
             "{} encoders for moments over {} models",
             encoders.len(),
             moments.names().len()
+        )));
+    }
+    // Widths alone cannot tell two 768-wide models apart: a reordered list would mix them.
+    if let Some((e, n)) = encoders
+        .iter()
+        .zip(moments.names())
+        .find(|(e, n)| e.name() != n.as_str())
+    {
+        return Err(LmdError::InvalidArgument(format!(
+            "encoder {} where the moments expect {n} (encoders in the order of the moments' \
+             models: {})",
+            e.name(),
+            moments.names().join(", ")
         )));
     }
     let inner = ExtractOptions {

@@ -249,9 +249,9 @@ pub enum ShardStatus {
 /// `path` (safetensors with the [`ExtractKey`] in its header). A finished file with the same key
 /// is reused; a checkpoint with the same key is resumed exactly; a file with another key is
 /// replaced. Checkpoints are atomic (temporary file synced, then renamed: a kill leaves the
-/// previous checkpoint). One process at a time: a lock file `<path>.lock` holding the writer's
-/// PID is created first; while it names a live process, another call for the same file is
-/// refused ([`LmdError::Shard`]); a lock left by a dead process is taken over. A file that
+/// previous checkpoint). One process at a time: the writer holds an advisory lock (`flock`) on
+/// `<path>.lock`, which names its PID; while it lives, another call for the same file is
+/// refused ([`LmdError::Shard`]); a lock file left by a dead process is taken. A file that
 /// cannot be read (cut short) is refused naming the shard, not overwritten.
 pub fn shard_moments(
     encoders: &[&dyn Encoder],
@@ -434,10 +434,16 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
     total.ok_or_else(|| LmdError::InvalidArgument("no shards to merge".into()))
 }
 
-/// The lock file of one shard's moments file: created exclusively, holding the PID of the
-/// process writing the shard, removed when dropped.
+/// The lock of one shard's moments file: `<path>.lock`, held with the operating system's
+/// advisory lock (`flock`) for as long as the value lives and holding the writer's PID for the
+/// refusal's sentence. The kernel releases the lock of a process that dies however it dies, so
+/// a lock file left behind is simply taken, and of N processes racing for it exactly one wins
+/// (a PID written in the file, read back and judged, decided this before: two takers of one
+/// stale file, or a taker reading a file not yet written, could both go on).
 struct ShardLock {
     path: PathBuf,
+    // Closing it releases the lock (after `drop` has removed the file).
+    _file: std::fs::File,
 }
 
 impl ShardLock {
@@ -445,44 +451,48 @@ impl ShardLock {
         let mut name = target.file_name().unwrap_or_default().to_os_string();
         name.push(".lock");
         let path = target.with_file_name(name);
-        let me = std::process::id();
-        // Two tries: the second after removing a lock whose process has died.
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new()
+        let io = |source| LmdError::Io {
+            path: path.clone(),
+            source,
+        };
+        // A few rounds: the holder removes the file before releasing it, so a lock won on a
+        // file that is no longer at `path` is worth nothing; open the new one.
+        for _ in 0..8 {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(false)
                 .open(&path)
-            {
-                Ok(mut f) => {
-                    use std::io::Write;
-                    f.write_all(format!("{me}\n").as_bytes())
-                        .map_err(|source| LmdError::Io {
-                            path: path.clone(),
-                            source,
-                        })?;
-                    return Ok(Self { path });
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let mut text = String::new();
+                    use std::io::Read;
+                    let _ = file.read_to_string(&mut text);
+                    let who = match text.trim().parse::<u32>() {
+                        Ok(pid) => format!("process {pid}"),
+                        Err(_) => "another process".to_string(),
+                    };
+                    return Err(LmdError::Shard {
+                        path: target.to_path_buf(),
+                        reason: format!(
+                            "shard {shard} is being written by {who} (lock file {}); wait for it",
+                            path.display()
+                        ),
+                    });
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    match text.trim().parse::<u32>() {
-                        Ok(pid) if process_alive(pid) => {
-                            return Err(LmdError::Shard {
-                                path: target.to_path_buf(),
-                                reason: format!(
-                                    "shard {shard} is being written by process {pid} (lock file {}); \
-                                     wait for it, or remove the lock if that process is not this shard's writer",
-                                    path.display()
-                                ),
-                            })
-                        }
-                        // Dead writer or unreadable lock: take it over.
-                        _ => {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(source) => return Err(LmdError::Io { path, source }),
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
             }
+            if !same_file(&file, &path) {
+                continue;
+            }
+            use std::io::Write;
+            file.set_len(0)
+                .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
+                .map_err(io)?;
+            return Ok(Self { path, _file: file });
         }
         Err(LmdError::Shard {
             path: target.to_path_buf(),
@@ -492,17 +502,25 @@ impl ShardLock {
 }
 
 impl Drop for ShardLock {
+    /// Removes the file while still holding its lock; the lock goes with the file handle.
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-/// Whether a process with this PID exists (Linux: `/proc/<pid>`; elsewhere every PID is
-/// taken as alive, so a stale lock there must be removed by hand).
-fn process_alive(pid: u32) -> bool {
-    let proc_fs = Path::new("/proc");
-    if !proc_fs.join("self").exists() {
-        return true;
+/// Whether `path` still names the file that `file` has open (the same device and inode).
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
     }
-    proc_fs.join(pid.to_string()).exists()
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        path.exists()
+    }
 }

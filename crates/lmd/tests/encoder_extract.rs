@@ -82,6 +82,24 @@ fn streaming_moments_equal_moments_of_stacked_embeddings() {
 }
 
 #[test]
+fn moments_refuse_encoders_in_another_order_than_their_models() {
+    // Both fixtures are 32 wide, so only the names tell them apart.
+    let (a, b) = (fixture("bert"), fixture("distilbert"));
+    let mut opts = ExtractOptions::new(12);
+    opts.progress = false;
+    let names = vec!["bert".to_string(), "distilbert".to_string()];
+    let mut m = Moments::new(names, vec![32, 32]).unwrap();
+    let swapped: [&dyn Encoder; 2] = [&b, &a];
+    let err = embed_into_moments(&swapped, &texts(5), &opts, 4, &mut m).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("encoder distilbert where the moments expect bert"),
+        "{msg}"
+    );
+    assert_eq!(m.n(), 0, "nothing may be added before the refusal");
+}
+
+#[test]
 fn store_resumes_finished_models_and_rejects_other_texts() {
     let enc = fixture("roberta");
     let tmp = tempfile::tempdir().unwrap();

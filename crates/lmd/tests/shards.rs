@@ -276,8 +276,11 @@ fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("whole.safetensors");
     let lock = dir.path().join("whole.safetensors.lock");
-    // A live process (this one) holds the lock: refused, nothing written.
+    // A live writer (this process, through another open file) holds the lock: refused,
+    // nothing written.
     std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
+    let held = std::fs::File::open(&lock).unwrap();
+    held.lock().unwrap();
     match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
         Err(LmdError::Shard { path: p, reason }) => {
             assert_eq!(p, path);
@@ -286,6 +289,20 @@ fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+    assert!(!path.exists());
+    // A writer that holds the lock but has not yet written its PID is a writer all the same
+    // (an empty lock file was taken over before: two writers).
+    std::fs::write(&lock, "").unwrap();
+    match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
+        Err(LmdError::Shard { reason, .. }) => {
+            assert!(
+                reason.contains("being written by another process"),
+                "{reason}"
+            )
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    drop(held);
     assert!(!path.exists());
     // A lock left by a process that has exited is taken over, and removed afterwards.
     let mut child = std::process::Command::new("true").spawn().unwrap();

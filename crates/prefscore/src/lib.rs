@@ -47,7 +47,7 @@ pub use reliability::{
     retest_reliability, spearman_brown, split_half, split_half_reliability, tokens_with_min_count,
     Disattenuated, PartialCorrelation, Reliability, DEFAULT_MIN_COUNT,
 };
-pub use sample::{quantile_sorted, Bootstrap, Interval};
+pub use sample::{common_level, level_percent, quantile_sorted, Bootstrap, Interval};
 pub use score::{ScoreKind, Scores};
 pub use stats::TokenStats;
 pub use summary::{by_tag, group_summary, GroupSummary, TagSummary};

@@ -42,6 +42,35 @@ pub struct Interval {
     pub level: f64,
 }
 
+impl Interval {
+    /// The level as a percentage for headers and labels ([`level_percent`]).
+    pub fn level_percent(&self) -> String {
+        level_percent(self.level)
+    }
+}
+
+/// A confidence level as a percentage for headers and labels: `95%`, `97.5%`.
+pub fn level_percent(level: f64) -> String {
+    // Rounded to 1e-4 of a percent, so that 0.95 does not print as 95.00000000000001%.
+    let p = (level * 1e6).round() / 1e4;
+    format!("{p}%")
+}
+
+/// The level that a table's interval columns hold, for their headers: the [`level_percent`]
+/// of the intervals there when they share one, `mixed` when they do not, and the default
+/// bootstrap's level when there is none (columns left empty).
+pub fn common_level<'a>(intervals: impl IntoIterator<Item = Option<&'a Interval>>) -> String {
+    let mut level = None;
+    for i in intervals.into_iter().flatten() {
+        match level {
+            None => level = Some(i.level),
+            Some(l) if l != i.level => return "mixed".into(),
+            Some(_) => {}
+        }
+    }
+    level_percent(level.unwrap_or(Bootstrap::default().level))
+}
+
 /// Options of the bootstrap intervals.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Bootstrap {
@@ -130,6 +159,23 @@ mod tests {
             level: 0.95,
             seed: 0,
         }
+    }
+
+    #[test]
+    fn levels_print_as_the_percentages_they_are() {
+        assert_eq!(level_percent(0.95), "95%");
+        assert_eq!(level_percent(0.975), "97.5%");
+        assert_eq!(level_percent(0.9), "90%");
+        let at = |level| Interval {
+            lo: 0.0,
+            hi: 1.0,
+            level,
+        };
+        let (a, b) = (at(0.9), at(0.99));
+        assert_eq!(common_level([Some(&a), None, Some(&a)]), "90%");
+        assert_eq!(common_level([Some(&a), Some(&b)]), "mixed");
+        assert_eq!(common_level([None]), "95%");
+        assert_eq!(b.level_percent(), "99%");
     }
 
     #[test]

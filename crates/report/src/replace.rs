@@ -21,9 +21,14 @@ pub fn replace_file_with<E>(
     };
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     // `.<name>.XXXXXX.tmp`: hidden, unique, and recognisably a temporary of `path`.
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
+    let prefix = format!(".{name}.");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(&prefix).suffix(".tmp");
+    // tempfile creates 0600 files; results are read by others (a shared run folder), so ask
+    // for what `File::create` gets: 0666 less the umask.
+    #[cfg(unix)]
+    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    let tmp = builder
         .tempfile_in(dir)
         .map_err(|e| io(dir, e))?
         .into_temp_path();
@@ -116,6 +121,26 @@ mod tests {
             .starts_with(".a.json."));
         assert_eq!(std::fs::read(&p).unwrap(), b"old");
         assert!(leftovers(dir.path()).is_empty());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_replaced_file_gets_the_mode_a_created_file_gets() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let plain = dir.path().join("plain");
+        std::fs::File::create(&plain).unwrap();
+        let p = dir.path().join("a.json");
+        replace_file(&p, b"x", io).unwrap();
+        assert_eq!(
+            mode(&p),
+            mode(&plain),
+            "tempfile's 0600 leaked into a result file"
+        );
+        // and a replacement of an existing file the same
+        replace_file(&p, b"y", io).unwrap();
+        assert_eq!(mode(&p), mode(&plain));
     }
 
     #[test]

@@ -10,6 +10,9 @@ use crate::{Error, Result};
 /// Default number of decimals printed for [`Cell::Num`] in Markdown.
 pub const DEFAULT_PRECISION: usize = 4;
 
+/// The most decimals a table prints (Rust's formatting takes precisions up to `u16::MAX`).
+const MAX_PRECISION: u64 = u16::MAX as u64;
+
 /// One cell of a [`Table`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Cell {
@@ -382,12 +385,13 @@ impl Table {
         any
     }
 
-    /// `{"title", "note", "header": [..], "rows": [[..], ..]}`; reals in full precision,
-    /// empty and non-finite cells as `null`.
+    /// `{"title", "note", "precision", "header": [..], "rows": [[..], ..]}`; reals in full
+    /// precision, empty and non-finite cells as `null`; `precision` is the Markdown decimals.
     pub fn to_json(&self) -> Value {
         json!({
             "title": self.title,
             "note": self.note,
+            "precision": self.precision,
             "header": self.header,
             "rows": self
                 .rows
@@ -413,6 +417,15 @@ impl Table {
         let mut t = Table::new(header);
         t.title = v.get("title").and_then(Value::as_str).map(str::to_string);
         t.note = v.get("note").and_then(Value::as_str).map(str::to_string);
+        // Tables written before `precision` was saved read with the default.
+        if let Some(p) = v.get("precision").filter(|p| !p.is_null()) {
+            t.precision = p.as_u64().filter(|&p| p <= MAX_PRECISION).ok_or_else(|| {
+                Error::invalid(format!(
+                    "table JSON precision must be a whole number of decimals up to \
+                         {MAX_PRECISION}, got {p}"
+                ))
+            })? as usize;
+        }
         let rows = v
             .get("rows")
             .and_then(Value::as_array)

@@ -78,6 +78,34 @@ fn json_round_trips() {
 }
 
 #[test]
+fn json_keeps_the_markdown_precision() {
+    let mut t = Table::new(vec!["x".into()]).with_precision(2);
+    t.push_row(vec![0.123456.into()]);
+    let back = Table::from_json(&t.to_json()).unwrap();
+    assert_eq!(back.to_markdown(), t.to_markdown());
+    assert!(back.to_markdown().contains("0.12") && !back.to_markdown().contains("0.1235"));
+    // A table written before the precision was saved reads with the default.
+    let mut old = t.to_json();
+    old.as_object_mut().unwrap().remove("precision");
+    assert!(Table::from_json(&old)
+        .unwrap()
+        .to_markdown()
+        .contains("0.1235"));
+    for bad in [
+        serde_json::json!(-1),
+        serde_json::json!(2.5),
+        serde_json::json!("2"),
+    ] {
+        let mut v = t.to_json();
+        v["precision"] = bad.clone();
+        assert!(
+            matches!(Table::from_json(&v), Err(Error::InvalidArgument(_))),
+            "precision {bad} was accepted"
+        );
+    }
+}
+
+#[test]
 fn json_rejects_malformed_input() {
     let bad = serde_json::json!({"header": ["a"], "rows": [[{"x": 1}]]});
     assert!(matches!(

@@ -8,7 +8,8 @@ use crate::Result;
 
 /// Fill of NaN (and other non-finite) cells: a mid grey absent from both scales.
 pub(crate) const NAN_FILL: RGBColor = RGBColor(200, 200, 200);
-/// Cross drawn over NaN cells so they read as "missing", not as a value.
+/// Cross drawn over NaN cells so they read as "missing", not as a value (±∞ cells get the
+/// fill without it).
 pub(crate) const NAN_MARK: RGBColor = RGBColor(110, 110, 110);
 
 /// A continuous colour scale.

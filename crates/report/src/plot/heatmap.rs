@@ -34,7 +34,8 @@ pub struct HeatmapOptions {
 
 /// Draw a heatmap of the row-major `values` (`n_rows × n_cols`) to `path` (PNG or SVG by
 /// extension), row 0 at the top, with `row_labels` on the y axis, `col_labels` (rotated) on the
-/// x axis, a viridis colour bar, and non-finite cells drawn grey with a diagonal mark.
+/// x axis, a viridis colour bar, and non-finite cells drawn grey (NaN with a diagonal mark;
+/// annotated ±∞ cells say `+inf`/`-inf`).
 pub fn heatmap(
     path: &Path,
     values: &[f64],
@@ -212,7 +213,8 @@ impl Heatmap<'_> {
             fill.filled(),
         ))
         .map_err(plot_err)?;
-        if !v.is_finite() {
+        // The cross marks a missing value; an infinite one is grey without it.
+        if v.is_nan() {
             root.draw(&PathElement::new(
                 vec![(x, y + cell), (x + cell, y)],
                 NAN_MARK.stroke_width(1),
@@ -220,10 +222,7 @@ impl Heatmap<'_> {
             .map_err(plot_err)?;
         }
         if self.opts.annotate {
-            let text = match v.is_finite() {
-                true => format!("{v:.2}"),
-                false => "NaN".to_string(),
-            };
+            let text = cell_label(v);
             let annot_size = (self.cell as f64 * 0.3).clamp(8.0, 14.0);
             let style = TextStyle::from((FONT, annot_size).into_font())
                 .color(text_on(fill))
@@ -265,5 +264,29 @@ impl Heatmap<'_> {
             .map_err(plot_err)?;
         }
         Ok(())
+    }
+}
+
+/// A cell's annotation: two decimals, or what a non-finite value is (an infinite correlation
+/// or z-score is not a missing one).
+fn cell_label(v: f64) -> String {
+    match v {
+        v if v.is_finite() => format!("{v:.2}"),
+        v if v == f64::INFINITY => "+inf".to_string(),
+        v if v == f64::NEG_INFINITY => "-inf".to_string(),
+        _ => "NaN".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cell_label;
+
+    #[test]
+    fn non_finite_cells_say_which_they_are() {
+        assert_eq!(cell_label(0.456), "0.46");
+        assert_eq!(cell_label(f64::INFINITY), "+inf");
+        assert_eq!(cell_label(f64::NEG_INFINITY), "-inf");
+        assert_eq!(cell_label(f64::NAN), "NaN");
     }
 }
