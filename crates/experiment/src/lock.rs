@@ -1,6 +1,6 @@
-//! One writer per folder: a lock file naming its holder (PID, host, start time), created
-//! atomically (`create_new`: exactly one of N processes racing for it wins) and removed when
-//! the [`FolderLock`] is dropped.
+//! One writer per folder: a lock file naming its holder (PID, host, start time), held with the
+//! operating system's advisory lock (`flock`) while the [`FolderLock`] lives and removed when
+//! it is dropped.
 //!
 //! - A run folder has one writer: [`crate::Workspace::ensure_run`] takes `<run>/writer.lock`
 //!   ([`WRITER_LOCK`]) with [`FolderLock::acquire`], so a second process on the same run is
@@ -9,15 +9,19 @@
 //!   `data/create.lock` ([`DATA_LOCK`]) with [`FolderLock::acquire_waiting`]: N processes
 //!   starting together create it once; the others wait, then read what the first wrote.
 //!
-//! A process that dies without removing its lock (SIGKILL, a node crash) leaves a stale lock.
-//! On the holder's own host, a lock whose PID is gone (or is a zombie, or was reused by a
-//! process started later: the start time in `/proc/<pid>/stat` is recorded) is detected, named
-//! ([`FolderLock::took_over`]) and taken over. A lock from another host cannot be checked from
-//! here: it is refused, and the error says to remove the file when that job is known gone.
-//! Liveness is read from `/proc` (Linux); elsewhere every holder counts as alive.
+//! The flock decides between processes that take the lock together: exactly one holds it, and
+//! the kernel releases it when its process dies, however it dies. The file's content is then
+//! checked as before flocks were used, so that a holder that does not take them (an older
+//! build still running) is respected too: a lock file left by a process that died without
+//! removing it (SIGKILL, a node crash) is taken over and named ([`FolderLock::took_over`]) when
+//! its holder is known gone; on the holder's own host, that is a PID that no longer runs (or is
+//! a zombie, or was reused by a process started later: the start time in `/proc/<pid>/stat` is
+//! recorded). A lock from another host cannot be checked from here: it is refused, and the
+//! error says to remove the file when that job is known gone. Liveness is read from `/proc`
+//! (Linux); elsewhere every holder counts as alive.
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,7 +35,8 @@ pub const WRITER_LOCK: &str = "writer.lock";
 pub const DATA_LOCK: &str = "create.lock";
 
 /// An unreadable (e.g. empty) lock file older than this is taken to be left by a process that
-/// died between creating and writing it.
+/// died between creating and writing it (a younger one may be an older build's, still being
+/// written).
 const UNREADABLE_STALE_AFTER: Duration = Duration::from_secs(10);
 
 /// Who holds a lock (the lock file's content, one JSON object).
@@ -106,6 +111,8 @@ pub struct FolderLock {
     path: PathBuf,
     holder: LockHolder,
     took_over: Option<String>,
+    // The open lock file whose flock this value holds; closing it releases the lock.
+    file: File,
 }
 
 impl FolderLock {
@@ -114,50 +121,68 @@ impl FolderLock {
     /// (see the module docs) is taken over and named by [`FolderLock::took_over`].
     pub fn acquire(path: &Path, what: &str) -> Result<Self> {
         let me = LockHolder::this_process();
-        let mut took_over = None;
-        // A few rounds: a stale lock removed by us may be taken by another process first.
+        let io = |source| ExperimentError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        // A few rounds: a holder removes its file before releasing it, so a flock won on a
+        // file no longer at `path` is worth nothing; open the new one.
         for _ in 0..8 {
-            match create(path, &me) {
-                Ok(()) => {
-                    return Ok(Self {
-                        path: path.to_path_buf(),
-                        holder: me,
-                        took_over,
-                    })
+            let opts = || {
+                let mut o = OpenOptions::new();
+                o.read(true).write(true);
+                o
+            };
+            // Whether this call made the file: then its empty content is ours, not a taker's
+            // that has yet to write it.
+            let (mut file, created) = match opts().create_new(true).open(path) {
+                Ok(f) => (f, true),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    match opts().open(path) {
+                        Ok(f) => (f, false),
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(e) => return Err(io(e)),
+                    }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(source) => {
-                    return Err(ExperimentError::Io {
-                        path: path.to_path_buf(),
-                        source,
-                    })
+                Err(e) => return Err(io(e)),
+            };
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => {
+                    return Err(locked(path, what, &holder_sentence(read_holder(path), &me)))
                 }
+                Err(TryLockError::Error(e)) => return Err(io(e)),
             }
-            match read_holder(path) {
-                Held::Vanished => continue,
-                // Our own PID with our start time: this process. With another start time it
-                // is a dead holder whose PID we were given (a restarted container), below.
-                Held::By(h)
-                    if h.pid == me.pid && h.host == me.host && h.proc_start == me.proc_start =>
-                {
-                    return Err(locked(path, what, &format!("{h}, this very process")));
+            if !same_file(&file, path) {
+                continue;
+            }
+            // Ours alone now: what the file says is a holder that took no flock, or one that
+            // died.
+            let held = match created {
+                true => None,
+                false => Some(read_holder(path)),
+            };
+            let took_over = match held {
+                None => None,
+                Some(Held::Vanished) => continue,
+                Some(Held::By(h)) if h.is_gone() => Some(format!("{h}, no longer running")),
+                Some(held @ Held::By(_)) => {
+                    return Err(locked(path, what, &holder_sentence(held, &me)))
                 }
-                Held::By(h) if h.is_gone() => {
-                    if remove_stale(path, &Held::By(h.clone()))? {
-                        took_over = Some(format!("{h}, no longer running"));
-                    }
+                Some(Held::Unreadable { age }) if age >= UNREADABLE_STALE_AFTER => {
+                    Some(format!("an unreadable lock file {} s old", age.as_secs()))
                 }
-                Held::By(h) => return Err(locked(path, what, &h.to_string())),
-                Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
-                    if remove_stale(path, &Held::Unreadable { age })? {
-                        took_over =
-                            Some(format!("an unreadable lock file {} s old", age.as_secs()));
-                    }
-                }
-                Held::Unreadable { .. } => {
+                Some(Held::Unreadable { .. }) => {
                     return Err(locked(path, what, "a process still writing its lock file"))
                 }
-            }
+            };
+            write_holder(&mut file, &me).map_err(io)?;
+            return Ok(Self {
+                path: path.to_path_buf(),
+                holder: me,
+                took_over,
+                file,
+            });
         }
         Err(locked(
             path,
@@ -209,8 +234,12 @@ impl FolderLock {
 }
 
 impl Drop for FolderLock {
-    /// Removes the lock file, unless it no longer names this holder (then it is another's).
+    /// Removes the lock file while still holding its flock, unless it is no longer this
+    /// holder's (removed or replaced by hand); closing the file then releases the lock.
     fn drop(&mut self) {
+        if !same_file(&self.file, &self.path) {
+            return;
+        }
         if let Held::By(h) = read_holder(&self.path) {
             if h == self.holder {
                 let _ = fs::remove_file(&self.path);
@@ -227,24 +256,50 @@ fn locked(path: &Path, what: &str, holder: &str) -> ExperimentError {
     }
 }
 
-/// Creates the lock file (failing with `AlreadyExists` when there is one) and writes `me`.
-fn create(path: &Path, me: &LockHolder) -> std::io::Result<()> {
-    let mut f = OpenOptions::new().write(true).create_new(true).open(path)?;
+/// Replaces the content of the (flocked) lock file by `me`, synced.
+fn write_holder(f: &mut File, me: &LockHolder) -> std::io::Result<()> {
     let text = serde_json::to_string(me).map_err(std::io::Error::other)?;
-    let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
-    if let Err(e) = written {
-        drop(f);
-        let _ = fs::remove_file(path);
-        return Err(e);
+    f.set_len(0)?;
+    f.rewind()?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()
+}
+
+/// Who holds the lock, as the refusal says it.
+fn holder_sentence(held: Held, me: &LockHolder) -> String {
+    match held {
+        // Our own PID with our start time: this process. With another start time it is a dead
+        // holder whose PID we were given (a restarted container).
+        Held::By(h) if h.pid == me.pid && h.host == me.host && h.proc_start == me.proc_start => {
+            format!("{h}, this very process")
+        }
+        Held::By(h) => h.to_string(),
+        Held::Unreadable { .. } | Held::Vanished => "a process still writing its lock file".into(),
     }
-    Ok(())
+}
+
+/// Whether `path` still names the file that `file` has open (the same device and inode).
+fn same_file(file: &File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        path.exists()
+    }
 }
 
 /// What a lock file says.
 #[derive(Debug, Clone, PartialEq)]
 enum Held {
     By(LockHolder),
-    /// Empty or not a holder (a process between creating and writing it, or a crash then).
+    /// Empty or not a holder (a taker between creating and writing it, or a crash then).
     Unreadable {
         age: Duration,
     },
@@ -271,35 +326,6 @@ fn read_holder(path: &Path) -> Held {
         .and_then(|t| t.elapsed().ok())
         .unwrap_or_default();
     Held::Unreadable { age }
-}
-
-/// Moves a stale lock aside and removes it; `Ok(false)` when the file turned out to be another
-/// process's fresh lock (put back) or vanished. The move is one rename: of two processes
-/// removing the same stale lock, one moves it, the other finds nothing.
-fn remove_stale(path: &Path, seen: &Held) -> Result<bool> {
-    let aside = path.with_extension(format!("stale-{}", std::process::id()));
-    if fs::rename(path, &aside).is_err() {
-        return Ok(false);
-    }
-    let moved = read_holder(&aside);
-    let same = match (seen, &moved) {
-        (Held::By(a), Held::By(b)) => a == b,
-        // Another process's lock still being written is unreadable too, but new.
-        (Held::Unreadable { .. }, Held::Unreadable { age }) => *age >= UNREADABLE_STALE_AFTER,
-        _ => false,
-    };
-    if !same {
-        // Between our read and our rename, the stale lock was replaced by a live one: put it
-        // back without clobbering (a hard link fails if a lock exists again).
-        let _ = fs::hard_link(&aside, path);
-        let _ = fs::remove_file(&aside);
-        return Ok(false);
-    }
-    fs::remove_file(&aside).map_err(|source| ExperimentError::Io {
-        path: aside.clone(),
-        source,
-    })?;
-    Ok(true)
 }
 
 /// This machine's host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `localhost`).
@@ -413,17 +439,59 @@ mod tests {
     }
 
     #[test]
-    fn an_unreadable_lock_that_turns_out_new_is_put_back() {
-        // Judged stale when old and unreadable; what is moved aside is a fresh file (another
-        // process created its lock and has not written it yet): it goes back, untouched.
+    fn a_lock_held_by_its_flock_is_refused_whatever_its_file_says() {
+        // An old, unreadable file was taken to be a dead taker's; a live taker that holds the
+        // flock and has not yet written it is refused instead.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(WRITER_LOCK);
         fs::write(&path, b"").unwrap();
-        let seen = Held::Unreadable {
-            age: UNREADABLE_STALE_AFTER,
+        let held = File::open(&path).unwrap();
+        held.lock().unwrap();
+        let old = SystemTime::now() - 2 * UNREADABLE_STALE_AFTER;
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        let msg = FolderLock::acquire(&path, "run").unwrap_err().to_string();
+        assert!(msg.contains("still writing its lock file"), "{msg}");
+        // Released (its taker died): the same file is taken over, named as it was.
+        drop(held);
+        let lock = FolderLock::acquire(&path, "run").unwrap();
+        let said = lock.took_over().expect("the unreadable file named");
+        assert!(said.contains("unreadable lock file"), "{said}");
+    }
+
+    #[test]
+    fn of_takers_racing_for_a_stale_lock_exactly_one_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DATA_LOCK);
+        let dead = LockHolder {
+            pid: dead_pid(),
+            ..LockHolder::this_process()
         };
-        assert!(!remove_stale(&path, &seen).unwrap());
-        assert_eq!(fs::read(&path).unwrap(), b"");
+        fs::write(&path, serde_json::to_string(&dead).unwrap()).unwrap();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+        let takers: Vec<_> = (0..8)
+            .map(|_| {
+                let (p, start) = (path.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let got = FolderLock::acquire(&p, "study data");
+                    // Held past every other taker's try.
+                    std::thread::sleep(Duration::from_millis(300));
+                    got.is_ok()
+                })
+            })
+            .collect();
+        let won = takers
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .filter(|&won| won)
+            .count();
+        assert_eq!(won, 1);
+        assert!(!path.exists(), "the winner's lock outlived it");
     }
 
     #[test]
