@@ -20,8 +20,7 @@
 //! error says to remove the file when that job is known gone. Liveness is read from `/proc`
 //! (Linux); elsewhere every holder counts as alive.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::{Seek, Write};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -109,10 +108,9 @@ impl std::fmt::Display for LockHolder {
 #[derive(Debug)]
 pub struct FolderLock {
     path: PathBuf,
-    holder: LockHolder,
     took_over: Option<String>,
-    // The open lock file whose flock this value holds; closing it releases the lock.
-    file: File,
+    // Holds the flock; dropping it removes the file and releases the lock.
+    _file: report::LockFile,
 }
 
 impl FolderLock {
@@ -125,70 +123,34 @@ impl FolderLock {
             path: path.to_path_buf(),
             source,
         };
-        // A few rounds: a holder removes its file before releasing it, so a flock won on a
-        // file no longer at `path` is worth nothing; open the new one.
-        for _ in 0..8 {
-            let opts = || {
-                let mut o = OpenOptions::new();
-                o.read(true).write(true);
-                o
-            };
-            // Whether this call made the file: then its empty content is ours, not a taker's
-            // that has yet to write it.
-            let (mut file, created) = match opts().create_new(true).open(path) {
-                Ok(f) => (f, true),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    match opts().open(path) {
-                        Ok(f) => (f, false),
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                        Err(e) => return Err(io(e)),
-                    }
-                }
-                Err(e) => return Err(io(e)),
-            };
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(TryLockError::WouldBlock) => {
-                    return Err(locked(path, what, &holder_sentence(read_holder(path), &me)))
-                }
-                Err(TryLockError::Error(e)) => return Err(io(e)),
-            }
-            if !same_file(&file, path) {
-                continue;
-            }
-            // Ours alone now: what the file says is a holder that took no flock, or one that
-            // died.
-            let held = match created {
-                true => None,
-                false => Some(read_holder(path)),
-            };
-            let took_over = match held {
-                None => None,
-                Some(Held::Vanished) => continue,
-                Some(Held::By(h)) if h.is_gone() => Some(format!("{h}, no longer running")),
-                Some(held @ Held::By(_)) => {
-                    return Err(locked(path, what, &holder_sentence(held, &me)))
-                }
-                Some(Held::Unreadable { age }) if age >= UNREADABLE_STALE_AFTER => {
+        let Some(mut file) = report::LockFile::try_take(path).map_err(io)? else {
+            return Err(locked(path, what, &holder_sentence(read_holder(path), &me)));
+        };
+        // Ours alone now: what a file we did not create says is a holder that took no flock
+        // (an older build), or one that died.
+        let took_over = match file.created() {
+            true => None,
+            false => match read_holder(path) {
+                Held::Vanished => None,
+                Held::By(h) if h.is_gone() => Some(format!("{h}, no longer running")),
+                held @ Held::By(_) => return Err(locked(path, what, &holder_sentence(held, &me))),
+                Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
                     Some(format!("an unreadable lock file {} s old", age.as_secs()))
                 }
-                Some(Held::Unreadable { .. }) => {
+                Held::Unreadable { .. } => {
                     return Err(locked(path, what, "a process still writing its lock file"))
                 }
-            };
-            write_holder(&mut file, &me).map_err(io)?;
-            return Ok(Self {
-                path: path.to_path_buf(),
-                holder: me,
-                took_over,
-                file,
-            });
-        }
-        Err(locked(
-            path,
-            what,
-            "processes taking it in turn faster than it could be read",
-        ))
+            },
+        };
+        let text = serde_json::to_string(&me)
+            .map_err(std::io::Error::other)
+            .map_err(io)?;
+        file.replace_content(text.as_bytes()).map_err(io)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            took_over,
+            _file: file,
+        })
     }
 
     /// Like [`FolderLock::acquire`], but while another live process holds the lock, waits for
@@ -233,36 +195,12 @@ impl FolderLock {
     }
 }
 
-impl Drop for FolderLock {
-    /// Removes the lock file while still holding its flock, unless it is no longer this
-    /// holder's (removed or replaced by hand); closing the file then releases the lock.
-    fn drop(&mut self) {
-        if !same_file(&self.file, &self.path) {
-            return;
-        }
-        if let Held::By(h) = read_holder(&self.path) {
-            if h == self.holder {
-                let _ = fs::remove_file(&self.path);
-            }
-        }
-    }
-}
-
 fn locked(path: &Path, what: &str, holder: &str) -> ExperimentError {
     ExperimentError::Locked {
         path: path.to_path_buf(),
         what: what.to_string(),
         holder: holder.to_string(),
     }
-}
-
-/// Replaces the content of the (flocked) lock file by `me`, synced.
-fn write_holder(f: &mut File, me: &LockHolder) -> std::io::Result<()> {
-    let text = serde_json::to_string(me).map_err(std::io::Error::other)?;
-    f.set_len(0)?;
-    f.rewind()?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()
 }
 
 /// Who holds the lock, as the refusal says it.
@@ -275,23 +213,6 @@ fn holder_sentence(held: Held, me: &LockHolder) -> String {
         }
         Held::By(h) => h.to_string(),
         Held::Unreadable { .. } | Held::Vanished => "a process still writing its lock file".into(),
-    }
-}
-
-/// Whether `path` still names the file that `file` has open (the same device and inode).
-fn same_file(file: &File, path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match (file.metadata(), fs::metadata(path)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = file;
-        path.exists()
     }
 }
 
@@ -445,10 +366,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(WRITER_LOCK);
         fs::write(&path, b"").unwrap();
-        let held = File::open(&path).unwrap();
+        let held = fs::File::open(&path).unwrap();
         held.lock().unwrap();
         let old = SystemTime::now() - 2 * UNREADABLE_STALE_AFTER;
-        OpenOptions::new()
+        fs::OpenOptions::new()
             .write(true)
             .open(&path)
             .unwrap()

@@ -435,15 +435,13 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
 }
 
 /// The lock of one shard's moments file: `<path>.lock`, held with the operating system's
-/// advisory lock (`flock`) for as long as the value lives and holding the writer's PID for the
-/// refusal's sentence. The kernel releases the lock of a process that dies however it dies, so
-/// a lock file left behind is simply taken, and of N processes racing for it exactly one wins
+/// advisory lock ([`report::LockFile`]) for as long as the value lives and naming the writer's
+/// PID for the refusal's sentence. The kernel releases the lock of a process that dies, so a
+/// lock file left behind is simply taken, and of N processes racing for it exactly one wins
 /// (a PID written in the file, read back and judged, decided this before: two takers of one
 /// stale file, or a taker reading a file not yet written, could both go on).
 struct ShardLock {
-    path: PathBuf,
-    // Closing it releases the lock (after `drop` has removed the file).
-    _file: std::fs::File,
+    _file: report::LockFile,
 }
 
 impl ShardLock {
@@ -455,72 +453,22 @@ impl ShardLock {
             path: path.clone(),
             source,
         };
-        // A few rounds: the holder removes the file before releasing it, so a lock won on a
-        // file that is no longer at `path` is worth nothing; open the new one.
-        for _ in 0..8 {
-            let mut file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(io)?;
-            match file.try_lock() {
-                Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    let mut text = String::new();
-                    use std::io::Read;
-                    let _ = file.read_to_string(&mut text);
-                    let who = match text.trim().parse::<u32>() {
-                        Ok(pid) => format!("process {pid}"),
-                        Err(_) => "another process".to_string(),
-                    };
-                    return Err(LmdError::Shard {
-                        path: target.to_path_buf(),
-                        reason: format!(
-                            "shard {shard} is being written by {who} (lock file {}); wait for it",
-                            path.display()
-                        ),
-                    });
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
-            }
-            if !same_file(&file, &path) {
-                continue;
-            }
-            use std::io::Write;
-            file.set_len(0)
-                .and_then(|()| file.write_all(format!("{}\n", std::process::id()).as_bytes()))
-                .map_err(io)?;
-            return Ok(Self { path, _file: file });
-        }
-        Err(LmdError::Shard {
-            path: target.to_path_buf(),
-            reason: format!("shard {shard}: could not take the lock {}", path.display()),
-        })
-    }
-}
-
-impl Drop for ShardLock {
-    /// Removes the file while still holding its lock; the lock goes with the file handle.
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Whether `path` still names the file that `file` has open (the same device and inode).
-fn same_file(file: &std::fs::File, path: &Path) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        match (file.metadata(), std::fs::metadata(path)) {
-            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-            _ => false,
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = (file, path);
-        path.exists()
+        let Some(mut file) = report::LockFile::try_take(&path).map_err(io)? else {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let who = match text.trim().parse::<u32>() {
+                Ok(pid) => format!("process {pid}"),
+                Err(_) => "another process".to_string(),
+            };
+            return Err(LmdError::Shard {
+                path: target.to_path_buf(),
+                reason: format!(
+                    "shard {shard} is being written by {who} (lock file {}); wait for it",
+                    path.display()
+                ),
+            });
+        };
+        file.replace_content(format!("{}\n", std::process::id()).as_bytes())
+            .map_err(io)?;
+        Ok(Self { _file: file })
     }
 }
