@@ -9,8 +9,10 @@
 //!   `data/create.lock` ([`DATA_LOCK`]) with [`FolderLock::acquire_waiting`]: N processes
 //!   starting together create it once; the others wait, then read what the first wrote.
 //!
-//! The flock decides between processes that take the lock together: exactly one holds it, and
-//! the kernel releases it when its process dies, however it dies. The file's content is then
+//! The flock ([`report::LockFile`]) decides between processes that take the lock together:
+//! exactly one holds it, and the kernel releases it when its process dies, however it dies
+//! (across nodes only where the shared mount supports flocks; elsewhere the file's exclusive
+//! creation and its content decide, as before flocks were used). The file's content is then
 //! checked as before flocks were used, so that a holder that does not take them (an older
 //! build still running) is respected too: a lock file left by a process that died without
 //! removing it (SIGKILL, a node crash) is taken over and named ([`FolderLock::took_over`]) when
@@ -123,34 +125,54 @@ impl FolderLock {
             path: path.to_path_buf(),
             source,
         };
-        let Some(mut file) = report::LockFile::try_take(path).map_err(io)? else {
-            return Err(locked(path, what, &holder_sentence(read_holder(path), &me)));
-        };
-        // Ours alone now: what a file we did not create says is a holder that took no flock
-        // (an older build), or one that died.
-        let took_over = match file.created() {
-            true => None,
-            false => match read_holder(path) {
-                Held::Vanished => None,
-                Held::By(h) if h.is_gone() => Some(format!("{h}, no longer running")),
-                held @ Held::By(_) => return Err(locked(path, what, &holder_sentence(held, &me))),
-                Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
-                    Some(format!("an unreadable lock file {} s old", age.as_secs()))
+        // A few rounds: a lock let go (its file removed) between our try and our read is free.
+        for _ in 0..8 {
+            let Some(mut file) = report::LockFile::try_take(path).map_err(io)? else {
+                match read_holder(path) {
+                    Held::Vanished => continue,
+                    held => return Err(locked(path, what, &holder_sentence(held, &me))),
                 }
-                Held::Unreadable { .. } => {
-                    return Err(locked(path, what, "a process still writing its lock file"))
-                }
-            },
-        };
-        let text = serde_json::to_string(&me)
-            .map_err(std::io::Error::other)
-            .map_err(io)?;
-        file.replace_content(text.as_bytes()).map_err(io)?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            took_over,
-            _file: file,
-        })
+            };
+            // Ours alone now: what a file we did not create says is a holder that took no
+            // flock (an older build, or a mount without flocks), or one that died. A refusal
+            // leaves that holder's file as it is (`LockFile` removes only its own).
+            let took_over = match file.created() {
+                true => None,
+                false => match read_holder(path) {
+                    // Removed since (an older build taking over a stale file): again.
+                    Held::Vanished => continue,
+                    Held::By(h) if h.is_gone() => Some(format!("{h}, no longer running")),
+                    held @ Held::By(_) => {
+                        return Err(locked(path, what, &holder_sentence(held, &me)))
+                    }
+                    Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
+                        Some(format!("an unreadable lock file {} s old", age.as_secs()))
+                    }
+                    Held::Unreadable { .. } => {
+                        return Err(locked(path, what, "a process still writing its lock file"))
+                    }
+                },
+            };
+            let text = serde_json::to_string(&me)
+                .map_err(std::io::Error::other)
+                .map_err(io)?;
+            file.replace_content(text.as_bytes()).map_err(io)?;
+            // Replaced meanwhile (an older build's takeover renames a stale file away): ours is
+            // then no lock at all.
+            if !file.is_at_path() {
+                continue;
+            }
+            return Ok(Self {
+                path: path.to_path_buf(),
+                took_over,
+                _file: file,
+            });
+        }
+        Err(locked(
+            path,
+            what,
+            "processes taking it in turn faster than it could be read",
+        ))
     }
 
     /// Like [`FolderLock::acquire`], but while another live process holds the lock, waits for
@@ -321,6 +343,16 @@ mod tests {
         drop(held);
         assert!(!path.exists(), "the lock outlived its holder");
         drop(FolderLock::acquire(&path, "run").unwrap());
+        // A live holder that takes no flock (an older build) is refused, and its file stays.
+        let text = serde_json::to_string(&LockHolder::this_process()).unwrap();
+        fs::write(&path, &text).unwrap();
+        let msg = FolderLock::acquire(&path, "run").unwrap_err().to_string();
+        assert!(msg.contains("this very process"), "{msg}");
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            text,
+            "the refusal removed its file"
+        );
     }
 
     #[test]

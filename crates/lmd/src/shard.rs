@@ -453,22 +453,44 @@ impl ShardLock {
             path: path.clone(),
             source,
         };
-        let Some(mut file) = report::LockFile::try_take(&path).map_err(io)? else {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let who = match text.trim().parse::<u32>() {
-                Ok(pid) => format!("process {pid}"),
-                Err(_) => "another process".to_string(),
-            };
-            return Err(LmdError::Shard {
-                path: target.to_path_buf(),
-                reason: format!(
-                    "shard {shard} is being written by {who} (lock file {}); wait for it",
-                    path.display()
-                ),
-            });
+        let refuse = |who: String| LmdError::Shard {
+            path: target.to_path_buf(),
+            reason: format!(
+                "shard {shard} is being written by {who} (lock file {}); wait for it",
+                path.display()
+            ),
         };
-        file.replace_content(format!("{}\n", std::process::id()).as_bytes())
+        let pid_in = |p: &Path| {
+            std::fs::read_to_string(p)
+                .ok()
+                .and_then(|t| t.trim().parse::<u32>().ok())
+        };
+        let me = std::process::id();
+        let Some(mut file) = report::LockFile::try_take(&path).map_err(io)? else {
+            return Err(refuse(match pid_in(&path) {
+                Some(pid) => format!("process {pid}"),
+                None => "another process".to_string(),
+            }));
+        };
+        // A file we did not create whose PID still runs is a writer that took no flock (an
+        // older build, or a mount without flocks): refused, its file left as it is.
+        if !file.created() {
+            if let Some(pid) = pid_in(&path).filter(|&p| p != me && process_alive(p)) {
+                return Err(refuse(format!("process {pid}")));
+            }
+        }
+        file.replace_content(format!("{me}\n").as_bytes())
             .map_err(io)?;
         Ok(Self { _file: file })
     }
+}
+
+/// Whether a process with this PID exists (Linux: `/proc/<pid>`; elsewhere every PID is
+/// taken as alive, so a lock file of a writer that took no flock must be removed by hand).
+fn process_alive(pid: u32) -> bool {
+    let proc_fs = Path::new("/proc");
+    if !proc_fs.join("self").exists() {
+        return true;
+    }
+    proc_fs.join(pid.to_string()).exists()
 }

@@ -304,6 +304,17 @@ fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
     }
     drop(held);
     assert!(!path.exists());
+    // A live writer that takes no flock (an older build; PID 1 always runs) is refused too,
+    // and its lock file stays as it was.
+    std::fs::write(&lock, "1\n").unwrap();
+    match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
+        Err(LmdError::Shard { reason, .. }) => {
+            assert!(reason.contains("being written by process 1"), "{reason}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "1\n");
+    assert!(!path.exists());
     // A lock left by a process that has exited is taken over, and removed afterwards.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
