@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the CUDA set that a session lent a GPU carries, and packs it into .gpu/ (docs/gpu.md):
+#
+#   scripts/gpu_pack.sh                     build (--features cuda, CUDA 13.0 and the target dir
+#                                           under $HOME/.cache from ../shared/tools/cuda-env.sh),
+#                                           strip, xz, the shared data, a copy in the cache
+#   PACK_SKIP_BUILD=1 scripts/gpu_pack.sh   pack what CARGO_TARGET_DIR's release build holds
+#
+# Out: .gpu/bin/<name>.xz for gpu_check, reproduce, two_tower and the train_step, extract and
+# moments benches (the newest build of each bench: older hashed builds stay in deps/),
+# .gpu/data.tar.xz (the inputs the protocols read, unpacked there as ../shared/data), and the
+# same in LMSPLIT_GPU_CACHE ($HOME/.cache/lmsplit-gpu) with COMMIT, the commit built (unknown
+# with PACK_SKIP_BUILD). lmd_table is built (its CUDA path must compile) but not packed: its
+# checkpoints cannot travel.
+# STRIP names the strip program (strip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${PACK_SKIP_BUILD:-}" ]; then
+  # shellcheck source=/dev/null
+  source ../shared/tools/cuda-env.sh
+  cargo build --release --features cuda --example gpu_check --example reproduce \
+    --example two_tower --example lmd_table --bench train_step --bench extract --bench moments
+fi
+: "${CARGO_TARGET_DIR:?CARGO_TARGET_DIR: the target dir of the CUDA build (cuda-env.sh sets it)}"
+T=$CARGO_TARGET_DIR/release
+newest() { find "$T/deps" -maxdepth 1 -type f -name "$1-*" ! -name '*.d' -printf '%T@ %p\n' 2>/dev/null |
+  sort -n | tail -1 | cut -d' ' -f2-; }
+files=("$T/examples/gpu_check" "$T/examples/reproduce" "$T/examples/two_tower")
+for b in train_step extract moments; do files+=("$(newest $b)"); done
+for f in "${files[@]}"; do
+  [ -n "$f" ] && [ -f "$f" ] || { echo "gpu_pack: a binary is missing in $T: ${f:-a bench}" >&2; exit 1; }
+done
+if [ -d .git ] && ! grep -qx '/.gpu/' .git/info/exclude 2>/dev/null; then
+  mkdir -p .git/info && echo /.gpu/ >> .git/info/exclude
+fi
+mkdir -p .gpu/bin
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for f in "${files[@]}"; do
+  n=$(basename "$f" | sed 's/-[0-9a-f]*$//')
+  cp "$f" "$tmp/$n"
+  "${STRIP:-strip}" "$tmp/$n"
+  # Written aside, then renamed: a cut pack leaves no truncated binary to carry.
+  xz -6 -T0 -c "$tmp/$n" > ".gpu/bin/$n.xz.tmp" && mv ".gpu/bin/$n.xz.tmp" ".gpu/bin/$n.xz"
+done
+repo=$(pwd)
+(cd ../shared && tar -cJf "$repo/.gpu/data.tar.xz.tmp" data/wikitext-2/train.txt \
+  data/wikitext-103-valid-test/wiki.*.tokens data/bert-base-uncased \
+  data/ud-english-ewt/en_ewt-ud-train.conllu)
+mv .gpu/data.tar.xz.tmp .gpu/data.tar.xz
+cache=${LMSPLIT_GPU_CACHE:-$HOME/.cache/lmsplit-gpu}
+mkdir -p "$cache"
+cp -r .gpu/bin .gpu/data.tar.xz "$cache/"
+head=$(git rev-parse --short HEAD 2>/dev/null || echo none)
+# Only a build here knows what it built from.
+if [ -z "${PACK_SKIP_BUILD:-}" ]; then
+  echo "$head" > "$cache/COMMIT"
+else
+  echo "unknown: packed from an earlier build (HEAD $head)" > "$cache/COMMIT"
+fi
+du -sh .gpu
+ls -la .gpu/bin

@@ -1,0 +1,137 @@
+//! Process-level: `scripts/gpu_pack.sh` packs the set a lent GPU session carries from a
+//! stand-in target dir (shell scripts in place of the CUDA binaries, `PACK_SKIP_BUILD`), in a
+//! copy of the script with its own `../shared/`. A wrong or stale binary in the pack costs the
+//! session's device time.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Pack {
+    _tmp: tempfile::TempDir,
+    repo: PathBuf,
+    target: PathBuf,
+    cache: PathBuf,
+}
+
+/// A checkout holding only the script, beside a `shared/data` with the files the pack takes,
+/// and a release target dir with every binary (two builds of `train_step`, the older first).
+fn pack_dirs() -> Pack {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    fs::create_dir_all(repo.join("scripts")).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu_pack.sh");
+    fs::copy(&script, repo.join("scripts/gpu_pack.sh")).unwrap();
+    let shared = tmp.path().join("shared/data");
+    for f in [
+        "wikitext-2/train.txt",
+        "wikitext-103-valid-test/wiki.valid.tokens",
+        "wikitext-103-valid-test/wiki.test.tokens",
+        "bert-base-uncased/vocab.txt",
+        "ud-english-ewt/en_ewt-ud-train.conllu",
+    ] {
+        let p = shared.join(f);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, f).unwrap();
+    }
+    let target = tmp.path().join("target");
+    let rel = target.join("release");
+    fs::create_dir_all(rel.join("examples")).unwrap();
+    fs::create_dir_all(rel.join("deps")).unwrap();
+    for e in ["gpu_check", "reproduce", "two_tower"] {
+        fs::write(rel.join("examples").join(e), format!("example {e}")).unwrap();
+    }
+    fs::write(rel.join("deps/train_step-0123abcd"), "old train_step").unwrap();
+    fs::write(rel.join("deps/extract-4567ef01"), "extract").unwrap();
+    fs::write(rel.join("deps/moments-89abcdef"), "moments").unwrap();
+    // The newer build of train_step, and its dep-info file (newer still), which is not a binary.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(rel.join("deps/train_step-fedcba98"), "new train_step").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(rel.join("deps/train_step-fedcba98.d"), "dep info").unwrap();
+    let cache = tmp.path().join("cache");
+    Pack {
+        _tmp: tmp,
+        repo,
+        target,
+        cache,
+    }
+}
+
+fn run(p: &Pack) -> Output {
+    Command::new("bash")
+        .arg(p.repo.join("scripts/gpu_pack.sh"))
+        .env("PACK_SKIP_BUILD", "1")
+        .env("CARGO_TARGET_DIR", &p.target)
+        .env("LMSPLIT_GPU_CACHE", &p.cache)
+        // The stand-ins are text: nothing to strip.
+        .env("STRIP", "true")
+        .output()
+        .unwrap()
+}
+
+fn unxz(path: &Path) -> String {
+    let out = Command::new("xz").arg("-dc").arg(path).output().unwrap();
+    assert!(out.status.success(), "xz -dc {}", path.display());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_pack_holds_each_binary_at_its_newest_build_and_the_data() {
+    let p = pack_dirs();
+    let out = run(&p);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bin = p.repo.join(".gpu/bin");
+    let mut names: Vec<String> = fs::read_dir(&bin)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "extract.xz",
+            "gpu_check.xz",
+            "moments.xz",
+            "reproduce.xz",
+            "train_step.xz",
+            "two_tower.xz"
+        ]
+    );
+    assert_eq!(unxz(&bin.join("train_step.xz")), "new train_step");
+    assert_eq!(unxz(&bin.join("reproduce.xz")), "example reproduce");
+    let listing = Command::new("tar")
+        .arg("-tJf")
+        .arg(p.repo.join(".gpu/data.tar.xz"))
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    for f in [
+        "data/wikitext-2/train.txt",
+        "data/wikitext-103-valid-test/wiki.test.tokens",
+        "data/bert-base-uncased/vocab.txt",
+        "data/ud-english-ewt/en_ewt-ud-train.conllu",
+    ] {
+        assert!(listing.lines().any(|l| l == f), "{f} not in {listing}");
+    }
+    // The same set in the cache; packed without a build, it cannot say what it was built from.
+    assert_eq!(unxz(&p.cache.join("bin/train_step.xz")), "new train_step");
+    assert!(p.cache.join("data.tar.xz").is_file());
+    let commit = fs::read_to_string(p.cache.join("COMMIT")).unwrap();
+    assert!(commit.starts_with("unknown: packed from an earlier build"), "{commit}");
+}
+
+#[test]
+fn a_missing_binary_stops_the_pack_naming_it() {
+    let p = pack_dirs();
+    fs::remove_file(p.target.join("release/examples/gpu_check")).unwrap();
+    let out = run(&p);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("examples/gpu_check"), "{err}");
+    assert!(!p.repo.join(".gpu/bin").exists(), "a partial pack was made");
+}
