@@ -12,9 +12,9 @@
 //! The flock ([`report::LockFile`]) decides between processes that take the lock together:
 //! exactly one holds it, and the kernel releases it when its process dies, however it dies
 //! (across nodes only where the shared mount supports flocks; elsewhere the file's exclusive
-//! creation and its content decide, as before flocks were used). The file's content is then
-//! checked as before flocks were used, so that a holder that does not take them (an older
-//! build still running) is respected too: a lock file left by a process that died without
+//! creation and its content decide). The file's content is then checked as it was before
+//! flocks were used, so that a holder that takes none (an older build still running) is
+//! respected too: a lock file left by a process that died without
 //! removing it (SIGKILL, a node crash) is taken over and named ([`FolderLock::took_over`]) when
 //! its holder is known gone; on the holder's own host, that is a PID that no longer runs (or is
 //! a zombie, or was reused by a process started later: the start time in `/proc/<pid>/stat` is
