@@ -122,7 +122,10 @@ fn the_pack_holds_each_binary_at_its_newest_build_and_the_data() {
     assert_eq!(unxz(&p.cache.join("bin/train_step.xz")), "new train_step");
     assert!(p.cache.join("data.tar.xz").is_file());
     let commit = fs::read_to_string(p.cache.join("COMMIT")).unwrap();
-    assert!(commit.starts_with("unknown: packed from an earlier build"), "{commit}");
+    assert!(
+        commit.starts_with("unknown: packed from an earlier build"),
+        "{commit}"
+    );
 }
 
 #[test]
