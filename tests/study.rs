@@ -9,6 +9,7 @@ use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
     run_study, CorpusData, ExperimentError, Protocol, RunRecord, ScoringSet, StudySpec,
 };
+use lmsplit::prefscore::ScoreKind;
 use lmsplit::towers::{ElmoMode, Style};
 
 #[test]
@@ -261,12 +262,30 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         None => assert!(!pieces_md.exists()),
     }
 
-    let again = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
+    assert_eq!(e.kind, Some(ScoreKind::ArithmeticMean));
+
+    // Again, the curve on the released code's score this time: every run reused, the main
+    // tables the same, and the curve's end point the geometric table's pair, not the
+    // arithmetic one's.
+    let mut geometric = spec.clone();
+    geometric.emergence.as_mut().unwrap().kind = ScoreKind::GeometricMean;
+    let again = run_study(&geometric, dir.path(), &[], &quiet()).unwrap();
     assert!(again.runs.iter().all(|r| r.reused));
     let r = |o: &lmsplit::experiment::StudyOutcome| -> Vec<f64> {
         o.pairs.iter().map(|(_, p)| p.pearson.r).collect()
     };
     assert_eq!(r(&again), r(&out));
+    let eg = again.emergence.as_ref().unwrap();
+    assert_eq!(eg.kind, Some(ScoreKind::GeometricMean));
+    let main_geometric = again
+        .pairs
+        .iter()
+        .find(|(k, p)| k == "geometric" && p.selection == "min-count-5" && p.b == "gpt-s1")
+        .unwrap();
+    assert_eq!(eg.pairs[1].pearson, main_geometric.1.pearson.r);
+    assert_ne!(eg.pairs[1].pearson, e.pairs[1].pearson);
+    let note = std::fs::read_to_string(dir.path().join("emergence.md")).unwrap();
+    assert!(note.contains("scores: mean log probability"), "{note}");
 }
 
 #[test]

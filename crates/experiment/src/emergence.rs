@@ -31,6 +31,8 @@ pub struct EmergenceSpec {
     /// the first is the reference of the cross-model pairs. Each snapshot costs one or two head
     /// trainings and scorings.
     pub models: Vec<String>,
+    /// The score of the curve (the protocols: eq. 4's arithmetic mean, the paper's).
+    pub kind: ScoreKind,
 }
 
 /// One run at one point of phase 1.
@@ -108,6 +110,10 @@ pub struct Emergence {
     /// Every same-model pair, and every pair of a reference-model run with another model's, at
     /// every common point.
     pub pairs: Vec<EmergencePair>,
+    /// The score the curve follows (files written before 28 Nov 2026 hold none: the arithmetic
+    /// mean, the only one then).
+    #[serde(default)]
+    pub kind: Option<ScoreKind>,
 }
 
 impl Emergence {
@@ -126,7 +132,7 @@ impl Emergence {
 type RunPoint = (f64, u64, RunScores, HeadQuality);
 
 /// Every point of one run: its snapshots, then the finished run.
-fn run_points(run: &ScoredRun) -> Result<Vec<RunPoint>> {
+fn run_points(run: &ScoredRun, kind: ScoreKind) -> Result<Vec<RunPoint>> {
     let res = run.result()?;
     let mut out = Vec::new();
     for snap in &run.snapshots {
@@ -137,11 +143,11 @@ fn run_points(run: &ScoredRun) -> Result<Vec<RunPoint>> {
             snap.logprobs.clone(),
             snap.retest.as_ref(),
             snap.flagged(),
-            ScoreKind::ArithmeticMean,
+            kind,
         )?;
         out.push((snap.fraction, snap.tokens, scores, snap.heads.clone()));
     }
-    let last = RunScores::new(run, ScoreKind::ArithmeticMean)?;
+    let last = RunScores::new(run, kind)?;
     out.push((1.0, res.phase1.tokens, last, res.heads.clone()));
     Ok(out)
 }
@@ -188,18 +194,21 @@ pub fn emergence(
         permutations: 0,
     };
     let mut all: Vec<(String, Vec<RunPoint>)> = Vec::new();
-    let mut out = Emergence::default();
+    let mut out = Emergence {
+        kind: Some(spec.kind),
+        ..Emergence::default()
+    };
     for run in runs {
         let model = run.record.spec.model_name();
         if !spec.models.contains(&model) {
             continue;
         }
-        let pts = run_points(run)?;
+        let pts = run_points(run, spec.kind)?;
         let end = pts.last().map(|p| &p.2);
         for (fraction, tokens, s, q) in &pts {
             let toks = select_tokens(&[s], freq, sel);
             let (pearson, boot) = (prefscore::Method::Pearson, &r_only.bootstrap);
-            let sh = s.split_half(ScoreKind::ArithmeticMean, &toks, pearson, boot)?;
+            let sh = s.split_half(spec.kind, &toks, pearson, boot)?;
             let hs = s.retest_reliability(&toks, pearson, boot)?;
             let with_end = match end {
                 Some(end) => Some(r_with_end(s, end, freq, sel)?),
@@ -238,7 +247,7 @@ pub fn emergence(
                 let Some((_, _, sb, _)) = y.1.iter().find(|p| p.0 == *fa) else {
                     continue;
                 };
-                let p = compare_runs(sa, sb, freq, sel, ScoreKind::ArithmeticMean, &copts)?;
+                let p = compare_runs(sa, sb, freq, sel, spec.kind, &copts)?;
                 out.pairs.push(EmergencePair {
                     a: p.a,
                     b: p.b,
@@ -655,7 +664,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", machines_note(e)))
+        .with_note(format!("{}; scores: {}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", machines_note(e), kind_name(e.kind)))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -674,6 +683,14 @@ fn emergence_table(e: &Emergence) -> report::Table {
 /// Which machine trained the heads of which points, e.g. "heads trained on cpu ...: gpt-s0 at
 /// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
 /// call cut short leaves some to the CPU).
+/// The score kind as the table's note says it.
+fn kind_name(kind: Option<ScoreKind>) -> &'static str {
+    match kind.unwrap_or(ScoreKind::ArithmeticMean) {
+        ScoreKind::ArithmeticMean => "log of the arithmetic mean probability (eq. 4)",
+        ScoreKind::GeometricMean => "mean log probability (the released code's)",
+    }
+}
+
 fn machines_note(e: &Emergence) -> String {
     fn machine(p: &EmergencePoint) -> &str {
         p.heads
@@ -855,6 +872,7 @@ mod tests {
     #[test]
     fn trends_compare_the_last_two_points_with_the_end_intervals() {
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs: vec![
                 pair("gpt × gpt", 0.5, 0.5, 0.05),
@@ -912,6 +930,7 @@ mod tests {
             ..between("gpt-s0", "gpt-s2", 0.5, 0.0)
         });
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs,
         };
@@ -987,6 +1006,7 @@ mod tests {
     /// One `gpt × gpt` pair at two (fraction, disattenuated r) points, intervals ± 0.05.
     fn one_pair(points: [(f64, f64); 2]) -> Emergence {
         Emergence {
+            kind: None,
             points: Vec::new(),
             pairs: points
                 .iter()
@@ -1043,6 +1063,7 @@ mod tests {
             pairs.push(between("gpt-s1", "gpt-s2", f, r));
         }
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs,
         };
@@ -1082,6 +1103,7 @@ mod tests {
             pairs.push(between("gpt-s1", "gpt-s2", f, 0.3 * s1));
         }
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs,
         };
@@ -1118,6 +1140,7 @@ mod tests {
         let mut no_rel = pair("gpt × bert", 1.0, 0.4, 0.05);
         (no_rel.disattenuated, no_rel.disattenuated_interval) = (None, None);
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs: vec![
                 no_rel,
@@ -1159,6 +1182,7 @@ mod tests {
     #[test]
     fn oriented_groups_flip_the_pairs_of_runs_on_opposite_sides() {
         let e = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs: vec![
                 between("gpt-s0", "gpt-s1", 1.0, -0.4),
@@ -1212,6 +1236,7 @@ mod tests {
             }
         };
         let e = Emergence {
+            kind: None,
             points: vec![
                 point("gpt-s0", 0.5, 0.55, [0.1, 0.3], Some(0.8)),
                 point("gpt-s0", 1.0, 0.6, [0.2, 0.4], Some(0.9)),
@@ -1268,6 +1293,7 @@ mod tests {
         let files = write_emergence(&e, dir.path()).unwrap();
         assert!(files.contains(&dir.path().join("fig_emergence_heads.png")));
         let none = Emergence {
+            kind: None,
             points: Vec::new(),
             pairs: Vec::new(),
         };

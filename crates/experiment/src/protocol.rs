@@ -172,6 +172,7 @@ fn smoke() -> StudySpec {
         emergence: Some(EmergenceSpec {
             selection: TokenSelection::MinCount(5),
             models: vec!["gpt".into()],
+            kind: ScoreKind::ArithmeticMean,
         }),
     }
 }
@@ -221,6 +222,7 @@ fn real_text(gpu: bool, shared: &Path) -> StudySpec {
             models: ["gpt", "elmo_released", "elmo", "bert"]
                 .map(String::from)
                 .to_vec(),
+            kind: ScoreKind::ArithmeticMean,
         }),
     }
 }
