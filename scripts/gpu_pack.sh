@@ -15,20 +15,52 @@
 # STRIP names the strip program (strip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+targets=(--example gpu_check --example reproduce --example two_tower --example lmd_table
+  --bench train_step --bench extract --bench moments)
+packed="gpu_check reproduce two_tower train_step extract moments"
+files=()
 if [ -z "${PACK_SKIP_BUILD:-}" ]; then
   # shellcheck source=/dev/null
   source ../shared/tools/cuda-env.sh
-  cargo build --release --features cuda --example gpu_check --example reproduce \
-    --example two_tower --example lmd_table --bench train_step --bench extract --bench moments
+  cargo build --release --features cuda "${targets[@]}"
+  # The binaries cargo names (not the newest file by name: a test binary of lmd's
+  # tests/moments.rs is also deps/moments-<hash>).
+  json=$(cargo build --release --features cuda "${targets[@]}" --message-format=json)
+  while read -r f; do files+=("$f"); done < <(printf '%s\n' "$json" | python3 -c '
+import json, sys
+want = sys.argv[1].split()
+found = {}
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and t.get("name") in want \
+            and set(t.get("kind", [])) & {"example", "bench"}:
+        found[t["name"]] = m["executable"]
+for n in want:
+    print(found.get(n, ""))
+' "$packed")
+  : "${CARGO_TARGET_DIR:?CARGO_TARGET_DIR: the target dir of the CUDA build (cuda-env.sh sets it)}"
+else
+  : "${CARGO_TARGET_DIR:?CARGO_TARGET_DIR: the target dir of the CUDA build (cuda-env.sh sets it)}"
+  T=$CARGO_TARGET_DIR/release
+  [ -d "$T/deps" ] || { echo "gpu_pack: no release build in $CARGO_TARGET_DIR" >&2; exit 1; }
+  # Without a build here, the newest build of each bench by name (a later test binary of the
+  # same name in this target dir would be taken for it).
+  newest() {
+    find "$T/deps" -maxdepth 1 -type f -name "$1-*" ! -name '*.d' -printf '%T@ %p\n' |
+      sort -n | tail -1 | cut -d' ' -f2-
+  }
+  files=("$T/examples/gpu_check" "$T/examples/reproduce" "$T/examples/two_tower")
+  for b in train_step extract moments; do files+=("$(newest $b)"); done
 fi
-: "${CARGO_TARGET_DIR:?CARGO_TARGET_DIR: the target dir of the CUDA build (cuda-env.sh sets it)}"
-T=$CARGO_TARGET_DIR/release
-newest() { find "$T/deps" -maxdepth 1 -type f -name "$1-*" ! -name '*.d' -printf '%T@ %p\n' 2>/dev/null |
-  sort -n | tail -1 | cut -d' ' -f2-; }
-files=("$T/examples/gpu_check" "$T/examples/reproduce" "$T/examples/two_tower")
-for b in train_step extract moments; do files+=("$(newest $b)"); done
-for f in "${files[@]}"; do
-  [ -n "$f" ] && [ -f "$f" ] || { echo "gpu_pack: a binary is missing in $T: ${f:-a bench}" >&2; exit 1; }
+i=0
+for n in $packed; do
+  f=${files[$i]:-}
+  [ -n "$f" ] && [ -f "$f" ] || { echo "gpu_pack: no binary of $n (${f:-none built})" >&2; exit 1; }
+  i=$((i + 1))
 done
 if [ -d .git ] && ! grep -qx '/.gpu/' .git/info/exclude 2>/dev/null; then
   mkdir -p .git/info && echo /.gpu/ >> .git/info/exclude
@@ -41,7 +73,8 @@ for f in "${files[@]}"; do
   cp "$f" "$tmp/$n"
   "${STRIP:-strip}" "$tmp/$n"
   # Written aside, then renamed: a cut pack leaves no truncated binary to carry.
-  xz -6 -T0 -c "$tmp/$n" > ".gpu/bin/$n.xz.tmp" && mv ".gpu/bin/$n.xz.tmp" ".gpu/bin/$n.xz"
+  xz -6 -T0 -c "$tmp/$n" > ".gpu/bin/$n.xz.tmp"
+  mv ".gpu/bin/$n.xz.tmp" ".gpu/bin/$n.xz"
 done
 repo=$(pwd)
 (cd ../shared && tar -cJf "$repo/.gpu/data.tar.xz.tmp" data/wikitext-2/train.txt \
@@ -50,8 +83,10 @@ repo=$(pwd)
 mv .gpu/data.tar.xz.tmp .gpu/data.tar.xz
 cache=${LMSPLIT_GPU_CACHE:-$HOME/.cache/lmsplit-gpu}
 mkdir -p "$cache"
+# No COMMIT while the copy is under way: a cut copy must not pass for the set it names.
+rm -f "$cache/COMMIT"
 cp -r .gpu/bin .gpu/data.tar.xz "$cache/"
-head=$(git rev-parse --short HEAD 2>/dev/null || echo none)
+head=$(git describe --always --dirty 2>/dev/null || echo none)
 # Only a build here knows what it built from.
 if [ -z "${PACK_SKIP_BUILD:-}" ]; then
   echo "$head" > "$cache/COMMIT"

@@ -128,6 +128,72 @@ fn the_pack_holds_each_binary_at_its_newest_build_and_the_data() {
     );
 }
 
+/// A stand-in `cargo`: a build prints nothing; a build with `--message-format=json` names
+/// each target's binary as cargo does. `moments` is named at its older build, which a newer
+/// binary of the same name (a test of lmd's tests/moments.rs) must not displace.
+const FAKE_CARGO: &str = r#"#!/usr/bin/env bash
+case "$*" in *--message-format=json*) ;; *) exit 0 ;; esac
+T=$CARGO_TARGET_DIR/release
+art() { echo "{\"reason\":\"compiler-artifact\",\"target\":{\"name\":\"$1\",\"kind\":[\"$2\"]},\"executable\":\"$3\"}"; }
+echo '{"reason":"build-script-executed"}'
+for e in gpu_check reproduce two_tower lmd_table; do art $e example $T/examples/$e; done
+art train_step bench $T/deps/train_step-fedcba98
+art extract bench $T/deps/extract-4567ef01
+art moments bench $T/deps/moments-89abcdef
+echo '{"reason":"build-finished","success":true}'
+"#;
+
+#[test]
+fn a_build_packs_the_binaries_cargo_names_not_the_newest_of_a_name() {
+    let p = pack_dirs();
+    let root = p.repo.parent().unwrap();
+    let rel = p.target.join("release");
+    fs::write(rel.join("examples/lmd_table"), "example lmd_table").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(rel.join("deps/moments-00000000"), "lmd's moments test").unwrap();
+    let bin = root.join("fakebin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(bin.join("cargo"), FAKE_CARGO).unwrap();
+    let tools = root.join("shared/tools");
+    fs::create_dir_all(&tools).unwrap();
+    fs::write(
+        tools.join("cuda-env.sh"),
+        format!("export CARGO_TARGET_DIR={}\n", p.target.display()),
+    )
+    .unwrap();
+    Command::new("chmod")
+        .args(["+x"])
+        .arg(bin.join("cargo"))
+        .status()
+        .unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let out = Command::new("bash")
+        .arg(p.repo.join("scripts/gpu_pack.sh"))
+        .env("PATH", path)
+        .env_remove("CARGO_TARGET_DIR")
+        .env("LMSPLIT_GPU_CACHE", &p.cache)
+        .env("STRIP", "true")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packed = p.repo.join(".gpu/bin");
+    assert_eq!(unxz(&packed.join("moments.xz")), "moments");
+    assert_eq!(unxz(&packed.join("train_step.xz")), "new train_step");
+    assert!(
+        !packed.join("lmd_table.xz").exists(),
+        "lmd_table is built, not packed"
+    );
+    // Built here: the cache names what it was built from (no git here: "none").
+    assert_eq!(
+        fs::read_to_string(p.cache.join("COMMIT")).unwrap().trim(),
+        "none"
+    );
+}
+
 #[test]
 fn a_missing_binary_stops_the_pack_naming_it() {
     let p = pack_dirs();
@@ -135,6 +201,6 @@ fn a_missing_binary_stops_the_pack_naming_it() {
     let out = run(&p);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("examples/gpu_check"), "{err}");
+    assert!(err.contains("no binary of gpu_check"), "{err}");
     assert!(!p.repo.join(".gpu/bin").exists(), "a partial pack was made");
 }

@@ -680,9 +680,6 @@ fn emergence_table(e: &Emergence) -> report::Table {
     t
 }
 
-/// Which machine trained the heads of which points, e.g. "heads trained on cpu ...: gpt-s0 at
-/// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
-/// call cut short leaves some to the CPU).
 /// The score kind as the table's note says it.
 fn kind_name(kind: Option<ScoreKind>) -> &'static str {
     match kind.unwrap_or(ScoreKind::ArithmeticMean) {
@@ -691,6 +688,9 @@ fn kind_name(kind: Option<ScoreKind>) -> &'static str {
     }
 }
 
+/// Which machine trained the heads of which points, e.g. "heads trained on cpu ...: gpt-s0 at
+/// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
+/// call cut short leaves some to the CPU).
 fn machines_note(e: &Emergence) -> String {
     fn machine(p: &EmergencePoint) -> &str {
         p.heads

@@ -8,8 +8,7 @@ use crate::Result;
 
 /// Fill of NaN (and other non-finite) cells: a mid grey absent from both scales.
 pub(crate) const NAN_FILL: RGBColor = RGBColor(200, 200, 200);
-/// Cross drawn over NaN cells so they read as "missing", not as a value (±∞ cells get the
-/// fill without it).
+/// Cross drawn over NaN and ±∞ cells so they read as off the scale, not as a value.
 pub(crate) const NAN_MARK: RGBColor = RGBColor(110, 110, 110);
 
 /// A continuous colour scale.
@@ -55,14 +54,14 @@ pub(crate) fn text_on(bg: RGBColor) -> &'static RGBColor {
     }
 }
 
-/// Draw a vertical colour bar for `[lo, hi]` on `area`, with tick labels, and a grey
-/// "NaN" swatch underneath when `with_nan` is set.
+/// Draw a vertical colour bar for `[lo, hi]` on `area`, with tick labels, and a grey crossed
+/// swatch labelled `missing` underneath when there is one.
 pub(crate) fn colour_bar<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     scale: Scale,
     lo: f64,
     hi: f64,
-    with_nan: bool,
+    missing: Option<&str>,
     top: u32,
     bottom: u32,
 ) -> Result<()>
@@ -70,7 +69,7 @@ where
     DB::ErrorType: 'static,
 {
     let (_, h) = area.dim_in_pixel();
-    let nan_space: u32 = if with_nan { 40 } else { 0 };
+    let nan_space: u32 = if missing.is_some() { 40 } else { 0 };
     let bar_area = area.margin(top, bottom + nan_space, 4, 4);
     let mut chart = ChartBuilder::on(&bar_area)
         .y_label_area_size(60)
@@ -101,7 +100,7 @@ where
             BLACK.stroke_width(1),
         )))
         .map_err(plot_err)?;
-    if with_nan {
+    if let Some(label) = missing {
         let y0 = h as i32 - bottom as i32 - nan_space as i32 + 12;
         let x0 = 64;
         area.draw(&Rectangle::new(
@@ -114,7 +113,7 @@ where
             NAN_MARK.stroke_width(1),
         ))
         .map_err(plot_err)?;
-        area.draw(&Text::new("NaN", (x0 + 24, y0 + 2), label_style()))
+        area.draw(&Text::new(label, (x0 + 24, y0 + 2), label_style()))
             .map_err(plot_err)?;
     }
     Ok(())

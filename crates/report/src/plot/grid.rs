@@ -33,12 +33,26 @@ pub(crate) struct GridFrame<'a> {
     pub height: i32,
     /// Pixels the border stands outside the grid at its top-left (0 or 1).
     pub border_inset: i32,
-    /// The colour bar's scale and range, and whether it shows a NaN swatch.
+    /// The colour bar's scale and range, and the label of its swatch for non-finite cells
+    /// (none when every cell is finite).
     pub scale: Scale,
     /// See `scale`.
     pub range: (f64, f64),
-    /// See `scale`.
-    pub any_nan: bool,
+    /// See `scale` ([`missing_label`]).
+    pub missing: Option<&'static str>,
+}
+
+/// The colour bar's label for the grey, crossed cells of `values`: `NaN`, `±inf`, or both;
+/// none when every value is finite.
+pub(crate) fn missing_label(values: &[f64]) -> Option<&'static str> {
+    let nan = values.iter().any(|v| v.is_nan());
+    let inf = values.iter().any(|v| v.is_infinite());
+    match (nan, inf) {
+        (true, true) => Some("NaN, ±inf"),
+        (true, false) => Some("NaN"),
+        (false, true) => Some("±inf"),
+        (false, false) => None,
+    }
 }
 
 impl GridFrame<'_> {
@@ -97,7 +111,7 @@ impl GridFrame<'_> {
             self.scale,
             lo,
             hi,
-            self.any_nan,
+            self.missing,
             top as u32,
             h.saturating_sub(bottom as u32),
         )

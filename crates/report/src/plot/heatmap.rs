@@ -34,8 +34,8 @@ pub struct HeatmapOptions {
 
 /// Draw a heatmap of the row-major `values` (`n_rows × n_cols`) to `path` (PNG or SVG by
 /// extension), row 0 at the top, with `row_labels` on the y axis, `col_labels` (rotated) on the
-/// x axis, a viridis colour bar, and non-finite cells drawn grey (NaN with a diagonal mark;
-/// annotated ±∞ cells say `+inf`/`-inf`).
+/// x axis, a viridis colour bar, and non-finite cells drawn grey with a diagonal mark (the
+/// colour bar's swatch says `NaN`, `±inf` or both; annotated ±∞ cells say `+inf`/`-inf`).
 pub fn heatmap(
     path: &Path,
     values: &[f64],
@@ -186,7 +186,7 @@ impl Heatmap<'_> {
             border_inset: 0,
             scale: Scale::Viridis,
             range: (self.lo, self.hi),
-            any_nan: self.values.iter().any(|v| !v.is_finite()),
+            missing: super::grid::missing_label(&self.values),
         }
     }
 
@@ -213,8 +213,8 @@ impl Heatmap<'_> {
             fill.filled(),
         ))
         .map_err(plot_err)?;
-        // The cross marks a missing value; an infinite one is grey without it.
-        if v.is_nan() {
+        // Grey and crossed, as the colour bar's swatch: not a value on the scale.
+        if !v.is_finite() {
             root.draw(&PathElement::new(
                 vec![(x, y + cell), (x + cell, y)],
                 NAN_MARK.stroke_width(1),
@@ -281,6 +281,15 @@ fn cell_label(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::cell_label;
+
+    #[test]
+    fn the_colour_bar_names_the_kinds_of_non_finite_cells_there_are() {
+        use super::super::grid::missing_label;
+        assert_eq!(missing_label(&[0.1, 0.2]), None);
+        assert_eq!(missing_label(&[0.1, f64::NAN]), Some("NaN"));
+        assert_eq!(missing_label(&[f64::NEG_INFINITY, 0.2]), Some("±inf"));
+        assert_eq!(missing_label(&[f64::INFINITY, f64::NAN]), Some("NaN, ±inf"));
+    }
 
     #[test]
     fn non_finite_cells_say_which_they_are() {

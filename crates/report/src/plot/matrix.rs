@@ -178,7 +178,7 @@ impl Figure for Matrix<'_> {
             border_inset: 1,
             scale,
             range: (self.lo, self.hi),
-            any_nan: self.values.iter().any(|v| !v.is_finite()),
+            missing: super::grid::missing_label(&self.values),
         };
         frame.draw_title(root)?;
         for r in 0..self.n_rows {
