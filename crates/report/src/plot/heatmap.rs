@@ -186,7 +186,7 @@ impl Heatmap<'_> {
             border_inset: 0,
             scale: Scale::Viridis,
             range: (self.lo, self.hi),
-            missing: super::grid::missing_label(&self.values),
+            missing: super::grid::missing_label(self.values),
         }
     }
 

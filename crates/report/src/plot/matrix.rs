@@ -178,7 +178,7 @@ impl Figure for Matrix<'_> {
             border_inset: 1,
             scale,
             range: (self.lo, self.hi),
-            missing: super::grid::missing_label(&self.values),
+            missing: super::grid::missing_label(self.values),
         };
         frame.draw_title(root)?;
         for r in 0..self.n_rows {
