@@ -22,10 +22,11 @@ files=()
 if [ -z "${PACK_SKIP_BUILD:-}" ]; then
   # shellcheck source=/dev/null
   source ../shared/tools/cuda-env.sh
-  cargo build --release --features cuda "${targets[@]}"
-  # The binaries cargo names (not the newest file by name: a test binary of lmd's
-  # tests/moments.rs is also deps/moments-<hash>).
-  json=$(cargo build --release --features cuda "${targets[@]}" --message-format=json)
+  # One build: its progress and diagnostics on stderr as usual, and on stdout the binaries
+  # cargo names (not the newest file by name: a test binary of lmd's tests/moments.rs is also
+  # deps/moments-<hash>).
+  json=$(cargo build --release --features cuda "${targets[@]}" \
+    --message-format=json-render-diagnostics)
   while read -r f; do files+=("$f"); done < <(printf '%s\n' "$json" | python3 -c '
 import json, sys
 want = sys.argv[1].split()

@@ -14,16 +14,15 @@
 //! (across nodes only where the shared mount supports flocks; elsewhere the file's exclusive
 //! creation and its content decide). The file's content is then checked as it was before
 //! flocks were used, so that a holder that takes none (an older build still running) is
-//! respected too: a lock file left by a process that died without
-//! removing it (SIGKILL, a node crash) is taken over and named ([`FolderLock::took_over`]) when
-//! its holder is known gone; on the holder's own host, that is a PID that no longer runs (or is
-//! a zombie, or was reused by a process started later: the start time in `/proc/<pid>/stat` is
-//! recorded). A lock from another host cannot be checked from here: it is refused, and the
+//! respected too: a lock file left by a process that died without removing it (SIGKILL, a node
+//! crash) is taken over and named ([`FolderLock::took_over`]) when its holder is known gone; on
+//! the holder's own host, that is a PID that no longer runs (or is a zombie, or was reused by a
+//! process started later: the start time in `/proc/<pid>/stat` is recorded). A lock from another host cannot be checked from here: it is refused, and the
 //! error says to remove the file when that job is known gone. Liveness is read from `/proc`
 //! (Linux); elsewhere every holder counts as alive.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -109,10 +108,9 @@ impl std::fmt::Display for LockHolder {
 /// dropped.
 #[derive(Debug)]
 pub struct FolderLock {
-    path: PathBuf,
     took_over: Option<String>,
     // Holds the flock; dropping it removes the file and releases the lock.
-    _file: report::LockFile,
+    file: report::LockFile,
 }
 
 impl FolderLock {
@@ -162,11 +160,7 @@ impl FolderLock {
             if !file.is_at_path() {
                 continue;
             }
-            return Ok(Self {
-                path: path.to_path_buf(),
-                took_over,
-                _file: file,
-            });
+            return Ok(Self { took_over, file });
         }
         Err(locked(
             path,
@@ -208,7 +202,7 @@ impl FolderLock {
 
     /// The lock file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 
     /// The stale holder this lock replaced, as a sentence, if it replaced one.

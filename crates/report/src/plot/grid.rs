@@ -135,3 +135,16 @@ fn inside(centre: i32, text_w: u32, w: u32) -> i32 {
     let half = (text_w / 2 + 6) as i32;
     centre.min(w as i32 - half).max(half)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::missing_label;
+
+    #[test]
+    fn the_colour_bar_names_the_kinds_of_non_finite_cells_there_are() {
+        assert_eq!(missing_label(&[0.1, 0.2]), None);
+        assert_eq!(missing_label(&[0.1, f64::NAN]), Some("NaN"));
+        assert_eq!(missing_label(&[f64::NEG_INFINITY, 0.2]), Some("±inf"));
+        assert_eq!(missing_label(&[f64::INFINITY, f64::NAN]), Some("NaN, ±inf"));
+    }
+}

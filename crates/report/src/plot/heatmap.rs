@@ -283,15 +283,6 @@ mod tests {
     use super::cell_label;
 
     #[test]
-    fn the_colour_bar_names_the_kinds_of_non_finite_cells_there_are() {
-        use super::super::grid::missing_label;
-        assert_eq!(missing_label(&[0.1, 0.2]), None);
-        assert_eq!(missing_label(&[0.1, f64::NAN]), Some("NaN"));
-        assert_eq!(missing_label(&[f64::NEG_INFINITY, 0.2]), Some("±inf"));
-        assert_eq!(missing_label(&[f64::INFINITY, f64::NAN]), Some("NaN, ±inf"));
-    }
-
-    #[test]
     fn non_finite_cells_say_which_they_are() {
         assert_eq!(cell_label(0.456), "0.46");
         assert_eq!(cell_label(f64::INFINITY), "+inf");
