@@ -15,7 +15,8 @@
 //! and writes the tables over them to `<out>/subset-<labels>/`; `--tables-only` trains nothing
 //! and makes the whole study's tables once every run has finished (naming those that have
 //! not); `--status` trains nothing and says where each run stands (beside the processes
-//! training them). The last line printed is the study's JSON summary (with `--status`, the
+//! training them); `--curve-so-far` trains the heads of the phase-1 snapshots written so far
+//! (beside those processes) and draws the agreement curve over them. The last line printed is the study's JSON summary (with `--status`, the
 //! runs' status).
 //!
 //! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
@@ -30,6 +31,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lmsplit::experiment::curve_so_far::CurvePoints;
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::status::status_table;
 use lmsplit::experiment::{
@@ -77,6 +79,17 @@ struct Args {
     /// train the runs.
     #[arg(long, conflicts_with = "tables_only")]
     status: bool,
+    /// Train no phase 1: train the heads of the phase-1 snapshots the runs (of --only, else
+    /// all the agreement curve's) have written so far, beside the processes training them,
+    /// and write the agreement curve over those points (and the ends of finished runs) to
+    /// `<out>/curve-so-far-<runs>/`. The heads go into the runs' own cache, so the finished
+    /// runs read them back instead of training them again.
+    /// `--curve-so-far scored` trains nothing: the curve over the snapshots whose heads are
+    /// scored already (a look while other processes train them).
+    #[arg(long, value_name = "train|scored", num_args = 0..=1, default_missing_value = "train",
+          value_parser = parse_points,
+          conflicts_with_all = ["tables_only", "status", "no_emergence"])]
+    curve_so_far: Option<CurvePoints>,
     /// No progress bars or tables on stdout (the JSON line still comes).
     #[arg(long)]
     quiet: bool,
@@ -133,6 +146,9 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     if args.status {
         return status(&spec, &out, &only, args.quiet);
     }
+    if let Some(points) = args.curve_so_far {
+        return curve_so_far(&spec, &out, &only, &opts, points, args.quiet);
+    }
     if args.tables_only {
         check_finished(&spec, &out, opts.snapshot_heads)?;
     }
@@ -168,6 +184,51 @@ fn status(
     }
     let line = serde_json::to_string(&runs).map_err(|source| ExperimentError::Json {
         path: "the status line".into(),
+        source,
+    })?;
+    println!("{line}");
+    Ok(())
+}
+
+/// `--curve-so-far`'s value: `train` (the default) or `scored`.
+fn parse_points(s: &str) -> Result<CurvePoints, String> {
+    match s {
+        "train" => Ok(CurvePoints::Train),
+        "scored" => Ok(CurvePoints::Scored),
+        _ => Err(format!("{s:?}: train (the default) or scored")),
+    }
+}
+
+/// `--curve-so-far`: each run's points, the curve's table on stdout (unless quiet), and the
+/// summary's JSON line.
+fn curve_so_far(
+    spec: &StudySpec,
+    out: &std::path::Path,
+    only: &[String],
+    opts: &RunOptions,
+    points: CurvePoints,
+    quiet: bool,
+) -> Result<(), ExperimentError> {
+    let c = lmsplit::experiment::curve_so_far::curve_so_far(spec, out, only, opts, points)?;
+    if !quiet {
+        for r in &c.runs {
+            let points: Vec<String> = r.fractions.iter().map(|f| format!("{f}")).collect();
+            let end = if r.finished {
+                "finished"
+            } else {
+                "in training"
+            };
+            println!("{}: {end}, points at {}", r.label, points.join(", "));
+        }
+        let md = c.tables.join("emergence.md");
+        let text = std::fs::read_to_string(&md).map_err(|source| ExperimentError::Io {
+            path: md.clone(),
+            source,
+        })?;
+        println!("{text}");
+    }
+    let line = serde_json::to_string(&c).map_err(|source| ExperimentError::Json {
+        path: "the curve's summary line".into(),
         source,
     })?;
     println!("{line}");

@@ -7,27 +7,12 @@ mod common;
 
 use std::path::Path;
 
-use common::{run_in, tiny_spec};
+use common::{copy_dir, run_in, tiny_spec};
 use lmsplit::experiment::analysis::{compare_runs, RunScores, TokenSelection};
 use lmsplit::experiment::compare::{compare_run_folders, NamedRun};
 use lmsplit::experiment::lock::LockHolder;
 use lmsplit::experiment::{open_run, CorpusSpec, ExperimentError, Progress};
 use lmsplit::prefscore::{CorrOptions, ScoreKind};
-
-/// A run folder copied elsewhere, as one brought back from another machine.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        match e.file_type().unwrap().is_dir() {
-            true => copy_dir(&e.path(), &dest),
-            false => {
-                std::fs::copy(e.path(), dest).unwrap();
-            }
-        }
-    }
-}
 
 fn compare(runs: &[NamedRun], out: &Path) -> Result<Vec<(String, String, f64)>, ExperimentError> {
     let sel = [TokenSelection::MinCount(1)];

@@ -103,3 +103,18 @@ pub fn small_gpt_run_args(out: &Path, tokenizer: Option<&Path>) -> Vec<String> {
     )
     .collect()
 }
+
+/// A folder copied elsewhere, e.g. a run folder as one brought back from another machine.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        match e.file_type().unwrap().is_dir() {
+            true => copy_dir(&e.path(), &dest),
+            false => {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+}

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{compare_runs, paired_scores, select_tokens, RunScores, TokenSelection};
 use crate::orientation::{apply_signs, label_sign, labelled_orientation};
 use crate::run::{HeadQuality, ScoredRun};
+use crate::snapshots::SnapshotScores;
 use crate::Result;
 
 /// What the emergence analysis covers.
@@ -131,25 +132,58 @@ impl Emergence {
 /// One run at one point: (fraction, tokens, scores, heads).
 type RunPoint = (f64, u64, RunScores, HeadQuality);
 
-/// Every point of one run: its snapshots, then the finished run.
-fn run_points(run: &ScoredRun, kind: ScoreKind) -> Result<Vec<RunPoint>> {
+/// One run's points along phase 1: what the curve is drawn from.
+pub(crate) struct RunCurve {
+    /// `<model>-s<seed>`.
+    pub label: String,
+    /// The run's model.
+    pub model: String,
+    /// Its snapshots' points in order, then its end (fraction 1) when `ended`.
+    pub points: Vec<RunPoint>,
+    /// Whether the run has finished, its last point being its end.
+    pub ended: bool,
+}
+
+/// The points of the snapshots `snaps` of the run `label` (model `model`) scored on the set
+/// `scoring`, under `kind`.
+pub(crate) fn snapshot_points(
+    label: &str,
+    model: &str,
+    scoring: &crate::scoring::ScoringSetId,
+    snaps: &[SnapshotScores],
+    kind: ScoreKind,
+) -> Result<Vec<RunPoint>> {
+    snaps
+        .iter()
+        .map(|snap| {
+            let scores = RunScores::from_logprobs(
+                label.to_string(),
+                model.to_string(),
+                scoring.clone(),
+                snap.logprobs.clone(),
+                snap.retest.as_ref(),
+                snap.flagged(),
+                kind,
+            )?;
+            Ok((snap.fraction, snap.tokens, scores, snap.heads.clone()))
+        })
+        .collect()
+}
+
+/// The curve of a finished run: its snapshots, then its end.
+pub(crate) fn finished_curve(run: &ScoredRun, kind: ScoreKind) -> Result<RunCurve> {
     let res = run.result()?;
-    let mut out = Vec::new();
-    for snap in &run.snapshots {
-        let scores = RunScores::from_logprobs(
-            run.label.clone(),
-            run.record.spec.model_name(),
-            run.record.scoring.clone(),
-            snap.logprobs.clone(),
-            snap.retest.as_ref(),
-            snap.flagged(),
-            kind,
-        )?;
-        out.push((snap.fraction, snap.tokens, scores, snap.heads.clone()));
-    }
+    let model = run.record.spec.model_name();
+    let scoring = &run.record.scoring;
+    let mut points = snapshot_points(&run.label, &model, scoring, &run.snapshots, kind)?;
     let last = RunScores::new(run, kind)?;
-    out.push((1.0, res.phase1.tokens, last, res.heads.clone()));
-    Ok(out)
+    points.push((1.0, res.phase1.tokens, last, res.heads.clone()));
+    Ok(RunCurve {
+        label: run.label.clone(),
+        model,
+        points,
+        ended: true,
+    })
 }
 
 /// Pearson r of a run's scores at one point with its scores at the end, over `sel`, with the
@@ -180,6 +214,23 @@ pub fn emergence(
     spec: &EmergenceSpec,
     copts: &CorrOptions,
 ) -> Result<Emergence> {
+    let curves = runs
+        .iter()
+        .filter(|r| spec.models.contains(&r.record.spec.model_name()))
+        .map(|r| finished_curve(r, spec.kind))
+        .collect::<Result<Vec<_>>>()?;
+    curve_emergence(&curves, freq, spec, copts)
+}
+
+/// The emergence analysis of [`emergence`] over runs' curves, finished or not (a run still in
+/// phase 1 has no end: its points have no r with their end, and pairs form at the points both
+/// runs have).
+pub(crate) fn curve_emergence(
+    curves: &[RunCurve],
+    freq: &[u64],
+    spec: &EmergenceSpec,
+    copts: &CorrOptions,
+) -> Result<Emergence> {
     let sel = spec.selection;
     let copts = CorrOptions {
         bootstrap: copts.bootstrap,
@@ -193,19 +244,13 @@ pub fn emergence(
         },
         permutations: 0,
     };
-    let mut all: Vec<(String, Vec<RunPoint>)> = Vec::new();
     let mut out = Emergence {
         kind: Some(spec.kind),
         ..Emergence::default()
     };
-    for run in runs {
-        let model = run.record.spec.model_name();
-        if !spec.models.contains(&model) {
-            continue;
-        }
-        let pts = run_points(run, spec.kind)?;
-        let end = pts.last().map(|p| &p.2);
-        for (fraction, tokens, s, q) in &pts {
+    for run in curves {
+        let end = run.points.last().filter(|_| run.ended).map(|p| &p.2);
+        for (fraction, tokens, s, q) in &run.points {
             let toks = select_tokens(&[s], freq, sel);
             let (pearson, boot) = (prefscore::Method::Pearson, &r_only.bootstrap);
             let sh = s.split_half(spec.kind, &toks, pearson, boot)?;
@@ -216,7 +261,7 @@ pub fn emergence(
             };
             out.points.push(EmergencePoint {
                 label: run.label.clone(),
-                model: model.clone(),
+                model: run.model.clone(),
                 fraction: *fraction,
                 tokens: *tokens,
                 heads: q.clone(),
@@ -228,12 +273,13 @@ pub fn emergence(
                 flagged: s.flagged,
             });
         }
-        all.push((model, pts));
     }
+    let all: Vec<(&String, &Vec<RunPoint>)> =
+        curves.iter().map(|c| (&c.model, &c.points)).collect();
     let reference = spec.models.first();
     for i in 0..all.len() {
         for j in i + 1..all.len() {
-            let (ma, mb) = (&all[i].0, &all[j].0);
+            let (ma, mb) = (all[i].0, all[j].0);
             if ma != mb && Some(ma) != reference && Some(mb) != reference {
                 continue;
             }
@@ -243,7 +289,7 @@ pub fn emergence(
             } else {
                 (&all[i], &all[j])
             };
-            for (fa, tokens, sa, _) in &x.1 {
+            for (fa, tokens, sa, _) in x.1 {
                 let Some((_, _, sb, _)) = y.1.iter().find(|p| p.0 == *fa) else {
                     continue;
                 };

@@ -19,7 +19,8 @@
 //!     [`Progress`]; [`compare::compare_run_folders`] puts finished runs of any folders
 //!     through the same pair analysis and tables (e.g. one run trained on two machines);
 //!     [`study::study_status`] reads where each run stands from its folder ([`status`]),
-//!     training nothing;
+//!     training nothing; [`curve_so_far::curve_so_far`] draws the agreement curve over the
+//!     snapshots written so far, beside the processes training the runs;
 //! - the LMD study (Zhang): extraction, moments, analysis and tables ([`lmd_study`]).
 //!
 //! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
@@ -32,6 +33,7 @@ pub mod analysis;
 pub mod brought_snapshots;
 pub mod compare;
 pub mod controls;
+pub mod curve_so_far;
 pub mod data;
 pub mod emergence;
 pub mod error;

@@ -149,9 +149,20 @@ pub(crate) fn ensure_run(
     Ok(scored_run(record, dir, scores, snapshots, reused))
 }
 
+/// The finished run of `record` in `dir` read back without its lock (its scores are written
+/// once and never change), with the scores `snapshots` of its snapshots.
+pub(crate) fn read_finished(
+    record: RunRecord,
+    dir: &Path,
+    snapshots: Vec<SnapshotScores>,
+) -> Result<ScoredRun> {
+    let scores = read_scores(&record.spec, dir)?;
+    Ok(scored_run(record, dir, scores, snapshots, true))
+}
+
 /// Whether the run has finished: its record has results and its log-probabilities are written
 /// (its scores are then read, never trained again).
-fn finished(record: &RunRecord, dir: &Path) -> bool {
+pub(crate) fn finished(record: &RunRecord, dir: &Path) -> bool {
     record.result.is_some() && dir.join(LOGPROBS_FILE).is_file()
 }
 

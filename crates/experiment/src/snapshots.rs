@@ -1,18 +1,25 @@
 //! The run stage's last step: heads for every phase-1 weight snapshot of a run (the agreement
 //! curve's points), trained by the run's head rule and its retest seed, scored on the study's
 //! scoring set, and cached under `<run>/emergence/step-<N>/` (`logprobs-<seed>.json`,
-//! `heads_quality-<seed>.json`, `heads-<seed>/`), so a finished run reads them back.
+//! `heads_quality-<seed>.json`, `heads-<seed>/`), so a finished run reads them back. Each
+//! snapshot's folder has one writer (`writer.lock`; a second waits and then reads), so that the
+//! heads of the snapshots written so far can train beside the phase 1 still writing others
+//! ([`written_snapshot_scores`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use heads::{evaluate, PositionLogProbs};
 use towers::TwoTowerLm;
 
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
-use crate::record::{heads_flagged, HeadQuality, RunOptions, RunRecord, SNAPSHOT_HEADS_DIR};
+use crate::lock::{FolderLock, WRITER_LOCK};
+use crate::record::{
+    heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, PHASE1_DIR, SNAPSHOT_HEADS_DIR,
+};
 use crate::scoring::ScoringSet;
-use crate::training::{compute_dtype, train_heads_in, validation_batches};
+use crate::training::{compute_dtype, phase1_updates, train_heads_in, validation_batches};
 use crate::Result;
 
 /// The heads of one phase-1 snapshot and their log-probabilities on the scoring set.
@@ -49,6 +56,23 @@ pub(crate) fn snapshot_heads_folder(seed: u64) -> String {
     format!("heads-{seed}")
 }
 
+/// The folder of the heads of the snapshot at update `step` in the run folder `dir`.
+fn snapshot_folder(dir: &Path, step: u64) -> PathBuf {
+    dir.join(SNAPSHOT_HEADS_DIR).join(format!("step-{step:07}"))
+}
+
+/// Whether the heads of head seed `seed` in the snapshot folder `dir` are scored (their
+/// scores and their quality written).
+fn scored(dir: &Path, seed: u64) -> bool {
+    dir.join(snapshot_scores_file(seed)).is_file()
+        && dir.join(snapshot_quality_file(seed)).is_file()
+}
+
+/// File name of the quality of the heads of head seed `seed` in a snapshot's folder.
+fn snapshot_quality_file(seed: u64) -> String {
+    format!("heads_quality-{seed}.json")
+}
+
 /// One snapshot of a run with what its head trainings need; the snapshot's model is loaded the
 /// first time heads must be trained.
 struct SnapshotHeads<'a> {
@@ -69,12 +93,32 @@ impl SnapshotHeads<'_> {
         let dir = &self.dir;
         let (lp_path, q_path) = (
             dir.join(snapshot_scores_file(seed)),
-            dir.join(format!("heads_quality-{seed}.json")),
+            dir.join(snapshot_quality_file(seed)),
         );
-        if lp_path.is_file() && q_path.is_file() {
+        if scored(dir, seed) {
             return Ok((read_json(&lp_path)?, read_json(&q_path)?));
         }
         std::fs::create_dir_all(dir).map_err(io_at(dir))?;
+        // A snapshot's heads have one writer: the run's own process, or one training the heads
+        // of the snapshots written so far beside its phase 1 (`crate::curve_so_far`). The one
+        // that waited then reads what the other wrote.
+        let label = self.record.spec.label();
+        let _lock = FolderLock::acquire_waiting(
+            &dir.join(WRITER_LOCK),
+            "snapshot's heads",
+            LOCK_POLL,
+            |holder| {
+                self.opts.progress.say(|| {
+                    format!(
+                        "{label}: waiting for {holder}, who trains the heads of {}",
+                        dir.display()
+                    )
+                })
+            },
+        )?;
+        if scored(dir, seed) {
+            return Ok((read_json(&lp_path)?, read_json(&q_path)?));
+        }
         let spec = &self.record.spec;
         let (data, opts) = (self.data, self.opts);
         let model = match &mut self.model {
@@ -97,30 +141,100 @@ impl SnapshotHeads<'_> {
     }
 }
 
+/// How often a process waiting for another's snapshot heads looks again.
+const LOCK_POLL: Duration = Duration::from_secs(2);
+
 /// The scores of every phase-1 snapshot of the finished run `record` in `dir`: heads trained
 /// and scored once, then read from the cache (none with `RunOptions::snapshot_heads` off).
 pub fn snapshot_scores(
     record: &RunRecord,
-    dir: &std::path::Path,
+    dir: &Path,
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
 ) -> Result<Vec<SnapshotScores>> {
-    let Some(res) = record.result.as_ref().filter(|_| opts.snapshot_heads) else {
+    match opts.snapshot_heads {
+        true => record_snapshot_scores(record, dir, data, scoring, opts, true),
+        false => Ok(Vec::new()),
+    }
+}
+
+/// The scores of the snapshots in the finished run's record: all of them, their heads trained
+/// where they are not cached yet (`train`), or only those already scored (`!train`).
+pub(crate) fn record_snapshot_scores(
+    record: &RunRecord,
+    dir: &Path,
+    data: &CorpusData,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+    train: bool,
+) -> Result<Vec<SnapshotScores>> {
+    let Some(res) = record.result.as_ref() else {
         return Ok(Vec::new());
     };
     let per_update = res.phase1.tokens / res.phase1.steps.max(1);
+    let snaps = &res.snapshots;
+    scores_of(record, dir, snaps, per_update, data, scoring, opts, train)
+}
+
+/// The scores of the phase-1 snapshots that the run `record` in `dir`, whose phase 1 has not
+/// finished, has written so far (its spec's fractions whose weights are in place), trained and
+/// cached as [`snapshot_scores`] does, so that the finished run reads them back instead of
+/// training them again; with `train` false only those already scored, training nothing.
+/// Nothing of phase 1 is touched: the process training it may go on.
+pub fn written_snapshot_scores(
+    record: &RunRecord,
+    dir: &Path,
+    data: &CorpusData,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+    train: bool,
+) -> Result<Vec<SnapshotScores>> {
     let spec = &record.spec;
+    let (per_update, total) = phase1_updates(spec, data)?;
+    let phase1 = dir.join(PHASE1_DIR);
+    let written: Vec<Snapshot> = spec
+        .phase1
+        .snapshots
+        .iter()
+        .map(|&f| Snapshot::at(&phase1, f, total))
+        .filter(|s| s.weights_in(dir).is_file())
+        .collect();
+    scores_of(
+        record, dir, &written, per_update, data, scoring, opts, train,
+    )
+}
+
+/// The scores of the snapshots `snaps` of the run `record` in `dir` (`per_update` token
+/// positions an update); without `train`, of those whose heads are all scored already.
+#[allow(clippy::too_many_arguments)]
+fn scores_of(
+    record: &RunRecord,
+    dir: &Path,
+    snaps: &[Snapshot],
+    per_update: u64,
+    data: &CorpusData,
+    scoring: &ScoringSet,
+    opts: &RunOptions,
+    train: bool,
+) -> Result<Vec<SnapshotScores>> {
+    let spec = &record.spec;
+    let seeds: Vec<u64> = match spec.retest_heads {
+        true => vec![spec.head_seed, spec.head_seed + 1],
+        false => vec![spec.head_seed],
+    };
     let mut out = Vec::new();
-    for snap in &res.snapshots {
+    for snap in snaps {
+        let folder = snapshot_folder(dir, snap.step);
+        if !train && !seeds.iter().all(|&seed| scored(&folder, seed)) {
+            continue;
+        }
         let mut s = SnapshotHeads {
             record,
             data,
             scoring,
             opts,
-            dir: dir
-                .join(SNAPSHOT_HEADS_DIR)
-                .join(format!("step-{:07}", snap.step)),
+            dir: folder,
             weights: snap.weights_in(dir),
             model: None,
         };

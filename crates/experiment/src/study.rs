@@ -69,7 +69,7 @@ pub fn study_status(
 }
 
 /// Labels are unique, and every label of `only` is a run of the study.
-fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
+pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
     let labels: Vec<String> = spec.runs.iter().map(RunSpec::label).collect();
     if let Some(dup) = labels
         .iter()

@@ -50,6 +50,30 @@ pub(crate) fn compute_dtype(device: &Device) -> DType {
     }
 }
 
+/// Phase 1's token positions per update and its number of updates, for the run `spec` whose
+/// training batches `b` gives.
+fn updates_of(b: &corpus::Batcher, spec: &RunSpec) -> (u64, u64) {
+    let p = &spec.phase1;
+    let per_update = (b.data().seq_len() * p.batch_size.min(b.data().len()).max(1)) as u64;
+    (per_update, p.budget_tokens.div_ceil(per_update).max(1))
+}
+
+/// Phase 1's token positions per update and its number of updates (what its snapshots'
+/// update numbers are fractions of), computed as phase 1 computes them, for a run that has not
+/// finished (a finished run's record holds them).
+pub(crate) fn phase1_updates(spec: &RunSpec, data: &CorpusData) -> Result<(u64, u64)> {
+    let p = &spec.phase1;
+    let b = batcher(
+        spec.style,
+        &data.tok,
+        data.train(),
+        p.seq_len,
+        p.batch_size,
+        spec.seed,
+    )?;
+    Ok(updates_of(&b, spec))
+}
+
 /// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
 /// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
 /// snapshots from elsewhere too, and those not yet in the record must show that they belong to
@@ -74,8 +98,7 @@ pub(crate) fn phase1(
         p.batch_size,
         spec.seed,
     )?;
-    let per_update = (b.data().seq_len() * p.batch_size.min(b.data().len()).max(1)) as u64;
-    let total = p.budget_tokens.div_ceil(per_update).max(1);
+    let (_, total) = updates_of(&b, spec);
     let tc = TrainConfig {
         lr: p.lr,
         budget: Budget::Tokens(p.budget_tokens),
