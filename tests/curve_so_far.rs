@@ -6,13 +6,15 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use common::{copy_dir, quiet};
 use lmsplit::experiment::curve_so_far::{curve_so_far, CurvePoints, CurveRun, CurveSoFar};
 use lmsplit::experiment::emergence::{Emergence, EmergencePoint};
 use lmsplit::experiment::lock::FolderLock;
-use lmsplit::experiment::{run_study, ExperimentError, Protocol, RunRecord, StudySpec};
+use lmsplit::experiment::{
+    run_study, ExperimentError, Progress, Protocol, RunOptions, RunRecord, StudySpec,
+};
 
 const RUNS: [&str; 2] = ["gpt-s0", "gpt-s1"];
 
@@ -91,6 +93,47 @@ fn point<'a>(e: &'a Emergence, label: &str, fraction: f64) -> &'a EmergencePoint
 
 fn curve(out: &Path, only: &[String], points: CurvePoints) -> Result<CurveSoFar, ExperimentError> {
     curve_so_far(&smoke(), out, only, &quiet(), points)
+}
+
+type Said = Arc<Mutex<Vec<String>>>;
+
+/// gpt-s0's curve so far in `study`, asked for on another thread, with what it says.
+fn ask_in_background(
+    study: &Path,
+) -> (
+    std::thread::JoinHandle<Result<CurveSoFar, ExperimentError>>,
+    Said,
+) {
+    let said: Said = Arc::default();
+    let sink = said.clone();
+    let opts = RunOptions {
+        progress: Progress::to(move |m| sink.lock().unwrap().push(m.to_string())),
+        ..quiet()
+    };
+    let root = study.to_path_buf();
+    let asked = std::thread::spawn(move || {
+        curve_so_far(
+            &smoke(),
+            &root,
+            &["gpt-s0".into()],
+            &opts,
+            CurvePoints::Train,
+        )
+    });
+    (asked, said)
+}
+
+/// Returns once a message containing `what` was said (at most two minutes).
+fn wait_until_said(said: &Said, what: &str) {
+    let start = std::time::Instant::now();
+    while !said.lock().unwrap().iter().any(|m| m.contains(what)) {
+        assert!(
+            start.elapsed().as_secs() < 120,
+            "never said {what:?}: {:?}",
+            said.lock().unwrap()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 #[test]
@@ -173,9 +216,8 @@ fn a_snapshot_whose_heads_another_process_trains_is_waited_for_and_read() {
     std::fs::create_dir_all(&folder).unwrap();
     // Another writer holds the snapshot's lock while the curve is asked for.
     let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
-    let root = study.path().to_path_buf();
-    let asked = std::thread::spawn(move || curve(&root, &["gpt-s0".into()], CurvePoints::Train));
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (asked, said) = ask_in_background(study.path());
+    wait_until_said(&said, "waiting for");
     // It writes the heads' scores (marked), each file whole, the quality files last (a call
     // that came late reads them without waiting, but never half of them), then lets go: the
     // waiting call reads them.
@@ -283,4 +325,49 @@ fn the_reproduce_flag_draws_the_curve_of_scored_points_and_refuses_bad_values() 
     let o = run(&["--curve-so-far", "all"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("train (the default) or scored"), "{err}");
+}
+
+#[test]
+fn heads_are_not_written_for_a_spec_the_run_no_longer_has_nor_a_spec_changed_under_them() {
+    let (done, _) = finished();
+    let study = tempfile::tempdir().unwrap();
+    in_phase1(done.path(), study.path());
+    let folder = snapshot_folder(study.path(), "gpt-s0");
+    std::fs::create_dir_all(&folder).unwrap();
+    // The curve's process read the record, then waits for the snapshot's writer, while the run
+    // is restarted with new head settings: it refuses the heads of a spec the run has left.
+    let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
+    let (asked, said) = ask_in_background(study.path());
+    wait_until_said(&said, "waiting for");
+    let rec_path = study.path().join("gpt-s0").join("run.json");
+    let mut rec = read_record(&rec_path);
+    rec.spec.heads.lr *= 2.0;
+    write_record(&rec_path, &rec);
+    drop(lock);
+    let err = asked.join().unwrap().unwrap_err();
+    assert!(
+        matches!(&err, ExperimentError::SpecMismatch { fields, .. } if fields == &["heads.lr"]),
+        "{err:?}"
+    );
+    assert!(!folder.join("logprobs-1000.json").exists());
+    // A finished run given new head settings moves its snapshot heads away: not while another
+    // process trains one of them.
+    let finished_copy = tempfile::tempdir().unwrap();
+    copy_dir(done.path(), finished_copy.path());
+    let folder = snapshot_folder(finished_copy.path(), "gpt-s0");
+    let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
+    let mut spec = smoke();
+    for r in &mut spec.runs {
+        r.heads.lr *= 2.0;
+    }
+    let err = run_study(&spec, finished_copy.path(), &["gpt-s0".into()], &quiet()).unwrap_err();
+    assert!(
+        matches!(&err, ExperimentError::Locked { what, .. } if what == "snapshot's heads"),
+        "{err:?}"
+    );
+    assert!(
+        folder.join("logprobs-1000.json").is_file(),
+        "moved under its writer"
+    );
+    drop(lock);
 }

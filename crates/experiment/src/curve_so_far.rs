@@ -67,8 +67,12 @@ pub struct CurveSoFar {
 /// are taken, nothing trained), each finished run adds its end, and the emergence
 /// tables and figures go to `out/curve-so-far-<label>+<label>.../`. Safe beside the processes
 /// training the runs. A run not started or with no snapshot yet has no point (said in
-/// [`CurveRun::fractions`]); an error when no run has one, when the study draws no curve, or
-/// when a label of `only` is not one of the curve's models' runs.
+/// [`CurveRun::fractions`]). Errors: no run has a point ([`ExperimentError::TooLittleData`]),
+/// the study draws no curve or a label of `only` is not one of the curve's models' runs
+/// ([`ExperimentError::BadSetting`]), a run folder holds another spec
+/// ([`ExperimentError::SpecMismatch`]) or was scored on another set
+/// ([`ExperimentError::ScoringSetMismatch`]), and a phase 1 brought from another machine with
+/// a snapshot that is not its own ([`ExperimentError::BroughtSnapshot`]).
 pub fn curve_so_far(
     spec: &StudySpec,
     out: &Path,
@@ -106,19 +110,46 @@ pub fn curve_so_far(
         .filter(|r| only.is_empty() || only.contains(&r.label()))
         .filter(in_curve)
         .collect();
+    let none_so_far = |status: &[CurveRun]| {
+        ExperimentError::too_little(
+            format!(
+                "the agreement curve of {} so far (points of phase 1 with heads)",
+                status
+                    .iter()
+                    .map(|s| s.label.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            0,
+            1,
+        )
+    };
+    let started = |r: &&RunSpec| out.join(r.label()).join(RUN_FILE).is_file();
+    if !runs.iter().any(started) {
+        // Nothing to draw: the study's data is not even opened (which could create it).
+        let status: Vec<CurveRun> = runs.iter().map(|r| CurveRun::none(r)).collect();
+        return Err(none_so_far(&status));
+    }
     let ws = Workspace::open(&spec.corpus, out.join(STUDY_DATA_DIR))?;
     let mut sets: Vec<ScoringSet> = Vec::new();
     let (mut curves, mut status) = (Vec::new(), Vec::new());
     for r in runs {
-        if !sets.iter().any(|s| s.id.style == r.style) {
-            sets.push(ws.scoring_set(r.style, &spec.scoring)?);
-        }
-        let set = sets
-            .iter()
-            .find(|s| s.id.style == r.style)
-            .expect("pushed above");
+        let i = match sets.iter().position(|s| s.id.style == r.style) {
+            Some(i) => i,
+            None => {
+                // Taking scored points writes nothing: the run's set is there already.
+                sets.push(match points {
+                    CurvePoints::Train => ws.scoring_set(r.style, &spec.scoring)?,
+                    CurvePoints::Scored => ws.saved_scoring_set(r.style)?,
+                });
+                sets.len() - 1
+            }
+        };
         let dir = out.join(r.label());
-        let curve = run_curve(r, &dir, &ws, set, opts, es.kind, points)?;
+        let curve = match started(&r) {
+            true => Some(run_curve(r, &dir, &ws, &sets[i], opts, es.kind, points)?),
+            false => None,
+        };
         status.push(CurveRun {
             label: r.label(),
             fractions: curve
@@ -130,18 +161,7 @@ pub fn curve_so_far(
         curves.extend(curve.filter(|c| !c.points.is_empty()));
     }
     if curves.is_empty() {
-        return Err(ExperimentError::too_little(
-            format!(
-                "the agreement curve of {} so far (points of phase 1 with heads)",
-                status
-                    .iter()
-                    .map(|s| s.label.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            0,
-            1,
-        ));
+        return Err(none_so_far(&status));
     }
     let copts = prefscore::CorrOptions::with_resamples(spec.resamples);
     let emergence = curve_emergence(&curves, &ws.data().freq, es, &copts)?;
@@ -161,8 +181,19 @@ pub fn curve_so_far(
     Ok(summary)
 }
 
-/// The curve of the run `spec` in `dir` so far; `None` when it has not started. Its record must
-/// hold this spec and have been scored on `set`'s kind of set.
+impl CurveRun {
+    /// A run with no point yet.
+    fn none(r: &RunSpec) -> Self {
+        Self {
+            label: r.label(),
+            fractions: Vec::new(),
+            finished: false,
+        }
+    }
+}
+
+/// The curve of the run `spec` in `dir` so far (its record written). The record must hold this
+/// spec and have been scored on `set`'s kind of set.
 fn run_curve(
     spec: &RunSpec,
     dir: &Path,
@@ -171,12 +202,8 @@ fn run_curve(
     opts: &RunOptions,
     kind: prefscore::ScoreKind,
     points: CurvePoints,
-) -> Result<Option<RunCurve>> {
-    let rec_path = dir.join(RUN_FILE);
-    if !rec_path.is_file() {
-        return Ok(None);
-    }
-    let record: RunRecord = read_json(&rec_path)?;
+) -> Result<RunCurve> {
+    let record: RunRecord = read_json(&dir.join(RUN_FILE))?;
     let fields = spec_diff(&record.spec, spec);
     if !fields.is_empty() {
         return Err(ExperimentError::SpecMismatch {
@@ -194,13 +221,13 @@ fn run_curve(
     if finished(&record, dir) {
         let snaps = record_snapshot_scores(&record, dir, data, set, opts, train)?;
         let run = read_finished(record, dir, snaps)?;
-        return Ok(Some(finished_curve(&run, kind)?));
+        return finished_curve(&run, kind);
     }
     let snaps = written_snapshot_scores(&record, dir, data, set, opts, train)?;
-    Ok(Some(RunCurve {
+    Ok(RunCurve {
         points: snapshot_points(&label, &model, &record.scoring, &snaps, kind)?,
         label,
         model,
         ended: false,
-    }))
+    })
 }

@@ -8,6 +8,10 @@
 //! - The shared study `data/` (trained tokenizer, scoring sets) is created under
 //!   `data/create.lock` ([`DATA_LOCK`]) with [`FolderLock::acquire_waiting`]: N processes
 //!   starting together create it once; the others wait, then read what the first wrote.
+//! - A run's phase-1 snapshot has one writer of its heads, `<run>/emergence/step-N/writer.lock`
+//!   taken with [`FolderLock::acquire_waiting`] (`crate::snapshots`): the run's own process and
+//!   one drawing the curve so far ([`crate::curve_so_far`]) may both reach it; the second waits,
+//!   then reads what the first wrote.
 //!
 //! The flock ([`report::LockFile`]) decides between processes that take the lock together:
 //! exactly one holds it, and the kernel releases it when its process dies, however it dies
@@ -118,17 +122,34 @@ impl FolderLock {
     /// holder; `what` names the folder in that sentence ("run", "study data"). A stale lock
     /// (see the module docs) is taken over and named by [`FolderLock::took_over`].
     pub fn acquire(path: &Path, what: &str) -> Result<Self> {
+        Self::take(path, what).map_err(|r| r.error)
+    }
+
+    /// [`FolderLock::acquire`], with whether a refusal is worth waiting out: the flock is held
+    /// (its holder lives), or the holder writes no flock but runs on this host. A holder on
+    /// another host whose flock is free (it died, or its build takes none) may never let go:
+    /// waiting for it could last forever.
+    // The crate's error and a flag, once per attempt: not worth a box.
+    #[allow(clippy::result_large_err)]
+    fn take(path: &Path, what: &str) -> std::result::Result<Self, Refusal> {
         let me = LockHolder::this_process();
-        let io = |source| ExperimentError::Io {
-            path: path.to_path_buf(),
-            source,
+        let io = |source| {
+            Refusal::final_(ExperimentError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        };
+        let refused = |held: Held, waitable: bool| Refusal {
+            error: locked(path, what, &holder_sentence(held, &me)),
+            waitable,
         };
         // A few rounds: a lock let go (its file removed) between our try and our read is free.
         for _ in 0..8 {
             let Some(mut file) = report::LockFile::try_take(path).map_err(io)? else {
                 match read_holder(path) {
                     Held::Vanished => continue,
-                    held => return Err(locked(path, what, &holder_sentence(held, &me))),
+                    // Its holder's flock (or, without flocks, its file) stands.
+                    held => return Err(refused(held, true)),
                 }
             };
             // Ours alone now: what a file we did not create says is a holder that took no
@@ -140,14 +161,18 @@ impl FolderLock {
                     // Removed since (an older build taking over a stale file): again.
                     Held::Vanished => continue,
                     Held::By(h) if h.is_gone() => Some(format!("{h}, no longer running")),
-                    held @ Held::By(_) => {
-                        return Err(locked(path, what, &holder_sentence(held, &me)))
+                    Held::By(h) => {
+                        let here = h.host == me.host;
+                        return Err(refused(Held::By(h), here));
                     }
                     Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
                         Some(format!("an unreadable lock file {} s old", age.as_secs()))
                     }
                     Held::Unreadable { .. } => {
-                        return Err(locked(path, what, "a process still writing its lock file"))
+                        return Err(Refusal {
+                            error: locked(path, what, "a process still writing its lock file"),
+                            waitable: true,
+                        })
                     }
                 },
             };
@@ -162,17 +187,22 @@ impl FolderLock {
             }
             return Ok(Self { took_over, file });
         }
-        Err(locked(
-            path,
-            what,
-            "processes taking it in turn faster than it could be read",
-        ))
+        Err(Refusal {
+            error: locked(
+                path,
+                what,
+                "processes taking it in turn faster than it could be read",
+            ),
+            waitable: true,
+        })
     }
 
     /// Like [`FolderLock::acquire`], but while another live process holds the lock, waits for
     /// it (polling every `poll`), calling `on_wait` once with the holder's sentence. A stop
     /// request ([`towers::request_stop`], e.g. SIGTERM) ends the wait with
-    /// [`ExperimentError::Interrupted`].
+    /// [`ExperimentError::Interrupted`]. A lock file whose flock is free and whose holder is
+    /// on another host is refused at once, as by `acquire`: nothing here can tell whether that
+    /// holder will ever let go.
     pub fn acquire_waiting(
         path: &Path,
         what: &str,
@@ -181,8 +211,11 @@ impl FolderLock {
     ) -> Result<Self> {
         let mut told = false;
         loop {
-            match Self::acquire(path, what) {
-                Err(ExperimentError::Locked { holder, .. }) => {
+            match Self::take(path, what) {
+                Err(Refusal {
+                    error: ExperimentError::Locked { holder, .. },
+                    waitable: true,
+                }) => {
                     if towers::stop_requested() {
                         return Err(ExperimentError::Interrupted(format!(
                             "waiting for the lock {} held by {holder}",
@@ -195,7 +228,7 @@ impl FolderLock {
                     }
                     std::thread::sleep(poll);
                 }
-                r => return r,
+                r => return r.map_err(|r| r.error),
             }
         }
     }
@@ -208,6 +241,22 @@ impl FolderLock {
     /// The stale holder this lock replaced, as a sentence, if it replaced one.
     pub fn took_over(&self) -> Option<&str> {
         self.took_over.as_deref()
+    }
+}
+
+/// Why a lock was not taken, and whether waiting could change that.
+struct Refusal {
+    error: ExperimentError,
+    waitable: bool,
+}
+
+impl Refusal {
+    /// A refusal that waiting does not change (an I/O error).
+    fn final_(error: ExperimentError) -> Self {
+        Self {
+            error,
+            waitable: false,
+        }
     }
 }
 
@@ -429,5 +478,44 @@ mod tests {
         let (got, waited) = waiter.join().unwrap();
         got.unwrap();
         assert_eq!(waited.len(), 1, "told once that it waits: {waited:?}");
+    }
+
+    #[test]
+    fn a_waiting_taker_does_not_wait_for_a_holder_on_another_host_whose_flock_is_free() {
+        // Such a holder died (SIGKILL, a node crash) or takes no flock: nothing tells whether it
+        // will ever let go, so the taker is refused at once rather than left waiting forever.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(WRITER_LOCK);
+        let remote = LockHolder {
+            host: format!("{}-elsewhere", host_name()),
+            ..LockHolder::this_process()
+        };
+        let text = serde_json::to_string(&remote).unwrap();
+        fs::write(&path, &text).unwrap();
+        let mut waited = 0;
+        let err =
+            FolderLock::acquire_waiting(&path, "run", Duration::from_millis(10), |_| waited += 1)
+                .unwrap_err();
+        assert!(
+            matches!(&err, ExperimentError::Locked { holder, .. } if holder.contains("-elsewhere")),
+            "{err:?}"
+        );
+        assert_eq!(waited, 0);
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            text,
+            "its file was removed"
+        );
+        // A live flock-less holder on this host (an older build) is waited for, as before.
+        let here = serde_json::to_string(&LockHolder::this_process()).unwrap();
+        fs::write(&path, &here).unwrap();
+        let p2 = path.clone();
+        let waiter = std::thread::spawn(move || {
+            FolderLock::acquire_waiting(&p2, "run", Duration::from_millis(10), |_| {}).map(|_| ())
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "it did not wait for a live holder");
+        fs::remove_file(&path).unwrap();
+        waiter.join().unwrap().unwrap();
     }
 }

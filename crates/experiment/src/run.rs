@@ -150,7 +150,8 @@ pub(crate) fn ensure_run(
 }
 
 /// The finished run of `record` in `dir` read back without its lock (its scores are written
-/// once and never change), with the scores `snapshots` of its snapshots.
+/// once; only a new spec for the run moves them away, under its lock), with the scores
+/// `snapshots` of its snapshots.
 pub(crate) fn read_finished(
     record: RunRecord,
     dir: &Path,
@@ -298,6 +299,7 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
     if items.is_empty() {
         return Ok(None);
     }
+    check_snapshot_writers(&dir.join(SNAPSHOT_HEADS_DIR))?;
     let root = dir.join(SUPERSEDED_DIR);
     std::fs::create_dir_all(&root).map_err(io_at(&root))?;
     let mut taken: Vec<u32> = std::fs::read_dir(&root)
@@ -322,6 +324,25 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
         std::fs::rename(&from, to.join(name)).map_err(io_at(&from))?;
     }
     Ok(Some(to))
+}
+
+/// No other process is training the heads of a snapshot in `emergence` (one drawing the curve
+/// so far, [`crate::curve_so_far`]): else [`ExperimentError::Locked`] naming it, before anything
+/// moves. (One that starts after this check finds the record changed before it writes.)
+fn check_snapshot_writers(emergence: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(emergence) else {
+        return Ok(());
+    };
+    for e in entries {
+        let step = e.map_err(io_at(emergence))?.path();
+        if step.join(WRITER_LOCK).exists() {
+            drop(FolderLock::acquire(
+                &step.join(WRITER_LOCK),
+                "snapshot's heads",
+            )?);
+        }
+    }
+    Ok(())
 }
 
 /// A finished run's scores read back (and the retest heads').

@@ -12,14 +12,18 @@ use std::time::Duration;
 use heads::{evaluate, PositionLogProbs};
 use towers::TwoTowerLm;
 
+use crate::brought_snapshots::check_brought;
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::{FolderLock, WRITER_LOCK};
 use crate::record::{
-    heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, PHASE1_DIR, SNAPSHOT_HEADS_DIR,
+    heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, PHASE1_DIR, RUN_FILE,
+    SNAPSHOT_HEADS_DIR,
 };
 use crate::scoring::ScoringSet;
+use crate::spec::spec_diff;
 use crate::training::{compute_dtype, phase1_updates, train_heads_in, validation_batches};
+use crate::ExperimentError;
 use crate::Result;
 
 /// The heads of one phase-1 snapshot and their log-probabilities on the scoring set.
@@ -80,6 +84,9 @@ struct SnapshotHeads<'a> {
     data: &'a CorpusData,
     scoring: &'a ScoringSet,
     opts: &'a RunOptions,
+    /// The run's folder.
+    run: &'a Path,
+    /// The snapshot's folder of heads.
     dir: PathBuf,
     /// The snapshot's weights in the run's folder as it lies now (not the path recorded when
     /// it was written: the study may have moved or come from another machine).
@@ -119,6 +126,7 @@ impl SnapshotHeads<'_> {
         if scored(dir, seed) {
             return Ok((read_json(&lp_path)?, read_json(&q_path)?));
         }
+        self.check_record()?;
         let spec = &self.record.spec;
         let (data, opts) = (self.data, self.opts);
         let model = match &mut self.model {
@@ -135,9 +143,25 @@ impl SnapshotHeads<'_> {
         let heads_dir = dir.join(snapshot_heads_folder(seed));
         let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
         let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
+        // A new spec saved meanwhile moved this snapshot's folder away: these heads are not its.
+        self.check_record()?;
         write_json_atomic(&q_path, &q)?;
         write_json_atomic(&lp_path, &lp)?;
         Ok((lp, q))
+    }
+
+    /// The run's record still holds the spec these heads are trained for: a process training
+    /// them beside the run's own ([`written_snapshot_scores`]) read it hours ago.
+    fn check_record(&self) -> Result<()> {
+        let saved: RunRecord = read_json(&self.run.join(RUN_FILE))?;
+        let fields = spec_diff(&saved.spec, &self.record.spec);
+        match fields.is_empty() {
+            true => Ok(()),
+            false => Err(ExperimentError::SpecMismatch {
+                path: self.run.to_path_buf(),
+                fields,
+            }),
+        }
     }
 }
 
@@ -179,8 +203,9 @@ pub(crate) fn record_snapshot_scores(
 
 /// The scores of the phase-1 snapshots that the run `record` in `dir`, whose phase 1 has not
 /// finished, has written so far (its spec's fractions whose weights are in place), trained and
-/// cached as [`snapshot_scores`] does, so that the finished run reads them back instead of
-/// training them again; with `train` false only those already scored, training nothing.
+/// cached as [`snapshot_scores`] does (whatever `opts.snapshot_heads` says), so that the
+/// finished run reads them back instead of training them again; with `train` false only those
+/// already scored, training nothing.
 /// Nothing of phase 1 is touched: the process training it may go on.
 pub fn written_snapshot_scores(
     record: &RunRecord,
@@ -200,6 +225,11 @@ pub fn written_snapshot_scores(
         .map(|&f| Snapshot::at(&phase1, f, total))
         .filter(|s| s.weights_in(dir).is_file())
         .collect();
+    // A phase 1 brought from another machine brings its snapshots: each must show that it is
+    // a point of that phase 1, as the run itself will require.
+    if towers::finished_elsewhere(&phase1, total)?.is_some() {
+        check_brought(&phase1, &written)?;
+    }
     scores_of(
         record, dir, &written, per_update, data, scoring, opts, train,
     )
@@ -234,6 +264,7 @@ fn scores_of(
             data,
             scoring,
             opts,
+            run: dir,
             dir: folder,
             weights: snap.weights_in(dir),
             model: None,
