@@ -133,6 +133,10 @@ pub struct SnapshotTraining {
     pub seed: u64,
     /// Its updates so far.
     pub progress: TrainingProgress,
+    /// The snapshot folder's writer lock, when one is there: the run's own process, or one
+    /// drawing the curve so far beside it ([`crate::curve_so_far`]).
+    #[serde(default)]
+    pub writer: Option<WriterLock>,
 }
 
 /// A run's `writer.lock`: who holds it, and whether that process is known to be gone.
@@ -397,6 +401,7 @@ fn snapshot_heads(dir: &Path, seeds: &[u64]) -> Result<(usize, Option<SnapshotTr
                         .into(),
                     seed,
                     progress,
+                    writer: writer(&step),
                 });
             }
         }
@@ -452,7 +457,8 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          the checkpoint a stopped training would resume at where that is earlier (a finished \
          one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
-         training with its updates; head trainings left: heads, retest heads and snapshot \
+         training with its updates and the process holding that snapshot (the run's, or one \
+         drawing the curve so far); head trainings left: heads, retest heads and snapshot \
          heads still to train, the one in progress included (after phase 1 where that is not \
          done); ends in: the training in progress (or stopped half \
          way), its updates left at its rate so far (update time; validations, checkpoints, \
@@ -511,10 +517,14 @@ fn snapshot_cell(r: &RunStatus) -> String {
     match &r.snapshot_training {
         None => format!("{scored} of {due}"),
         Some(t) => format!(
-            "{scored} of {due}; {} seed {}: {}",
+            "{scored} of {due}; {} seed {}: {}{}",
             t.snapshot,
             t.seed,
-            describe_updates(&t.progress)
+            describe_updates(&t.progress),
+            match &t.writer {
+                Some(w) => format!(", by {}", w.describe()),
+                None => String::new(),
+            }
         ),
     }
 }
@@ -642,6 +652,7 @@ mod tests {
             snapshot: "step-0000488".into(),
             seed: 5,
             progress: p.clone(),
+            writer: None,
         });
         assert_eq!(r.current_training(), Some(&p));
         let md = status_table(&[r]).to_markdown();
@@ -672,6 +683,20 @@ mod tests {
         assert_eq!((t.snapshot.as_str(), t.seed), ("step-0000002", 6));
         assert_eq!((t.progress.step, t.progress.total_steps), (300, Some(977)));
         assert!(!t.progress.done);
+        assert_eq!(t.writer, None);
+        // A process training it (the run's, or one drawing the curve so far) is named.
+        let lock = crate::lock::FolderLock::acquire(
+            &em.join("step-0000002").join(WRITER_LOCK),
+            "snapshot's heads",
+        )
+        .unwrap();
+        let (_, training) = snapshot_heads(dir.path(), &[5, 6]).unwrap();
+        let w = training.unwrap().writer.expect("the snapshot's writer");
+        assert_eq!(w.holder, Some(LockHolder::this_process()));
+        assert!(w
+            .describe()
+            .starts_with(&format!("pid {}", std::process::id())));
+        drop(lock);
         // Once it is scored, nothing is in training.
         std::fs::write(em.join("step-0000002/logprobs-6.json"), "{}").unwrap();
         assert_eq!(snapshot_heads(dir.path(), &[5, 6]).unwrap(), (4, None));
