@@ -123,6 +123,31 @@ fn ask_in_background(
     (asked, said)
 }
 
+/// A study in phase 1 whose gpt-s0 snapshot's heads another writer holds (`lock`), and the
+/// curve so far asked for on another thread (`asked`), waiting for that writer.
+struct Waiting {
+    study: tempfile::TempDir,
+    folder: PathBuf,
+    lock: FolderLock,
+    asked: std::thread::JoinHandle<Result<CurveSoFar, ExperimentError>>,
+}
+
+fn waiting_for_a_writer() -> Waiting {
+    let study = tempfile::tempdir().unwrap();
+    in_phase1(finished().0.path(), study.path());
+    let folder = snapshot_folder(study.path(), "gpt-s0");
+    std::fs::create_dir_all(&folder).unwrap();
+    let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
+    let (asked, said) = ask_in_background(study.path());
+    wait_until_said(&said, "waiting for");
+    Waiting {
+        study,
+        folder,
+        lock,
+        asked,
+    }
+}
+
 /// Returns once a message containing `what` was said (at most two minutes).
 fn wait_until_said(said: &Said, what: &str) {
     let start = std::time::Instant::now();
@@ -210,14 +235,9 @@ fn runs_in_phase1_give_the_finished_curves_points_and_the_finished_runs_read_the
 #[test]
 fn a_snapshot_whose_heads_another_process_trains_is_waited_for_and_read() {
     let (done, _) = finished();
-    let study = tempfile::tempdir().unwrap();
-    in_phase1(done.path(), study.path());
-    let folder = snapshot_folder(study.path(), "gpt-s0");
-    std::fs::create_dir_all(&folder).unwrap();
     // Another writer holds the snapshot's lock while the curve is asked for.
-    let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
-    let (asked, said) = ask_in_background(study.path());
-    wait_until_said(&said, "waiting for");
+    let w = waiting_for_a_writer();
+    let (study, folder) = (&w.study, &w.folder);
     // It writes the heads' scores (marked), each file whole, the quality files last (a call
     // that came late reads them without waiting, but never half of them), then lets go: the
     // waiting call reads them.
@@ -238,8 +258,8 @@ fn a_snapshot_whose_heads_another_process_trains_is_waited_for_and_read() {
     for f in &files {
         std::fs::rename(staging.join(f), folder.join(f)).unwrap();
     }
-    drop(lock);
-    let c = asked.join().unwrap().unwrap();
+    drop(w.lock);
+    let c = w.asked.join().unwrap().unwrap();
     assert_eq!(point(&c.emergence, "gpt-s0", 0.5).heads.nll[0], marked);
     assert!(
         !folder.join("heads-1000").exists(),
@@ -330,21 +350,16 @@ fn the_reproduce_flag_draws_the_curve_of_scored_points_and_refuses_bad_values() 
 #[test]
 fn heads_are_not_written_for_a_spec_the_run_no_longer_has_nor_a_spec_changed_under_them() {
     let (done, _) = finished();
-    let study = tempfile::tempdir().unwrap();
-    in_phase1(done.path(), study.path());
-    let folder = snapshot_folder(study.path(), "gpt-s0");
-    std::fs::create_dir_all(&folder).unwrap();
     // The curve's process read the record, then waits for the snapshot's writer, while the run
     // is restarted with new head settings: it refuses the heads of a spec the run has left.
-    let lock = FolderLock::acquire(&folder.join("writer.lock"), "snapshot's heads").unwrap();
-    let (asked, said) = ask_in_background(study.path());
-    wait_until_said(&said, "waiting for");
+    let w = waiting_for_a_writer();
+    let (study, folder) = (&w.study, &w.folder);
     let rec_path = study.path().join("gpt-s0").join("run.json");
     let mut rec = read_record(&rec_path);
     rec.spec.heads.lr *= 2.0;
     write_record(&rec_path, &rec);
-    drop(lock);
-    let err = asked.join().unwrap().unwrap_err();
+    drop(w.lock);
+    let err = w.asked.join().unwrap().unwrap_err();
     assert!(
         matches!(&err, ExperimentError::SpecMismatch { fields, .. } if fields == &["heads.lr"]),
         "{err:?}"

@@ -62,16 +62,20 @@ fn updates_of(b: &corpus::Batcher, spec: &RunSpec) -> (u64, u64) {
 /// update numbers are fractions of), computed as phase 1 computes them, for a run that has not
 /// finished (a finished run's record holds them).
 pub(crate) fn phase1_updates(spec: &RunSpec, data: &CorpusData) -> Result<(u64, u64)> {
+    Ok(updates_of(&train_batcher(spec, data)?, spec))
+}
+
+/// Phase 1's training batches of the run `spec`.
+fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     let p = &spec.phase1;
-    let b = batcher(
+    batcher(
         spec.style,
         &data.tok,
         data.train(),
         p.seq_len,
         p.batch_size,
         spec.seed,
-    )?;
-    Ok(updates_of(&b, spec))
+    )
 }
 
 /// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
@@ -90,14 +94,7 @@ pub(crate) fn phase1(
     let cfg = spec.model_config(data.padded_vocab())?;
     let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
         .with_compute_dtype(compute_dtype(&opts.device));
-    let b = batcher(
-        spec.style,
-        &data.tok,
-        data.train(),
-        p.seq_len,
-        p.batch_size,
-        spec.seed,
-    )?;
+    let b = train_batcher(spec, data)?;
     let (_, total) = updates_of(&b, spec);
     let tc = TrainConfig {
         lr: p.lr,
