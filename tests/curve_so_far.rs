@@ -385,4 +385,20 @@ fn heads_are_not_written_for_a_spec_the_run_no_longer_has_nor_a_spec_changed_und
         "moved under its writer"
     );
     drop(lock);
+    // Once it lets go they move, with the locks taken for the move removed there.
+    run_study(&spec, finished_copy.path(), &["gpt-s0".into()], &quiet()).unwrap();
+    let step = folder.file_name().unwrap();
+    let moved = finished_copy
+        .path()
+        .join("gpt-s0/superseded/001/emergence")
+        .join(step);
+    assert!(moved.join("logprobs-1000.json").is_file());
+    assert!(
+        !moved.join("writer.lock").exists(),
+        "a lock left in superseded/"
+    );
+    assert!(
+        !folder.join("writer.lock").exists(),
+        "a lock left in emergence/"
+    );
 }

@@ -134,20 +134,22 @@ pub fn curve_so_far(
     let mut sets: Vec<ScoringSet> = Vec::new();
     let (mut curves, mut status) = (Vec::new(), Vec::new());
     for r in runs {
-        let i = match sets.iter().position(|s| s.id.style == r.style) {
-            Some(i) => i,
-            None => {
-                // Taking scored points writes nothing: the run's set is there already.
-                sets.push(match points {
-                    CurvePoints::Train => ws.scoring_set(r.style, &spec.scoring)?,
-                    CurvePoints::Scored => ws.saved_scoring_set(r.style)?,
-                });
-                sets.len() - 1
-            }
-        };
-        let dir = out.join(r.label());
         let curve = match started(&r) {
-            true => Some(run_curve(r, &dir, &ws, &sets[i], opts, es.kind, points)?),
+            true => {
+                let i = match sets.iter().position(|s| s.id.style == r.style) {
+                    Some(i) => i,
+                    None => {
+                        // Taking scored points writes nothing: a started run's set is there.
+                        sets.push(match points {
+                            CurvePoints::Train => ws.scoring_set(r.style, &spec.scoring)?,
+                            CurvePoints::Scored => ws.saved_scoring_set(r.style)?,
+                        });
+                        sets.len() - 1
+                    }
+                };
+                let dir = out.join(r.label());
+                Some(run_curve(r, &dir, &ws, &sets[i], opts, es.kind, points)?)
+            }
             false => None,
         };
         status.push(CurveRun {

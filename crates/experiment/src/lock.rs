@@ -126,9 +126,9 @@ impl FolderLock {
     }
 
     /// [`FolderLock::acquire`], with whether a refusal is worth waiting out: the flock is held
-    /// (its holder lives), or the holder writes no flock but runs on this host. A holder on
-    /// another host whose flock is free (it died, or its build takes none) may never let go:
-    /// waiting for it could last forever.
+    /// (its holder lives), the holder takes no flock but runs on this host, or this mount has
+    /// no flocks. A holder on another host whose flock is free on a mount with flocks (it
+    /// died, or its build takes none) may never let go: waiting for it could last forever.
     // The crate's error and a flag, once per attempt: not worth a box.
     #[allow(clippy::result_large_err)]
     fn take(path: &Path, what: &str) -> std::result::Result<Self, Refusal> {
@@ -162,8 +162,11 @@ impl FolderLock {
                     Held::Vanished => continue,
                     Held::By(h) if h.is_gone() => Some(format!("{h}, no longer running")),
                     Held::By(h) => {
-                        let here = h.host == me.host;
-                        return Err(refused(Held::By(h), here));
+                        // Our flock says its holder let go only where this mount honours
+                        // flocks; a live holder on another node of a mount without them
+                        // (exclusive creation alone) will let go in time.
+                        let waitable = h.host == me.host || !file.flocked();
+                        return Err(refused(Held::By(h), waitable));
                     }
                     Held::Unreadable { age } if age >= UNREADABLE_STALE_AFTER => {
                         Some(format!("an unreadable lock file {} s old", age.as_secs()))
@@ -200,9 +203,10 @@ impl FolderLock {
     /// Like [`FolderLock::acquire`], but while another live process holds the lock, waits for
     /// it (polling every `poll`), calling `on_wait` once with the holder's sentence. A stop
     /// request ([`towers::request_stop`], e.g. SIGTERM) ends the wait with
-    /// [`ExperimentError::Interrupted`]. A lock file whose flock is free and whose holder is
-    /// on another host is refused at once, as by `acquire`: nothing here can tell whether that
-    /// holder will ever let go.
+    /// [`ExperimentError::Interrupted`]. On a mount that honours flocks, a lock file whose
+    /// flock is free and whose holder is on another host is refused at once, as by `acquire`:
+    /// that holder died (or took no flock), and nothing here can tell whether it will ever
+    /// let go.
     pub fn acquire_waiting(
         path: &Path,
         what: &str,

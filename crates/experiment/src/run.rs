@@ -257,12 +257,16 @@ fn continue_record(
     if !heads_only {
         check_continuation(&saved.spec, spec, dir, fields.clone())?;
     }
+    // Held until the record names the new spec: a process drawing the curve so far cannot
+    // start the heads of an old-spec snapshot in between.
+    let writers = snapshot_writers(&dir.join(SNAPSHOT_HEADS_DIR))?;
     // Heads and scores belong to the old spec: move them away before the record names the new
     // one, so a kill in between never reuses them.
     let kept = supersede(&saved, dir)?;
     saved.spec = spec.clone();
     saved.result = None;
     write_json_atomic(&dir.join(RUN_FILE), &saved)?;
+    release_moved(writers, kept.as_deref());
     let kept = match kept {
         Some(k) => format!("; the old heads and scores are in {}", k.display()),
         None => String::new(),
@@ -299,7 +303,6 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
     if items.is_empty() {
         return Ok(None);
     }
-    check_snapshot_writers(&dir.join(SNAPSHOT_HEADS_DIR))?;
     let root = dir.join(SUPERSEDED_DIR);
     std::fs::create_dir_all(&root).map_err(io_at(&root))?;
     let mut taken: Vec<u32> = std::fs::read_dir(&root)
@@ -326,23 +329,37 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(to))
 }
 
-/// No other process is training the heads of a snapshot in `emergence` (one drawing the curve
-/// so far, [`crate::curve_so_far`]): else [`ExperimentError::Locked`] naming it, before anything
-/// moves. (One that starts after this check finds the record changed before it writes.)
-fn check_snapshot_writers(emergence: &Path) -> Result<()> {
+/// The lock of every snapshot folder in `emergence` (its name with its lock), so that no other
+/// process (one drawing the curve so far, [`crate::curve_so_far`]) trains a snapshot's heads
+/// while they move away; [`ExperimentError::Locked`] naming one that does now, before anything
+/// moves. A snapshot folder made after this (by such a process, for a snapshot without heads
+/// yet) finds the record changed before it writes scores, and removes what it trained.
+fn snapshot_writers(emergence: &Path) -> Result<Vec<(std::ffi::OsString, FolderLock)>> {
     let Ok(entries) = std::fs::read_dir(emergence) else {
-        return Ok(());
+        return Ok(Vec::new());
     };
+    let mut held = Vec::new();
     for e in entries {
         let step = e.map_err(io_at(emergence))?.path();
-        if step.join(WRITER_LOCK).exists() {
-            drop(FolderLock::acquire(
-                &step.join(WRITER_LOCK),
-                "snapshot's heads",
-            )?);
+        if step.is_dir() {
+            let lock = FolderLock::acquire(&step.join(WRITER_LOCK), "snapshot's heads")?;
+            held.push((step.file_name().unwrap_or_default().to_owned(), lock));
         }
     }
-    Ok(())
+    Ok(held)
+}
+
+/// Lets go of the snapshot locks of [`snapshot_writers`], whose files moved with their folders
+/// into `kept` (`superseded/NNN/`), and removes those files there.
+fn release_moved(writers: Vec<(std::ffi::OsString, FolderLock)>, kept: Option<&Path>) {
+    for (step, lock) in writers {
+        drop(lock);
+        if let Some(k) = kept {
+            let moved = k.join(SNAPSHOT_HEADS_DIR).join(step).join(WRITER_LOCK);
+            // Best effort: a lock file left in superseded/ holds nothing back.
+            let _ = std::fs::remove_file(moved);
+        }
+    }
 }
 
 /// A finished run's scores read back (and the retest heads').

@@ -143,8 +143,12 @@ impl SnapshotHeads<'_> {
         let heads_dir = dir.join(snapshot_heads_folder(seed));
         let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
         let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
-        // A new spec saved meanwhile moved this snapshot's folder away: these heads are not its.
-        self.check_record()?;
+        // A new spec saved meanwhile moved this snapshot's folder away: these heads are not
+        // its, and their checkpoint must not be resumed under it.
+        if let Err(e) = self.check_record() {
+            let _ = std::fs::remove_dir_all(&heads_dir);
+            return Err(e);
+        }
         write_json_atomic(&q_path, &q)?;
         write_json_atomic(&lp_path, &lp)?;
         Ok((lp, q))
@@ -227,7 +231,8 @@ pub fn written_snapshot_scores(
         .collect();
     // A phase 1 brought from another machine brings its snapshots: each must show that it is
     // a point of that phase 1, as the run itself will require.
-    if towers::finished_elsewhere(&phase1, total)?.is_some() {
+    // (An error here is a checkpoint being replaced under a running phase 1: not brought.)
+    if matches!(towers::finished_elsewhere(&phase1, total), Ok(Some(_))) {
         check_brought(&phase1, &written)?;
     }
     scores_of(

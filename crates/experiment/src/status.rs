@@ -692,7 +692,12 @@ mod tests {
         .unwrap();
         let (_, training) = snapshot_heads(dir.path(), &[5, 6]).unwrap();
         let w = training.unwrap().writer.expect("the snapshot's writer");
-        assert_eq!(w.holder, Some(LockHolder::this_process()));
+        // Not `since_unix`: a second may pass between taking the lock and asking here.
+        let (h, me) = (w.holder.clone().unwrap(), LockHolder::this_process());
+        assert_eq!(
+            (h.pid, &h.host, h.proc_start),
+            (me.pid, &me.host, me.proc_start)
+        );
         assert!(w
             .describe()
             .starts_with(&format!("pid {}", std::process::id())));
