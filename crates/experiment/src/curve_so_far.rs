@@ -22,7 +22,7 @@ use crate::protocol::StudySpec;
 use crate::record::{RunOptions, RunRecord, RUN_FILE, STUDY_DATA_DIR};
 use crate::run::{finished, read_finished};
 use crate::snapshots::{record_snapshot_scores, written_snapshot_scores};
-use crate::spec::{spec_diff, RunSpec};
+use crate::spec::{require_same, RunSpec};
 use crate::study::check_labels;
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result, ScoringSet};
@@ -206,13 +206,7 @@ fn run_curve(
     points: CurvePoints,
 ) -> Result<RunCurve> {
     let record: RunRecord = read_json(&dir.join(RUN_FILE))?;
-    let fields = spec_diff(&record.spec, spec);
-    if !fields.is_empty() {
-        return Err(ExperimentError::SpecMismatch {
-            path: dir.to_path_buf(),
-            fields,
-        });
-    }
+    require_same(&record.spec, spec, dir)?;
     let here = dir.display().to_string();
     record
         .scoring

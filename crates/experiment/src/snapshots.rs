@@ -21,9 +21,8 @@ use crate::record::{
     SNAPSHOT_HEADS_DIR,
 };
 use crate::scoring::ScoringSet;
-use crate::spec::spec_diff;
+use crate::spec::require_same;
 use crate::training::{compute_dtype, phase1_updates, train_heads_in, validation_batches};
-use crate::ExperimentError;
 use crate::Result;
 
 /// The heads of one phase-1 snapshot and their log-probabilities on the scoring set.
@@ -158,14 +157,7 @@ impl SnapshotHeads<'_> {
     /// them beside the run's own ([`written_snapshot_scores`]) read it hours ago.
     fn check_record(&self) -> Result<()> {
         let saved: RunRecord = read_json(&self.run.join(RUN_FILE))?;
-        let fields = spec_diff(&saved.spec, &self.record.spec);
-        match fields.is_empty() {
-            true => Ok(()),
-            false => Err(ExperimentError::SpecMismatch {
-                path: self.run.to_path_buf(),
-                fields,
-            }),
-        }
+        require_same(&saved.spec, &self.record.spec, self.run)
     }
 }
 
@@ -254,10 +246,7 @@ fn scores_of(
     train: bool,
 ) -> Result<Vec<SnapshotScores>> {
     let spec = &record.spec;
-    let seeds: Vec<u64> = match spec.retest_heads {
-        true => vec![spec.head_seed, spec.head_seed + 1],
-        false => vec![spec.head_seed],
-    };
+    let seeds = spec.head_seeds();
     let mut out = Vec::new();
     for snap in snaps {
         let folder = snapshot_folder(dir, snap.step);

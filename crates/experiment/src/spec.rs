@@ -304,6 +304,15 @@ impl RunSpec {
         self
     }
 
+    /// The head seeds the run trains heads with: its head seed, and the retest seed
+    /// (`head_seed + 1`) when it has retest heads.
+    pub fn head_seeds(&self) -> Vec<u64> {
+        match self.retest_heads {
+            true => vec![self.head_seed, self.head_seed + 1],
+            false => vec![self.head_seed],
+        }
+    }
+
     /// The run's label, `<model>-s<seed>` ([`RunSpec::model_name`]).
     pub fn label(&self) -> String {
         format!("{}-s{}", self.model_name(), self.seed)
@@ -375,6 +384,23 @@ impl RunSpec {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// The spec `saved` in the run folder `dir` is `spec`; else [`crate::ExperimentError::SpecMismatch`]
+/// naming the fields that differ.
+pub(crate) fn require_same(
+    saved: &RunSpec,
+    spec: &RunSpec,
+    dir: &std::path::Path,
+) -> crate::Result<()> {
+    let fields = spec_diff(saved, spec);
+    match fields.is_empty() {
+        true => Ok(()),
+        false => Err(crate::ExperimentError::SpecMismatch {
+            path: dir.to_path_buf(),
+            fields,
+        }),
     }
 }
 

@@ -275,10 +275,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
             }
         }
     }
-    let seeds: Vec<u64> = match spec.retest_heads {
-        true => vec![spec.head_seed, spec.head_seed + 1],
-        false => vec![spec.head_seed],
-    };
+    let seeds = spec.head_seeds();
     // A finished run's snapshots are its record's and those brought since, which its next
     // call adopts and trains heads for (or refuses, saying why).
     let snapshots = match &record.result {
