@@ -1,7 +1,8 @@
 //! The agreement curve so far (`experiment::curve_so_far`): runs still in phase 1 give the
 //! points of the snapshots they have written, equal to the finished study's; the finished runs
 //! read back the heads trained for it instead of training them again; a snapshot whose heads
-//! another process is training is waited for and read; bad requests are typed errors.
+//! another process is training is waited for and read; heads whose spec changed under them are
+//! removed; bad requests are typed errors.
 
 mod common;
 
@@ -401,4 +402,50 @@ fn heads_are_not_written_for_a_spec_the_run_no_longer_has_nor_a_spec_changed_und
         !folder.join("writer.lock").exists(),
         "a lock left in emergence/"
     );
+}
+
+#[test]
+fn heads_whose_spec_changed_while_they_trained_are_removed_not_scored() {
+    // The run's record gets new head settings while the curve's process trains a snapshot's
+    // heads (rewritten from the message that says those heads are trained, before they are
+    // scored): their scores are not written and their folder, checkpoint included, is removed,
+    // so that the new spec never resumes them.
+    let study = tempfile::tempdir().unwrap();
+    in_phase1(finished().0.path(), study.path());
+    let rec_path = study.path().join("gpt-s0").join("run.json");
+    let changed = Arc::new(Mutex::new(false));
+    let (path, flag) = (rec_path.clone(), changed.clone());
+    let opts = RunOptions {
+        progress: Progress::to(move |m| {
+            if m.contains("heads (seed 1000)") {
+                let mut rec = read_record(&path);
+                rec.spec.heads.lr *= 2.0;
+                write_record(&path, &rec);
+                *flag.lock().unwrap() = true;
+            }
+        })
+        .with_bars(false),
+        ..quiet()
+    };
+    let err = curve_so_far(
+        &smoke(),
+        study.path(),
+        &["gpt-s0".into()],
+        &opts,
+        CurvePoints::Train,
+    )
+    .unwrap_err();
+    assert!(*changed.lock().unwrap(), "the heads were never trained");
+    assert!(
+        matches!(&err, ExperimentError::SpecMismatch { fields, .. } if fields == &["heads.lr"]),
+        "{err:?}"
+    );
+    let folder = snapshot_folder(study.path(), "gpt-s0");
+    for left in [
+        "logprobs-1000.json",
+        "heads_quality-1000.json",
+        "heads-1000",
+    ] {
+        assert!(!folder.join(left).exists(), "{left} was left behind");
+    }
 }
