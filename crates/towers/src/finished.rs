@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use crate::checkpoint::{latest, CHECKPOINT_DIR, WEIGHTS_FILE};
 use crate::metrics::{read_lines, METRICS_FILE};
-use crate::train::TrainSummary;
+use crate::TrainSummary;
 use crate::{Result, TowersError};
 
 /// One line of a metrics log, as far as the summary reads it.

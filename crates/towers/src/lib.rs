@@ -58,6 +58,7 @@ pub mod style;
 #[cfg(test)]
 mod test_util;
 mod train;
+mod train_config;
 mod transformer;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
@@ -81,6 +82,6 @@ pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
 pub use style::{Tower, TowerStyle};
 pub use train::{
-    clear_stop, evaluate_loss, rank_shard, request_stop, stop_requested, Budget, EarlyStop,
-    StepStats, TrainConfig, TrainState, TrainSummary, Trainable, Trainer,
+    clear_stop, evaluate_loss, rank_shard, request_stop, stop_requested, Trainable, Trainer,
 };
+pub use train_config::{Budget, EarlyStop, StepStats, TrainConfig, TrainState, TrainSummary};

@@ -54,7 +54,7 @@ pub fn composed_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Res
 /// [B, T, C]. With `fused`, the whole-sequence op where it applies (f32 on the CPU; CUDA, where
 /// a bf16 or f16 layer runs its recurrence in f32 and casts back, as cuDNN keeps f32 cell
 /// states); otherwise, and for other devices and dtypes, the per-step graph
-/// [`composed_recurrence`].
+/// (`composed_recurrence`).
 pub fn recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor, fused: bool) -> Result<Tensor> {
     if fused && on_host_f32(&[gx_all, w_hh, mask]) {
         fused_recurrence(gx_all, w_hh, mask)
