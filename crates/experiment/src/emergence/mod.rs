@@ -359,16 +359,23 @@ mod tests {
         }
     }
 
-    /// One `gpt × gpt` pair at two (fraction, disattenuated r) points, intervals ± 0.05.
-    pub(super) fn one_pair(points: [(f64, f64); 2]) -> Emergence {
+    /// The curve of these pairs alone (no run points, no score kind).
+    pub(super) fn of_pairs(pairs: Vec<EmergencePair>) -> Emergence {
         Emergence {
             kind: None,
             points: Vec::new(),
-            pairs: points
+            pairs,
+        }
+    }
+
+    /// One `gpt × gpt` pair at two (fraction, disattenuated r) points, intervals ± 0.05.
+    pub(super) fn one_pair(points: [(f64, f64); 2]) -> Emergence {
+        of_pairs(
+            points
                 .iter()
                 .map(|&(f, d)| pair("gpt × gpt", f, d, 0.05))
                 .collect(),
-        }
+        )
     }
 
     /// A run of 200 tokens, 20 positions each, whose tower 0 is ahead of tower 1 on token t by

@@ -139,22 +139,18 @@ pub fn class_trends(e: &Emergence) -> Vec<ClassTrend> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emergence::tests::{between, one_pair, pair};
+    use crate::emergence::tests::{between, of_pairs, one_pair, pair};
     use crate::emergence::write::{class_panels, trend_rows};
 
     #[test]
     fn trends_compare_the_last_two_points_with_the_end_intervals() {
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs: vec![
-                pair("gpt × gpt", 0.5, 0.5, 0.05),
-                pair("gpt × gpt", 1.0, 0.7, 0.05),
-                pair("gpt × bert", 0.5, 0.5, 0.05),
-                pair("gpt × bert", 1.0, 0.52, 0.05),
-                pair("bert × bert", 1.0, 0.3, 0.05),
-            ],
-        };
+        let e = of_pairs(vec![
+            pair("gpt × gpt", 0.5, 0.5, 0.05),
+            pair("gpt × gpt", 1.0, 0.7, 0.05),
+            pair("gpt × bert", 0.5, 0.5, 0.05),
+            pair("gpt × bert", 1.0, 0.52, 0.05),
+            pair("bert × bert", 1.0, 0.3, 0.05),
+        ]);
         let t = class_trends(&e);
         let names: Vec<(&str, Option<bool>)> =
             t.iter().map(|c| (c.class.as_str(), c.rising)).collect();
@@ -172,9 +168,7 @@ mod tests {
         for p in &mut e.pairs {
             p.disattenuated_interval = None;
         }
-        let [t] = &class_trends(&e)[..] else {
-            panic!("one class")
-        };
+        let t = &only_trend(&e);
         assert_eq!(
             (t.half_width, t.rising, t.oriented_rising),
             (None, None, None)
@@ -202,16 +196,18 @@ mod tests {
             disattenuated_interval: None,
             ..between("gpt-s0", "gpt-s2", 0.5, 0.0)
         });
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs,
-        };
-        let [t] = &class_trends(&e)[..] else {
-            panic!("one class")
-        };
+        let e = of_pairs(pairs);
+        let t = &only_trend(&e);
         assert!((t.before.1 - 0.3).abs() < 1e-12 && (t.end.1 - 0.3).abs() < 1e-12);
         assert_eq!(t.rising, Some(false));
+    }
+
+    /// The trend of a curve with one class of pairs.
+    fn only_trend(e: &Emergence) -> ClassTrend {
+        let [t] = &class_trends(e)[..] else {
+            panic!("one class")
+        };
+        t.clone()
     }
 
     /// The first cell (the row's name) of each trend row.
@@ -227,9 +223,7 @@ mod tests {
 
     #[test]
     fn a_negative_mean_moving_toward_zero_is_not_called_rising_agreement() {
-        let [t] = &class_trends(&one_pair([(0.5, -0.3), (1.0, -0.1)]))[..] else {
-            panic!("one class")
-        };
+        let t = &only_trend(&one_pair([(0.5, -0.3), (1.0, -0.1)]));
         assert_eq!(t.rising, Some(true));
         // Oriented, the one pair reads 0.3 then 0.1: its division weakened.
         assert_eq!(t.oriented_rising, Some(false));
@@ -240,9 +234,7 @@ mod tests {
                 "trend gpt × gpt, oriented: not rising beyond its interval"
             ]
         );
-        let [t] = &class_trends(&one_pair([(0.5, 0.5), (1.0, 0.7)]))[..] else {
-            panic!("one class")
-        };
+        let t = &only_trend(&one_pair([(0.5, 0.5), (1.0, 0.7)]));
         assert_eq!(
             trend_names(t),
             [
@@ -261,14 +253,8 @@ mod tests {
             pairs.push(between("gpt-s0", "gpt-s2", f, -r));
             pairs.push(between("gpt-s1", "gpt-s2", f, r));
         }
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs,
-        };
-        let [t] = &class_trends(&e)[..] else {
-            panic!("one class")
-        };
+        let e = of_pairs(pairs);
+        let t = &only_trend(&e);
         // Signed means cancel: -0.1 then -1/6, not rising.
         assert!((t.before.1 + 0.1).abs() < 1e-12 && (t.end.1 + 0.5 / 3.0).abs() < 1e-12);
         assert_eq!(t.rising, Some(false));
@@ -281,9 +267,7 @@ mod tests {
         let rows = trend_rows(t);
         assert_eq!(rows.len(), 2);
         // The last two points need not include the end: each is oriented on its own.
-        let [t] = &class_trends(&one_pair([(0.25, 0.3), (0.5, 0.4)]))[..] else {
-            panic!("one class")
-        };
+        let t = &only_trend(&one_pair([(0.25, 0.3), (0.5, 0.4)]));
         let (b, end) = t.oriented.unwrap();
         assert!((b - 0.3).abs() < 1e-12 && (end - 0.4).abs() < 1e-12);
         assert_eq!(trend_rows(t).len(), 2);
@@ -301,14 +285,8 @@ mod tests {
             pairs.push(between("gpt-s0", "gpt-s2", f, 0.3));
             pairs.push(between("gpt-s1", "gpt-s2", f, 0.3 * s1));
         }
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs,
-        };
-        let [t] = &class_trends(&e)[..] else {
-            panic!("one class")
-        };
+        let e = of_pairs(pairs);
+        let t = &only_trend(&e);
         let (b, end) = t.oriented.unwrap();
         assert!(
             (b - 0.3).abs() < 1e-12 && (end - 0.3).abs() < 1e-12,

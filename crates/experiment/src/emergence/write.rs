@@ -442,22 +442,18 @@ pub(super) fn trend_rows(c: &ClassTrend) -> Vec<Vec<report::Cell>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emergence::tests::{between, pair};
+    use crate::emergence::tests::{between, of_pairs, pair};
 
     #[test]
     fn each_class_gets_a_panel_with_raw_and_disattenuated_r_in_one_colour() {
         let mut no_rel = pair("gpt × bert", 1.0, 0.4, 0.05);
         (no_rel.disattenuated, no_rel.disattenuated_interval) = (None, None);
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs: vec![
-                no_rel,
-                pair("gpt × gpt", 0.5, 0.5, 0.05),
-                pair("gpt × gpt", 1.0, 0.7, 0.05),
-                pair("bert × bert", 1.0, 0.2, 0.05),
-            ],
-        };
+        let e = of_pairs(vec![
+            no_rel,
+            pair("gpt × gpt", 0.5, 0.5, 0.05),
+            pair("gpt × gpt", 1.0, 0.7, 0.05),
+            pair("bert × bert", 1.0, 0.2, 0.05),
+        ]);
         let panels = class_panels(&e, &[0.5, 1.0], None);
         // Same-model classes first (first seen), then the cross-model one.
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
@@ -490,14 +486,10 @@ mod tests {
 
     #[test]
     fn oriented_groups_flip_the_pairs_of_runs_on_opposite_sides() {
-        let e = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs: vec![
-                between("gpt-s0", "gpt-s1", 1.0, -0.4),
-                between("gpt-s1", "gpt-s2", 1.0, 0.6),
-            ],
-        };
+        let e = of_pairs(vec![
+            between("gpt-s0", "gpt-s1", 1.0, -0.4),
+            between("gpt-s1", "gpt-s2", 1.0, 0.6),
+        ]);
         let o = orientations(&e);
         let signed = &class_panels(&e, &[1.0], None)[0].groups;
         let oriented = &class_panels(&e, &[1.0], Some(&o))[0].groups;
@@ -601,11 +593,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = write_emergence(&e, dir.path()).unwrap();
         assert!(files.contains(&dir.path().join("fig_emergence_heads.png")));
-        let none = Emergence {
-            kind: None,
-            points: Vec::new(),
-            pairs: Vec::new(),
-        };
+        let none = of_pairs(Vec::new());
         assert!(heads_figure(&none, dir.path()).unwrap().is_none());
     }
 
