@@ -1,0 +1,202 @@
+//! Process-level: `scripts/curve_points_first.sh`, one run with its agreement-curve points
+//! first, on a stand-in for `reproduce` that writes a phase-1 snapshot every 0.3 s, stops with
+//! exit 75 on SIGTERM (as `reproduce` does after its checkpoint) and records each call.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Records its arguments in `$CALLS`. A `--curve-so-far` call exits `$CURVE_RC` (0 by default);
+/// any other call writes the run's three snapshots (`$6` is the study folder, `$8` the run),
+/// one every 0.3 s, unless `$FAIL_EARLY` (exit 1 at once). On SIGTERM it writes `stopped` and
+/// exits 75 after 0.4 s (its checkpoint), so that a second TERM in that time writes a second
+/// `stopped`.
+const FAKE_REPRODUCE: &str = r#"#!/usr/bin/env bash
+echo "$*" >> "$CALLS"
+case "$*" in *--curve-so-far*) exit "${CURVE_RC:-0}" ;; esac
+[ -z "${FAIL_EARLY:-}" ] || exit 1
+snaps="$6/$8/phase1/snapshots"
+mkdir -p "$snaps"
+stop=
+trap 'echo stopped >> "$CALLS"; stop=1' TERM
+for i in 1 2 3; do
+  f=$(printf '%s/step-%07d.safetensors' "$snaps" "$i")
+  [ -f "$f" ] || sleep 0.3
+  [ -z "$stop" ] || break
+  touch "$f"
+done
+[ -z "$stop" ] || { sleep 0.2; sleep 0.2; exit 75; }
+"#;
+
+struct Fake {
+    _tmp: tempfile::TempDir,
+    calls: PathBuf,
+    bin: PathBuf,
+    out: PathBuf,
+}
+
+fn fake() -> Fake {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("reproduce");
+    fs::write(&bin, FAKE_REPRODUCE).unwrap();
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
+    Fake {
+        _tmp: tmp,
+        calls,
+        bin,
+        out,
+    }
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/curve_points_first.sh")
+}
+
+fn snapshots(out: &Path, run: &str) -> usize {
+    fs::read_dir(out.join(run).join("phase1/snapshots")).map_or(0, |d| d.count())
+}
+
+impl Fake {
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
+        let out = Command::new("bash")
+            .arg(script())
+            .args(args)
+            .env("BIN", &self.bin)
+            .env("OUT", &self.out)
+            .env("CALLS", &self.calls)
+            .env("POLL", "0.05")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let calls = fs::read_to_string(&self.calls).unwrap_or_default();
+        (out, calls.lines().map(|l| l.to_string()).collect())
+    }
+
+    fn call(&self, run: &str, extra: &str) -> String {
+        let base = format!(
+            "--protocol cpu --device cpu --out {} --only {run} --quiet",
+            self.out.display()
+        );
+        match extra {
+            "" => base,
+            e => format!("{base} {e}"),
+        }
+    }
+}
+
+#[test]
+fn phase_one_stops_at_the_kth_snapshot_then_its_heads_then_the_rest() {
+    let f = fake();
+    let (out, calls) = f.run(&["bert-s0", "2"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        calls,
+        vec![
+            f.call("bert-s0", ""),
+            "stopped".to_string(),
+            f.call("bert-s0", "--curve-so-far"),
+            f.call("bert-s0", ""),
+        ]
+    );
+    assert_eq!(
+        snapshots(&f.out, "bert-s0"),
+        3,
+        "the rest of the run wrote the third"
+    );
+    let log = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        log.contains("phase 1 stopped at 2 snapshots, exit 75"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_restart_with_its_snapshots_written_goes_straight_to_their_heads() {
+    let f = fake();
+    let snaps = f.out.join("gpt-s1/phase1/snapshots");
+    fs::create_dir_all(&snaps).unwrap();
+    for i in 1..=3 {
+        fs::write(snaps.join(format!("step-{i:07}.safetensors")), b"").unwrap();
+    }
+    let (out, calls) = f.run(&["gpt-s1", "3"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        calls,
+        vec![f.call("gpt-s1", "--curve-so-far"), f.call("gpt-s1", "")]
+    );
+}
+
+#[test]
+fn a_failure_stops_the_script_with_its_exit_code() {
+    let f = fake();
+    let (early, calls) = f.run(&["elmo-s0", "1"], &[("FAIL_EARLY", "1")]);
+    assert_eq!(early.status.code(), Some(1), "{early:?}");
+    assert_eq!(
+        calls,
+        vec![f.call("elmo-s0", "")],
+        "no heads without the snapshot"
+    );
+    let g = fake();
+    let (curve, calls) = g.run(&["elmo-s0", "1"], &[("CURVE_RC", "75")]);
+    assert_eq!(curve.status.code(), Some(75), "{curve:?}");
+    assert_eq!(calls.last().unwrap(), &g.call("elmo-s0", "--curve-so-far"));
+    assert_eq!(
+        calls.len(),
+        3,
+        "the rest of the run is not started: {calls:?}"
+    );
+}
+
+#[test]
+fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
+    let f = fake();
+    let no_bin = Command::new("bash")
+        .arg(script())
+        .args(["a-s0", "1"])
+        .env_remove("BIN")
+        .env("OUT", &f.out)
+        .output()
+        .unwrap();
+    assert!(!no_bin.status.success());
+    assert!(String::from_utf8_lossy(&no_bin.stderr).contains("BIN: the reproduce binary"));
+    let (no_k, calls) = f.run(&["a-s0"], &[]);
+    assert_eq!(no_k.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&no_k.stderr).contains("usage:"));
+    assert!(calls.is_empty());
+}
+
+#[test]
+fn a_stop_of_the_group_reaches_the_binary_once_and_trains_no_heads() {
+    let f = fake();
+    let mut child = Command::new("bash")
+        .arg(script())
+        .args(["bert-s1", "3"])
+        .env("BIN", &f.bin)
+        .env("OUT", &f.out)
+        .env("CALLS", &f.calls)
+        .env("POLL", "0.05")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while snapshots(&f.out, "bert-s1") < 1 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no snapshot came"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    let kill = Command::new("kill").args(["-TERM", "--", &group]).status();
+    assert!(kill.unwrap().success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(75), "the binary's exit code");
+    let calls = fs::read_to_string(&f.calls).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls, vec![f.call("bert-s1", "").as_str(), "stopped"]);
+    assert!(snapshots(&f.out, "bert-s1") < 3);
+}
