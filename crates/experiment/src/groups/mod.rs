@@ -1,12 +1,12 @@
 //! Section 5.3 of the two-tower paper for one run: PCA and Amari ICA of the trained shared
 //! embedding of the most frequent tokens, word clusters at |y| > 2.5, Table 3 (each
 //! component's typical words and their preference), Fig. 5 (loadings of the most frequent
-//! words) and Fig. 6 (clusters per word).
+//! words) and Fig. 6 (clusters per word). The figures are drawn in `figures`; the groups scored on
+//! several runs (Table 3 across runs) in `by_run`.
 
 use std::path::{Path, PathBuf};
 
 use prefscore::{top_tokens, Bootstrap, ScoreKind};
-use report::{MatrixOptions, PlotOptions};
 use serde::Serialize;
 
 use corpus::Tokenizer;
@@ -86,48 +86,11 @@ pub struct WordGroupOutputs {
     pub fig7: PathBuf,
 }
 
-/// The `n` members of largest |loading|, largest first (members come by signed loading, so a
-/// strong negative one would otherwise fall behind every positive one).
-fn strongest(members: &[u32], loadings: &[f32], n: usize) -> Vec<(u32, f64)> {
-    let mut all: Vec<(u32, f64)> = members
-        .iter()
-        .zip(loadings)
-        .map(|(&t, &y)| (t, f64::from(y).abs()))
-        .collect();
-    all.sort_by(|a, b| b.1.total_cmp(&a.1));
-    all.truncate(n);
-    all
-}
+mod by_run;
+mod figures;
 
-/// Fig. 7: a panel per group, most primary first, its 10 strongest words sized by loading.
-fn group_words_figure(path: &Path, g: &IcaGroups, tok: &corpus::Tokenizer) -> Result<()> {
-    let mut order: Vec<&WordGroup> = g.groups.iter().collect();
-    order.sort_by_key(|w| w.rank.unwrap_or(usize::MAX));
-    let panels: Vec<report::WordPanel> = order
-        .iter()
-        .filter(|w| !w.members.is_empty())
-        .map(|w| report::WordPanel {
-            title: match w.mean {
-                Some(m) => format!("IC{} ({m:+.2})", w.component),
-                None => format!("IC{}", w.component),
-            },
-            words: strongest(&w.members, &w.loadings, 10)
-                .into_iter()
-                .map(|(t, y)| (tok.id_to_token(t).unwrap_or_default(), y))
-                .collect(),
-        })
-        .collect();
-    if panels.is_empty() {
-        return Ok(());
-    }
-    report::word_grid(
-        path,
-        &panels,
-        6,
-        "Fig. 7: word groups, most primary first (mean score), words sized by loading",
-    )?;
-    Ok(())
-}
+pub use by_run::{groups_by_run, groups_by_run_tables, ranks_descending, GroupsByRun};
+use figures::{cluster_count_figure, group_words_figure, loadings_figure, trajectory_figure};
 
 /// The paper's statistics of its fit (section 5.3): 80% of source values in [−1, 1], 45% of
 /// words in exactly one group, 13% in none, 1.45 groups per word.
@@ -185,43 +148,6 @@ pub fn fit_table(g: &IcaGroups) -> report::Table {
     t
 }
 
-/// The fit's trajectory: log10 of the off-diagonal residual and of the change of `W` per step.
-fn trajectory_figure(path: &Path, g: &IcaGroups) -> Result<()> {
-    let pts = &g.ica.trajectory;
-    let series = |name: &str, f: fn(&ica::TrajectoryPoint) -> f64| {
-        let (x, y): (Vec<f64>, Vec<f64>) = pts
-            .iter()
-            .filter(|p| f(p) > 0.0 && f(p).is_finite())
-            .map(|p| (p.step as f64, f(p).log10()))
-            .unzip();
-        report::Series::new(name, x, y)
-    };
-    let s = [
-        series("off-diagonal residual", |p| p.residual),
-        series("relative change of W", |p| p.weight_change),
-    ];
-    let s: Vec<report::Series> = s.into_iter().filter(|s| !s.x.is_empty()).collect();
-    if s.is_empty() {
-        return Ok(());
-    }
-    let opts = PlotOptions {
-        title: format!(
-            "ICA fit: {} after {} steps",
-            if g.ica.converged {
-                "converged"
-            } else {
-                "not converged"
-            },
-            g.ica.steps
-        ),
-        x_label: "step".into(),
-        y_label: "log10".into(),
-        ..PlotOptions::default()
-    };
-    report::line_plot(path, &s, &opts)?;
-    Ok(())
-}
-
 /// Runs the word-group analysis of `run` (its loaded model, or the embedding of its final
 /// phase-1 checkpoint) and writes Table 3, Fig. 5 and Fig. 6 to `out`.
 pub fn word_groups(
@@ -271,67 +197,6 @@ pub fn word_groups(
     Ok((g, tokens, outputs))
 }
 
-/// Fig. 5: the ICA loadings of the `n` most frequent words, rows ordered by their dominant
-/// component (then by its loading), so that the groups show as blocks.
-fn loadings_figure(
-    path: &Path,
-    g: &IcaGroups,
-    tokens: &[u32],
-    data: &CorpusData,
-    n: usize,
-) -> Result<()> {
-    let n = n.min(tokens.len());
-    let d = g.sources.cols();
-    let dominant = |i: usize| {
-        let row = g.sources.row(i);
-        let k = (0..d)
-            .max_by(|&a, &b| row[a].abs().total_cmp(&row[b].abs()))
-            .unwrap_or(0);
-        (k, -row[k].abs())
-    };
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| {
-        let ((ka, va), (kb, vb)) = (dominant(a), dominant(b));
-        ka.cmp(&kb).then(va.total_cmp(&vb))
-    });
-    let values: Vec<f64> = order
-        .iter()
-        .flat_map(|&i| g.sources.row(i).iter().map(|&v| v as f64))
-        .collect();
-    let labels: Vec<String> = order
-        .iter()
-        .map(|&i| data.tok.id_to_token(tokens[i]).unwrap_or_default())
-        .collect();
-    let opts = MatrixOptions {
-        title: format!("ICA loadings of the {n} most frequent words"),
-        x_label: "independent component".into(),
-        y_label: "word (by dominant component)".into(),
-        diverging: true,
-        ..MatrixOptions::default()
-    };
-    report::matrix_image(path, &values, n, d, Some(&labels), &opts)?;
-    Ok(())
-}
-
-/// Fig. 6: the share of words in 0, 1, 2, ... clusters.
-fn cluster_count_figure(path: &Path, g: &IcaGroups, n_words: usize) -> Result<()> {
-    let cc = &g.counts;
-    let labels: Vec<String> = (0..cc.words_with.len()).map(|k| k.to_string()).collect();
-    let shares: Vec<f64> = cc
-        .words_with
-        .iter()
-        .map(|&c| c as f64 / n_words.max(1) as f64)
-        .collect();
-    let opts = PlotOptions {
-        title: "Clusters per word (|y| > 2.5)".into(),
-        x_label: "number of clusters".into(),
-        y_label: "share of words".into(),
-        ..PlotOptions::default()
-    };
-    report::bar_chart(path, &labels, &shares, &opts)?;
-    Ok(())
-}
-
 /// ICA word groups of an embedding (paper section 5.3) and their preference (Table 3).
 pub struct IcaGroups {
     /// PCA dimension d.
@@ -371,139 +236,6 @@ pub struct WordGroup {
     /// Share of its members that are `##` continuation pieces (the paper's Table 3 has a
     /// `##s ##ed ##ly ##ing ##ism` group).
     pub continuation_share: f64,
-}
-
-/// One set of word groups scored on several runs: each group's mean score and rank 1..G on
-/// every run, and the rank correlation of the groups' means between runs (the paper lists the
-/// groups' ELMo and GPT preferences side by side).
-#[derive(Debug, Clone, Serialize)]
-pub struct GroupsByRun {
-    /// The runs, in column order.
-    pub runs: Vec<String>,
-    /// `means[g][r]`: group g's mean score on run r (over its scored members).
-    pub means: Vec<Vec<Option<f64>>>,
-    /// `ranks[g][r]`: its rank among the groups on run r, 1 the most primary.
-    pub ranks: Vec<Vec<Option<usize>>>,
-    /// Spearman correlation of the group means for every pair of runs (a, b, ρ, groups).
-    pub agreement: Vec<(String, String, f64, usize)>,
-}
-
-/// Scores the groups on every run of `runs` (over the analysed `tokens`).
-pub fn groups_by_run(
-    groups: &[WordGroup],
-    runs: &[&crate::analysis::RunScores],
-    tokens: &[u32],
-) -> Result<GroupsByRun> {
-    let named: Vec<(String, Vec<u32>)> = groups
-        .iter()
-        .map(|g| (format!("IC{}", g.component), g.members.clone()))
-        .collect();
-    let no_intervals = Bootstrap {
-        resamples: 0,
-        ..Bootstrap::default()
-    };
-    let mut per_run = Vec::new();
-    for r in runs {
-        let stats = prefscore::group_summary(&r.scores.values, &named, tokens, &no_intervals)?;
-        per_run.push(stats.iter().map(|g| g.mean).collect::<Vec<_>>());
-    }
-    let ranks_per_run: Vec<Vec<Option<usize>>> =
-        per_run.iter().map(|m| ranks_descending(m)).collect();
-    let g = groups.len();
-    let means = (0..g)
-        .map(|k| per_run.iter().map(|m| m[k]).collect())
-        .collect();
-    let ranks = (0..g)
-        .map(|k| ranks_per_run.iter().map(|r| r[k]).collect())
-        .collect();
-    let mut agreement = Vec::new();
-    for a in 0..runs.len() {
-        for b in a + 1..runs.len() {
-            let (x, y): (Vec<f64>, Vec<f64>) = per_run[a]
-                .iter()
-                .zip(&per_run[b])
-                .filter_map(|(x, y)| Some(((*x)?, (*y)?)))
-                .unzip();
-            if x.len() >= 3 {
-                let rho = prefscore::spearman(&x, &y)?;
-                agreement.push((runs[a].label.clone(), runs[b].label.clone(), rho, x.len()));
-            }
-        }
-    }
-    Ok(GroupsByRun {
-        runs: runs.iter().map(|r| r.label.clone()).collect(),
-        means,
-        ranks,
-        agreement,
-    })
-}
-
-/// Table 3 across runs (each group's mean and rank per run) and the runs' rank agreement.
-pub fn groups_by_run_tables(
-    groups: &[WordGroup],
-    by: &GroupsByRun,
-) -> (report::Table, report::Table) {
-    let mut cols = vec![
-        "component".to_string(),
-        "typical words".into(),
-        "## share".into(),
-    ];
-    for r in &by.runs {
-        cols.push(format!("{r} mean"));
-        cols.push(format!("{r} rank"));
-    }
-    let mut t = report::Table::new(cols)
-        .with_title("Table 3 across runs: each word group's mean score and rank on every run")
-        .with_note("groups from one run's embedding; rank among the groups by mean score on that run, 1 the most primary; (##): mostly continuation pieces")
-        .with_precision(3);
-    for (k, g) in groups.iter().enumerate() {
-        let mark = if g.continuation_share > 0.5 {
-            " (##)"
-        } else {
-            ""
-        };
-        let mut row = vec![
-            report::Cell::from(g.component),
-            report::Cell::from(format!("{}{mark}", g.typical.join(" "))),
-            report::Cell::from(g.continuation_share),
-        ];
-        for r in 0..by.runs.len() {
-            row.push(report::Cell::from(by.means[k][r]));
-            row.push(report::Cell::from(by.ranks[k][r]));
-        }
-        t.push_row(row);
-    }
-    let mut a = report::Table::new(
-        ["run a", "run b", "Spearman of group means", "groups"]
-            .map(String::from)
-            .to_vec(),
-    )
-    .with_title("Agreement of the word groups' preference between runs")
-    .with_precision(3);
-    for (x, y, rho, n) in &by.agreement {
-        a.push_row(vec![
-            x.as_str().into(),
-            y.as_str().into(),
-            (*rho).into(),
-            (*n).into(),
-        ]);
-    }
-    (t, a)
-}
-
-/// The rank 1..G of each value, 1 the largest (`None` values last, unranked).
-pub fn ranks_descending(values: &[Option<f64>]) -> Vec<Option<usize>> {
-    let mut order: Vec<usize> = (0..values.len()).filter(|&i| values[i].is_some()).collect();
-    order.sort_by(|&a, &b| {
-        values[b]
-            .unwrap_or(0.0)
-            .total_cmp(&values[a].unwrap_or(0.0))
-    });
-    let mut out = vec![None; values.len()];
-    for (r, i) in order.into_iter().enumerate() {
-        out[i] = Some(r + 1);
-    }
-    out
 }
 
 /// What the word groups are computed from.
@@ -724,12 +456,6 @@ fn table3(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranks_put_the_largest_first_and_leave_missing_values_out() {
-        let r = ranks_descending(&[Some(0.1), None, Some(0.5), Some(-0.2)]);
-        assert_eq!(r, [Some(2), None, Some(1), Some(3)]);
-    }
 
     #[test]
     fn corpus_positions_weigh_words_by_frequency_as_the_weighted_vocabulary_does() {
