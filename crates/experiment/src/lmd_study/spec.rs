@@ -59,7 +59,7 @@ pub struct LmdStudySpec {
     /// reference takes train and test from the dataset's own splits).
     #[serde(default)]
     pub test_corpus: Option<PathBuf>,
-    /// Analyse only: every shard must already be extracted (by [`extract_lmd_shard`], perhaps
+    /// Analyse only: every shard must already be extracted (by [`extract_lmd_shard`](super::extract_lmd_shard), perhaps
     /// on other machines); nothing is embedded, models are read on the CPU for their keys.
     #[serde(default)]
     pub merge_only: bool,
