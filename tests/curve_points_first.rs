@@ -2,8 +2,9 @@
 //! first, on a stand-in for `reproduce` that writes a phase-1 snapshot every 0.3 s, stops with
 //! exit 75 on SIGTERM (as `reproduce` does after its checkpoint) and records each call.
 
+mod common;
+
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -40,9 +41,7 @@ struct Fake {
 
 fn fake() -> Fake {
     let tmp = tempfile::tempdir().unwrap();
-    let bin = tmp.path().join("reproduce");
-    fs::write(&bin, FAKE_REPRODUCE).unwrap();
-    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = common::stand_in(tmp.path(), "reproduce", FAKE_REPRODUCE);
     let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
     Fake {
         _tmp: tmp,

@@ -1,8 +1,9 @@
 //! Process-level: `scripts/study_chain.sh`, the background chain of the `cpu` protocol's runs,
 //! on a stand-in for `reproduce` that records each call and fails on a run it is told to.
 
+mod common;
+
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -22,9 +23,7 @@ struct Chain {
 
 fn chain() -> Chain {
     let tmp = tempfile::tempdir().unwrap();
-    let bin = tmp.path().join("reproduce");
-    fs::write(&bin, FAKE_REPRODUCE).unwrap();
-    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = common::stand_in(tmp.path(), "reproduce", FAKE_REPRODUCE);
     let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
     Chain {
         _tmp: tmp,

@@ -118,3 +118,13 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A stand-in for a binary the scripts call: the bash script `text` written to `dir/name`,
+/// executable. Returns its path.
+pub fn stand_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join(name);
+    std::fs::write(&bin, text).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    bin
+}
