@@ -6,9 +6,11 @@ mod common;
 
 use std::fs;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+use common::ScriptRig;
 
 /// Records its arguments in `$CALLS`. A `--curve-so-far` call exits `$CURVE_RC` (0 by default);
 /// any other call writes the run's three snapshots (`$6` is the study folder, `$8` the run),
@@ -32,73 +34,41 @@ done
 [ -z "$stop" ] || { sleep 0.2; sleep 0.2; exit 75; }
 "#;
 
-struct Fake {
-    _tmp: tempfile::TempDir,
-    calls: PathBuf,
-    bin: PathBuf,
-    out: PathBuf,
-}
-
-fn fake() -> Fake {
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = common::stand_in(tmp.path(), "reproduce", FAKE_REPRODUCE);
-    let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
-    Fake {
-        _tmp: tmp,
-        calls,
-        bin,
-        out,
-    }
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/curve_points_first.sh")
+fn fake() -> ScriptRig {
+    ScriptRig::new(FAKE_REPRODUCE)
 }
 
 fn snapshots(out: &Path, run: &str) -> usize {
     fs::read_dir(out.join(run).join("phase1/snapshots")).map_or(0, |d| d.count())
 }
 
-impl Fake {
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
-        let out = Command::new("bash")
-            .arg(script())
-            .args(args)
-            .env("BIN", &self.bin)
-            .env("OUT", &self.out)
-            .env("CALLS", &self.calls)
-            .env("POLL", "0.05")
-            .envs(env.iter().copied())
-            .output()
-            .unwrap();
-        let calls = fs::read_to_string(&self.calls).unwrap_or_default();
-        (out, calls.lines().map(|l| l.to_string()).collect())
-    }
+/// The script on the stand-in, polling every 0.05 s, with `env` added.
+fn run(f: &ScriptRig, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
+    let mut all = vec![("POLL", "0.05")];
+    all.extend_from_slice(env);
+    f.run("curve_points_first.sh", args, &all)
+}
 
-    fn call(&self, run: &str, extra: &str) -> String {
-        let base = format!(
-            "--protocol cpu --device cpu --out {} --only {run} --quiet",
-            self.out.display()
-        );
-        match extra {
-            "" => base,
-            e => format!("{base} {e}"),
-        }
+/// The call for `run`, with `extra` arguments after the drivers' own.
+fn call(f: &ScriptRig, run: &str, extra: &str) -> String {
+    match extra {
+        "" => f.call(run),
+        e => format!("{} {e}", f.call(run)),
     }
 }
 
 #[test]
 fn phase_one_stops_at_the_kth_snapshot_then_its_heads_then_the_rest() {
     let f = fake();
-    let (out, calls) = f.run(&["bert-s0", "2"], &[]);
+    let (out, calls) = run(&f, &["bert-s0", "2"], &[]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         calls,
         vec![
-            f.call("bert-s0", ""),
+            call(&f, "bert-s0", ""),
             "stopped".to_string(),
-            f.call("bert-s0", "--curve-so-far"),
-            f.call("bert-s0", ""),
+            call(&f, "bert-s0", "--curve-so-far"),
+            call(&f, "bert-s0", ""),
         ]
     );
     assert_eq!(
@@ -121,28 +91,31 @@ fn a_restart_with_its_snapshots_written_goes_straight_to_their_heads() {
     for i in 1..=3 {
         fs::write(snaps.join(format!("step-{i:07}.safetensors")), b"").unwrap();
     }
-    let (out, calls) = f.run(&["gpt-s1", "3"], &[]);
+    let (out, calls) = run(&f, &["gpt-s1", "3"], &[]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         calls,
-        vec![f.call("gpt-s1", "--curve-so-far"), f.call("gpt-s1", "")]
+        vec![call(&f, "gpt-s1", "--curve-so-far"), call(&f, "gpt-s1", "")]
     );
 }
 
 #[test]
 fn a_failure_stops_the_script_with_its_exit_code() {
     let f = fake();
-    let (early, calls) = f.run(&["elmo-s0", "1"], &[("FAIL_EARLY", "1")]);
+    let (early, calls) = run(&f, &["elmo-s0", "1"], &[("FAIL_EARLY", "1")]);
     assert_eq!(early.status.code(), Some(1), "{early:?}");
     assert_eq!(
         calls,
-        vec![f.call("elmo-s0", "")],
+        vec![call(&f, "elmo-s0", "")],
         "no heads without the snapshot"
     );
     let g = fake();
-    let (curve, calls) = g.run(&["elmo-s0", "1"], &[("CURVE_RC", "75")]);
+    let (curve, calls) = run(&g, &["elmo-s0", "1"], &[("CURVE_RC", "75")]);
     assert_eq!(curve.status.code(), Some(75), "{curve:?}");
-    assert_eq!(calls.last().unwrap(), &g.call("elmo-s0", "--curve-so-far"));
+    assert_eq!(
+        calls.last().unwrap(),
+        &call(&g, "elmo-s0", "--curve-so-far")
+    );
     assert_eq!(
         calls.len(),
         3,
@@ -153,16 +126,14 @@ fn a_failure_stops_the_script_with_its_exit_code() {
 #[test]
 fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
     let f = fake();
-    let no_bin = Command::new("bash")
-        .arg(script())
-        .args(["a-s0", "1"])
+    let no_bin = f
+        .command("curve_points_first.sh", &["a-s0", "1"])
         .env_remove("BIN")
-        .env("OUT", &f.out)
         .output()
         .unwrap();
     assert!(!no_bin.status.success());
     assert!(String::from_utf8_lossy(&no_bin.stderr).contains("BIN: the reproduce binary"));
-    let (no_k, calls) = f.run(&["a-s0"], &[]);
+    let (no_k, calls) = run(&f, &["a-s0"], &[]);
     assert_eq!(no_k.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&no_k.stderr).contains("usage:"));
     assert!(calls.is_empty());
@@ -171,12 +142,8 @@ fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
 #[test]
 fn a_stop_of_the_group_reaches_the_binary_once_and_trains_no_heads() {
     let f = fake();
-    let mut child = Command::new("bash")
-        .arg(script())
-        .args(["bert-s1", "3"])
-        .env("BIN", &f.bin)
-        .env("OUT", &f.out)
-        .env("CALLS", &f.calls)
+    let mut child = f
+        .command("curve_points_first.sh", &["bert-s1", "3"])
         .env("POLL", "0.05")
         .process_group(0)
         .spawn()
@@ -196,6 +163,6 @@ fn a_stop_of_the_group_reaches_the_binary_once_and_trains_no_heads() {
     assert_eq!(status.code(), Some(75), "the binary's exit code");
     let calls = fs::read_to_string(&f.calls).unwrap();
     let calls: Vec<&str> = calls.lines().collect();
-    assert_eq!(calls, vec![f.call("bert-s1", "").as_str(), "stopped"]);
+    assert_eq!(calls, vec![call(&f, "bert-s1", "").as_str(), "stopped"]);
     assert!(snapshots(&f.out, "bert-s1") < 3);
 }

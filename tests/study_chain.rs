@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::fs;
-use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
+
+use common::ScriptRig;
 
 /// Records its arguments (one call a line) in `$CALLS` and exits 75 (a stopped run) when its
 /// `--only` value is `$FAIL_ON`.
@@ -14,53 +14,15 @@ echo "$*" >> "$CALLS"
 [ "$8" != "${FAIL_ON:-}" ] || exit 75
 "#;
 
-struct Chain {
-    _tmp: tempfile::TempDir,
-    calls: PathBuf,
-    bin: PathBuf,
-    out: PathBuf,
-}
-
-fn chain() -> Chain {
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = common::stand_in(tmp.path(), "reproduce", FAKE_REPRODUCE);
-    let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
-    Chain {
-        _tmp: tmp,
-        calls,
-        bin,
-        out,
-    }
-}
-
-impl Chain {
-    fn run(&self, runs: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/study_chain.sh");
-        let out = Command::new("bash")
-            .arg(script)
-            .args(runs)
-            .env("BIN", &self.bin)
-            .env("OUT", &self.out)
-            .env("CALLS", &self.calls)
-            .envs(env.iter().copied())
-            .output()
-            .unwrap();
-        let calls = fs::read_to_string(&self.calls).unwrap_or_default();
-        (out, calls.lines().map(|l| l.to_string()).collect())
-    }
-
-    fn call(&self, only: &str) -> String {
-        format!(
-            "--protocol cpu --device cpu --out {} --only {only} --quiet",
-            self.out.display()
-        )
-    }
+/// The chain on the stand-in, with `env` added.
+fn chain_run(c: &ScriptRig, runs: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
+    c.run("study_chain.sh", runs, env)
 }
 
 #[test]
 fn the_chain_trains_each_run_in_order_then_makes_the_tables() {
-    let c = chain();
-    let (out, calls) = c.run(&["a-s0", "b-s1"], &[("TABLES", "a-s0,b-s1,c-s0")]);
+    let c = ScriptRig::new(FAKE_REPRODUCE);
+    let (out, calls) = chain_run(&c, &["a-s0", "b-s1"], &[("TABLES", "a-s0,b-s1,c-s0")]);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(
         calls,
@@ -73,8 +35,9 @@ fn the_chain_trains_each_run_in_order_then_makes_the_tables() {
 
 #[test]
 fn the_chain_stops_at_the_first_failed_run_without_tables() {
-    let c = chain();
-    let (out, calls) = c.run(
+    let c = ScriptRig::new(FAKE_REPRODUCE);
+    let (out, calls) = chain_run(
+        &c,
         &["a-s0", "b-s1", "c-s0"],
         &[("TABLES", "a-s0,b-s1,c-s0"), ("FAIL_ON", "b-s1")],
     );
@@ -85,18 +48,15 @@ fn the_chain_stops_at_the_first_failed_run_without_tables() {
 
 #[test]
 fn the_chain_without_its_binary_or_runs_says_what_is_missing() {
-    let c = chain();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/study_chain.sh");
-    let no_bin = Command::new("bash")
-        .arg(&script)
-        .arg("a-s0")
+    let c = ScriptRig::new(FAKE_REPRODUCE);
+    let no_bin = c
+        .command("study_chain.sh", &["a-s0"])
         .env_remove("BIN")
-        .env("OUT", &c.out)
         .output()
         .unwrap();
     assert!(!no_bin.status.success());
     assert!(String::from_utf8_lossy(&no_bin.stderr).contains("BIN: the reproduce binary"));
-    let (no_runs, calls) = c.run(&[], &[]);
+    let (no_runs, calls) = chain_run(&c, &[], &[]);
     assert_eq!(no_runs.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&no_runs.stderr).contains("usage:"));
     assert!(calls.is_empty());

@@ -119,12 +119,80 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A stand-in for a binary the scripts call: the bash script `text` written to `dir/name`,
-/// executable. Returns its path.
-pub fn stand_in(dir: &Path, name: &str, text: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let bin = dir.join(name);
-    std::fs::write(&bin, text).unwrap();
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
+/// A temporary folder holding a stand-in `reproduce` (a bash script that logs its calls to
+/// `$CALLS`), that log and a study folder: what the tests of the shell drivers in `scripts/`
+/// run against.
+pub struct ScriptRig {
+    _tmp: tempfile::TempDir,
+    /// The call log (`$CALLS`).
+    pub calls: PathBuf,
+    /// The stand-in binary (`$BIN`).
+    pub bin: PathBuf,
+    /// The study folder (`$OUT`).
+    pub out: PathBuf,
+}
+
+impl ScriptRig {
+    /// A rig whose `reproduce` is the bash script `fake`.
+    pub fn new(fake: &str) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("reproduce");
+        std::fs::write(&bin, fake).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let (calls, out) = (tmp.path().join("calls"), tmp.path().join("study"));
+        Self {
+            _tmp: tmp,
+            calls,
+            bin,
+            out,
+        }
+    }
+
+    /// `scripts/<name>` of the checkout.
+    pub fn script(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join(name)
+    }
+
+    /// A `bash scripts/<name> args...` command with the rig's `BIN`, `OUT` and `CALLS`.
+    pub fn command(&self, name: &str, args: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("bash");
+        c.arg(Self::script(name))
+            .args(args)
+            .env("BIN", &self.bin)
+            .env("OUT", &self.out)
+            .env("CALLS", &self.calls);
+        c
+    }
+
+    /// Runs `scripts/<name>` to its end with `env` added; its output and the calls logged.
+    pub fn run(
+        &self,
+        name: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (std::process::Output, Vec<String>) {
+        let out = self
+            .command(name, args)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        (out, self.logged())
+    }
+
+    /// The calls logged so far, one a line.
+    pub fn logged(&self) -> Vec<String> {
+        let calls = std::fs::read_to_string(&self.calls).unwrap_or_default();
+        calls.lines().map(|l| l.to_string()).collect()
+    }
+
+    /// The arguments the drivers pass to `reproduce` for the runs `only`.
+    pub fn call(&self, only: &str) -> String {
+        format!(
+            "--protocol cpu --device cpu --out {} --only {only} --quiet",
+            self.out.display()
+        )
+    }
 }
