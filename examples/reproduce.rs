@@ -16,8 +16,10 @@
 //! and makes the whole study's tables once every run has finished (naming those that have
 //! not); `--status` trains nothing and says where each run stands (beside the processes
 //! training them); `--curve-so-far` trains the heads of the phase-1 snapshots written so far
-//! (beside those processes) and draws the agreement curve over them. The last line printed is the study's JSON summary (with `--status`, the
-//! runs' status).
+//! (beside those processes) and draws the agreement curve over them; `--stop-at-snapshot K`
+//! stops each run at its K-th phase-1 snapshot (exit 75), so that those heads can come first
+//! (scripts/curve_points_first.sh). The last line printed is the study's JSON summary (with
+//! `--status`, the runs' status).
 //!
 //! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
 //! `--only` sets may share one `--out` (the study's `data/` is created once; each run folder has
@@ -90,6 +92,12 @@ struct Args {
           value_parser = parse_points,
           conflicts_with_all = ["tables_only", "status", "no_emergence"])]
     curve_so_far: Option<CurvePoints>,
+    /// Stop each run (of --only, else all) once its phase 1 holds its K-th snapshot (1 = the
+    /// first), its checkpoint at that update, and exit with code 75 (a requested stop) before
+    /// training anything further; `--curve-so-far` can then train those snapshots' heads, and
+    /// the same command without this option goes on with the rest. Finished runs are reused.
+    #[arg(long, value_name = "K", conflicts_with_all = ["tables_only", "status", "curve_so_far"])]
+    stop_at_snapshot: Option<usize>,
     /// No progress bars or tables on stdout (the JSON line still comes).
     #[arg(long)]
     quiet: bool,
@@ -141,6 +149,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         need_model: false,
         // Without the agreement curve its snapshot heads are not trained either.
         snapshot_heads: !args.no_emergence,
+        stop_at_snapshot: args.stop_at_snapshot,
         ..RunOptions::default()
     };
     if args.status {

@@ -1,6 +1,7 @@
 //! Process-level: `scripts/curve_points_first.sh`, one run with its agreement-curve points
 //! first, on a stand-in for `reproduce` that writes a phase-1 snapshot every 0.3 s, stops with
-//! exit 75 on SIGTERM (as `reproduce` does after its checkpoint) and records each call.
+//! exit 75 at the snapshot `--stop-at-snapshot` names or on SIGTERM (as `reproduce` does after
+//! its checkpoint) and records each call.
 
 mod common;
 
@@ -14,24 +15,27 @@ use common::ScriptRig;
 
 /// Records its arguments in `$CALLS`. A `--curve-so-far` call exits `$CURVE_RC` (0 by default);
 /// any other call writes the run's three snapshots (`$6` is the study folder, `$8` the run),
-/// one every 0.3 s, unless `$FAIL_EARLY` (exit 1 at once). On SIGTERM it writes `stopped` and
-/// exits 75 after 0.4 s (its checkpoint), so that a second TERM in that time writes a second
-/// `stopped`.
+/// one every 0.3 s, unless `$FAIL_EARLY` (exit 1 at once), and with `--stop-at-snapshot K`
+/// (`${11}`) exits 75 once the K-th is written. On SIGTERM it writes `stopped` and exits 75
+/// after 0.4 s (its checkpoint), so that a second TERM in that time writes a second `stopped`.
 const FAKE_REPRODUCE: &str = r#"#!/usr/bin/env bash
 echo "$*" >> "$CALLS"
 case "$*" in *--curve-so-far*) exit "${CURVE_RC:-0}" ;; esac
 [ -z "${FAIL_EARLY:-}" ] || exit 1
 snaps="$6/$8/phase1/snapshots"
+last=3
+[ "${10:-}" != --stop-at-snapshot ] || last=${11}
 mkdir -p "$snaps"
 stop=
 trap 'echo stopped >> "$CALLS"; stop=1' TERM
-for i in 1 2 3; do
+for i in $(seq 1 "$last"); do
   f=$(printf '%s/step-%07d.safetensors' "$snaps" "$i")
   [ -f "$f" ] || sleep 0.3
   [ -z "$stop" ] || break
   touch "$f"
 done
 [ -z "$stop" ] || { sleep 0.2; sleep 0.2; exit 75; }
+[ "$last" -eq 3 ] || exit 75
 "#;
 
 fn fake() -> ScriptRig {
@@ -42,11 +46,9 @@ fn snapshots(out: &Path, run: &str) -> usize {
     fs::read_dir(out.join(run).join("phase1/snapshots")).map_or(0, |d| d.count())
 }
 
-/// The script on the stand-in, polling every 0.05 s, with `env` added.
+/// The script on the stand-in, with `env` added.
 fn run(f: &ScriptRig, args: &[&str], env: &[(&str, &str)]) -> (Output, Vec<String>) {
-    let mut all = vec![("POLL", "0.05")];
-    all.extend_from_slice(env);
-    f.run("curve_points_first.sh", args, &all)
+    f.run("curve_points_first.sh", args, env)
 }
 
 /// The call for `run`, with `extra` arguments after the drivers' own.
@@ -65,8 +67,7 @@ fn phase_one_stops_at_the_kth_snapshot_then_its_heads_then_the_rest() {
     assert_eq!(
         calls,
         vec![
-            call(&f, "bert-s0", ""),
-            "stopped".to_string(),
+            call(&f, "bert-s0", "--stop-at-snapshot 2"),
             call(&f, "bert-s0", "--curve-so-far"),
             call(&f, "bert-s0", ""),
         ]
@@ -81,6 +82,7 @@ fn phase_one_stops_at_the_kth_snapshot_then_its_heads_then_the_rest() {
         log.contains("phase 1 stopped at 2 snapshots, exit 75"),
         "{log}"
     );
+    assert!(!f.logged().contains(&"stopped".to_string()), "no signal");
 }
 
 #[test]
@@ -106,7 +108,7 @@ fn a_failure_stops_the_script_with_its_exit_code() {
     assert_eq!(early.status.code(), Some(1), "{early:?}");
     assert_eq!(
         calls,
-        vec![call(&f, "elmo-s0", "")],
+        vec![call(&f, "elmo-s0", "--stop-at-snapshot 1")],
         "no heads without the snapshot"
     );
     let g = fake();
@@ -118,7 +120,7 @@ fn a_failure_stops_the_script_with_its_exit_code() {
     );
     assert_eq!(
         calls.len(),
-        3,
+        2,
         "the rest of the run is not started: {calls:?}"
     );
 }
@@ -144,7 +146,6 @@ fn a_stop_of_the_group_reaches_the_binary_once_and_trains_no_heads() {
     let f = fake();
     let mut child = f
         .command("curve_points_first.sh", &["bert-s1", "3"])
-        .env("POLL", "0.05")
         .process_group(0)
         .spawn()
         .unwrap();
@@ -163,6 +164,7 @@ fn a_stop_of_the_group_reaches_the_binary_once_and_trains_no_heads() {
     assert_eq!(status.code(), Some(75), "the binary's exit code");
     let calls = fs::read_to_string(&f.calls).unwrap();
     let calls: Vec<&str> = calls.lines().collect();
-    assert_eq!(calls, vec![call(&f, "bert-s1", "").as_str(), "stopped"]);
+    let phase1 = call(&f, "bert-s1", "--stop-at-snapshot 3");
+    assert_eq!(calls, vec![phase1.as_str(), "stopped"]);
     assert!(snapshots(&f.out, "bert-s1") < 3);
 }

@@ -470,3 +470,31 @@ fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr_of(&o).contains("gpt-s9"), "{}", stderr_of(&o));
 }
+
+#[test]
+fn stop_at_snapshot_exits_75_naming_the_run_and_a_snapshot_it_lacks_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let stop_at = |k: &str| {
+        Command::new(example_bin("reproduce"))
+            .args(["--protocol", "smoke", "--quiet", "--only", "gpt-s0"])
+            .args(["--stop-at-snapshot", k, "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let o = stop_at("1");
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{err}");
+    assert!(
+        err.contains("phase 1 of gpt-s0 stopped at its snapshot 1 as asked"),
+        "{err}"
+    );
+    let st = run_status("gpt-s0", &dir.path().join("gpt-s0")).unwrap();
+    assert_eq!(st.stage, Stage::Phase1, "{st:?}");
+    assert_eq!(st.writer, None, "{st:?}");
+    // The smoke protocol's runs have one snapshot (at 1/2).
+    let o = stop_at("2");
+    let err = stderr_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 to 1"), "{err}");
+}

@@ -105,6 +105,21 @@ pub enum ExperimentError {
     /// doing something other than training (training stops with [`towers::TowersError::Stopped`]).
     #[error("stopped on request while {0}; run the same command again to continue")]
     Interrupted(String),
+    /// Phase 1 of these runs reached the snapshot that [`crate::RunOptions::stop_at_snapshot`]
+    /// stops at: each has its checkpoint at that update (or further, where it was already
+    /// past it) and nothing after it was trained. Counted as a requested stop
+    /// ([`ExperimentError::is_stopped`]).
+    #[error(
+        "phase 1 of {} stopped at its snapshot {snapshot} as asked, its checkpoint written; \
+         run again without the stop to go on",
+        runs.join(", ")
+    )]
+    StoppedAtSnapshot {
+        /// The runs stopped, in the study's order.
+        runs: Vec<String>,
+        /// The snapshot (1 = the first of the spec's) they stopped at.
+        snapshot: usize,
+    },
     /// A name that is not one of the choices (a protocol, sampler, dtype, ...).
     #[error("unknown {what} {given:?} ({})", choices.join(", "))]
     UnknownChoice {
@@ -240,13 +255,15 @@ impl ExperimentError {
     }
 
     /// Whether this error is a requested stop (training stopped at a step boundary after its
-    /// checkpoint, a scoring pass stopped between batches, or a wait interrupted): the same command started again continues. Command
-    /// lines exit with their own code for it.
+    /// checkpoint, a scoring pass stopped between batches, a wait interrupted, or phase 1
+    /// stopped at a snapshot as asked): starting again continues. Command lines exit with
+    /// their own code for it.
     pub fn is_stopped(&self) -> bool {
         use towers::TowersError::Stopped;
         matches!(
             self,
             ExperimentError::Interrupted(_)
+                | ExperimentError::StoppedAtSnapshot { .. }
                 | ExperimentError::Towers(Stopped { .. })
                 | ExperimentError::Heads(heads::HeadsError::Towers(Stopped { .. }))
                 | ExperimentError::Heads(heads::HeadsError::Stopped { .. })

@@ -154,11 +154,17 @@ pub struct RunOptions {
     /// slow run killed without warning (a full-BiLSTM phase 1 checkpoints every 500 updates,
     /// 10–25 minutes on a 2-core CPU) loses at most that much; it changes no number.
     pub checkpoint_secs: Option<f64>,
+    /// Stop each run once its phase 1 holds its k-th snapshot (1 = the spec's first), with
+    /// its checkpoint at that update, before training anything further (phase 1 or heads), so
+    /// that the snapshots' heads ([`crate::curve_so_far`]) can come before the rest of the
+    /// run. The stopped runs end the call with [`crate::ExperimentError::StoppedAtSnapshot`] after
+    /// the others have had their turn; a finished run is reused as always. `None`: no stop.
+    pub stop_at_snapshot: Option<usize>,
 }
 
 impl Default for RunOptions {
     /// CPU, progress bars and messages on stdout, no model for a finished run, snapshot heads
-    /// trained, a checkpoint at least every 5 minutes of training.
+    /// trained, a checkpoint at least every 5 minutes of training, no stop at a snapshot.
     fn default() -> Self {
         Self {
             device: Device::Cpu,
@@ -166,6 +172,7 @@ impl Default for RunOptions {
             need_model: false,
             snapshot_heads: true,
             checkpoint_secs: Some(300.0),
+            stop_at_snapshot: None,
         }
     }
 }

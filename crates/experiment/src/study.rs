@@ -23,6 +23,8 @@ use crate::{ExperimentError, Result};
 /// empty) under `out/<label>/`, then writes the tables and figures over those runs: to `out/`
 /// when they are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study
 /// can be run and read in parts). A label in `only` that is not a run of the study is an error.
+/// With [`RunOptions::stop_at_snapshot`] the runs not finished yet stop at that snapshot of
+/// phase 1 and the call ends with [`ExperimentError::StoppedAtSnapshot`], no tables written.
 pub fn run_study(
     spec: &StudySpec,
     out: &Path,
@@ -88,7 +90,9 @@ pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
 }
 
 /// The run stage: each run of `only` (all when empty) trained, resumed or reused in
-/// `out/<label>/` and scored on its style's scoring set (built once per style in `out/data/`).
+/// `out/<label>/` and scored on its style's scoring set (built once per style in `out/data/`);
+/// runs stopped at a snapshot as asked ([`RunOptions::stop_at_snapshot`]) are named together
+/// once the others have had their turn.
 fn run_stage(
     spec: &StudySpec,
     out: &Path,
@@ -98,6 +102,7 @@ fn run_stage(
 ) -> Result<Vec<ScoredRun>> {
     let mut scored = Vec::new();
     let mut sets: Vec<ScoringSet> = Vec::new();
+    let (mut stopped, mut at) = (Vec::new(), 0);
     for r in &spec.runs {
         let label = r.label();
         if !only.is_empty() && !only.contains(&label) {
@@ -115,9 +120,23 @@ fn run_stage(
             sets.push(set);
         }
         let set = set_of(&sets, r.style)?;
-        scored.push(ws.ensure_run(r, &out.join(&label), set, opts)?);
+        match ws.ensure_run(r, &out.join(&label), set, opts) {
+            Ok(run) => scored.push(run),
+            // Asked to stop there: the next runs still go to their own snapshot.
+            Err(ExperimentError::StoppedAtSnapshot { runs, snapshot }) => {
+                stopped.extend(runs);
+                at = snapshot;
+            }
+            Err(e) => return Err(e),
+        }
     }
-    Ok(scored)
+    match stopped.is_empty() {
+        true => Ok(scored),
+        false => Err(ExperimentError::StoppedAtSnapshot {
+            runs: stopped,
+            snapshot: at,
+        }),
+    }
 }
 
 fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {

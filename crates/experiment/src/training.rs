@@ -16,7 +16,7 @@ use crate::error::{io_at, save_atomic, write_json_atomic};
 use crate::record::{HeadQuality, RunOptions, Snapshot};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
-use crate::Result;
+use crate::{ExperimentError, Result};
 
 /// Seed of the validation batches: a constant, so every run validates on the same batches.
 const VALID_SEED: u64 = 0x0076_616c_6964;
@@ -78,6 +78,28 @@ fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     )
 }
 
+/// The snapshot `k` of [`RunOptions::stop_at_snapshot`] checked against the run's snapshots:
+/// 1 to their number.
+fn stop_at_snapshot(spec: &RunSpec, k: Option<usize>) -> Result<Option<usize>> {
+    let n = spec.phase1.snapshots.len();
+    match k {
+        Some(k) if k == 0 || k > n => Err(ExperimentError::bad_setting(
+            "stop at snapshot",
+            k,
+            format!("{} has {n} phase-1 snapshots: 1 to {n}", spec.label()),
+        )),
+        k => Ok(k),
+    }
+}
+
+/// The stop of run `spec` at its snapshot `k`, as asked.
+fn stopped_at(spec: &RunSpec, k: usize) -> ExperimentError {
+    ExperimentError::StoppedAtSnapshot {
+        runs: vec![spec.label()],
+        snapshot: k,
+    }
+}
+
 /// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
 /// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
 /// snapshots from elsewhere too, and those not yet in the record must show that they belong to
@@ -91,6 +113,7 @@ pub(crate) fn phase1(
     opts: &RunOptions,
 ) -> Result<(TwoTowerLm, TrainSummary, Vec<Snapshot>)> {
     let p = &spec.phase1;
+    let stop_at = stop_at_snapshot(spec, opts.stop_at_snapshot)?;
     let cfg = spec.model_config(data.padded_vocab())?;
     let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
         .with_compute_dtype(compute_dtype(&opts.device));
@@ -127,6 +150,10 @@ pub(crate) fn phase1(
             .cloned()
             .collect();
         crate::brought_snapshots::check_brought(&out, &brought)?;
+        if let Some(k) = stop_at {
+            // Finished and brought: it is past its k-th snapshot, with nothing to train there.
+            return Err(stopped_at(spec, k));
+        }
         opts.progress.say(|| {
             format!(
                 "{}: phase 1 finished elsewhere ({} updates, validation loss {:.4}); its final \
@@ -147,12 +174,15 @@ pub(crate) fn phase1(
     crate::machine::note_stretch(&out, &machine, trainer.state().step)?;
     trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
-    for &f in &p.snapshots {
+    for (i, &f) in p.snapshots.iter().enumerate() {
         let snap = snapshot(f);
         let (step, path) = (snap.step, &snap.path);
         if !path.is_file() {
             if trainer.state().step > step {
                 // A continued run passed this point under its shorter budget: no snapshot.
+                if stop_at == Some(i + 1) {
+                    return Err(stopped_at(spec, i + 1));
+                }
                 continue;
             }
             if trainer.state().step < step {
@@ -164,6 +194,9 @@ pub(crate) fn phase1(
             save_atomic(path, |tmp| Ok(model.params().save(tmp)?))?;
         }
         snapshots.push(snap);
+        if stop_at == Some(i + 1) {
+            return Err(stopped_at(spec, i + 1));
+        }
     }
     let summary = trainer.train(&mut src, valid)?;
     opts.progress.say(|| {
