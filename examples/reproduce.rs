@@ -87,8 +87,10 @@ struct Args {
     /// `<out>/curve-so-far-<runs>/`. The heads go into the runs' own cache, so the finished
     /// runs read them back instead of training them again.
     /// `--curve-so-far scored` trains nothing: the curve over the snapshots whose heads are
-    /// scored already (a look while other processes train them).
-    #[arg(long, value_name = "train|scored", num_args = 0..=1, default_missing_value = "train",
+    /// scored already (a look while other processes train them). `--curve-so-far 2,3` trains
+    /// only the heads of those snapshots (1 = the first), taking the others where scored
+    /// already (after a loss, the missing points before those already known).
+    #[arg(long, value_name = "train|scored|K,K...", num_args = 0..=1, default_missing_value = "train",
           value_parser = parse_points,
           conflicts_with_all = ["tables_only", "status", "no_emergence"])]
     curve_so_far: Option<CurvePoints>,
@@ -199,12 +201,21 @@ fn status(
     Ok(())
 }
 
-/// `--curve-so-far`'s value: `train` (the default) or `scored`.
+/// `--curve-so-far`'s value: `train` (the default), `scored` or snapshots `K,K...`.
 fn parse_points(s: &str) -> Result<CurvePoints, String> {
     match s {
         "train" => Ok(CurvePoints::Train),
         "scored" => Ok(CurvePoints::Scored),
-        _ => Err(format!("{s:?}: train (the default) or scored")),
+        _ => s
+            .split(',')
+            .map(|k| k.trim().parse::<usize>())
+            .collect::<Result<Vec<_>, _>>()
+            .map(CurvePoints::TrainOnly)
+            .map_err(|_| {
+                format!(
+                    "{s:?}: train (the default), scored, or snapshots such as 2,3 (1 = the first)"
+                )
+            }),
     }
 }
 

@@ -337,6 +337,7 @@ fn the_reproduce_flag_draws_the_curve_of_scored_points_and_refuses_bad_values() 
     assert_eq!(c.emergence.pairs, full.pairs);
     for bad in [
         &["--curve-so-far", "all"][..],
+        &["--curve-so-far", "2,x"],
         &["--curve-so-far", "--no-emergence"],
         &["--curve-so-far", "--status"],
     ] {
@@ -345,7 +346,10 @@ fn the_reproduce_flag_draws_the_curve_of_scored_points_and_refuses_bad_values() 
     }
     let o = run(&["--curve-so-far", "all"]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("train (the default) or scored"), "{err}");
+    assert!(
+        err.contains("train (the default), scored, or snapshots such as 2,3"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -448,4 +452,52 @@ fn heads_whose_spec_changed_while_they_trained_are_removed_not_scored() {
     ] {
         assert!(!folder.join(left).exists(), "{left} was left behind");
     }
+}
+
+#[test]
+fn train_only_trains_the_snapshots_asked_for_and_takes_the_others_where_scored() {
+    let mut spec = smoke();
+    for r in &mut spec.runs {
+        r.phase1.snapshots = vec![0.25, 0.5];
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let only = vec!["gpt-s0".to_string()];
+    let stop = RunOptions {
+        stop_at_snapshot: Some(2),
+        ..quiet()
+    };
+    let stopped = run_study(&spec, tmp.path(), &only, &stop).unwrap_err();
+    assert!(
+        matches!(stopped, ExperimentError::StoppedAtSnapshot { .. }),
+        "{stopped}"
+    );
+    let ask = |points| curve_so_far(&spec, tmp.path(), &only, &quiet(), points);
+    let cache = tmp.path().join("gpt-s0").join("emergence");
+    // A snapshot the run lacks (or none at all) is refused before anything is trained.
+    for bad in [vec![3], vec![0], vec![]] {
+        let err = ask(CurvePoints::TrainOnly(bad.clone())).unwrap_err();
+        assert!(
+            matches!(err, ExperimentError::BadSetting { .. }),
+            "{bad:?}: {err}"
+        );
+        assert!(!cache.exists(), "{bad:?}: trained before the check");
+    }
+    // The second snapshot's heads only: the first is neither trained nor taken.
+    let second = ask(CurvePoints::TrainOnly(vec![2])).unwrap();
+    assert_eq!(second.runs[0].fractions, vec![0.5]);
+    assert_eq!(
+        std::fs::read_dir(&cache).unwrap().count(),
+        1,
+        "one snapshot folder"
+    );
+    // Asked for all, the first is trained now and the second read back from the cache.
+    let both = ask(CurvePoints::Train).unwrap();
+    assert_eq!(both.runs[0].fractions, vec![0.25, 0.5]);
+    assert_eq!(
+        point(&both.emergence, "gpt-s0", 0.5),
+        point(&second.emergence, "gpt-s0", 0.5)
+    );
+    // And the first alone now takes the second too, scored already.
+    let first = ask(CurvePoints::TrainOnly(vec![1])).unwrap();
+    assert_eq!(first.runs[0].fractions, vec![0.25, 0.5]);
 }

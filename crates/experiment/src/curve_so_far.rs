@@ -28,13 +28,45 @@ use crate::workspace::Workspace;
 use crate::{ExperimentError, Result, ScoringSet};
 
 /// Which points the curve so far takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CurvePoints {
     /// Every snapshot written so far, its heads trained here where they are not scored yet.
     Train,
+    /// The heads of these snapshots (1 = the spec's first) trained here where they are written
+    /// and not scored yet; the others taken only where scored already (after a loss, the
+    /// missing points before those already known).
+    TrainOnly(Vec<usize>),
     /// Only the snapshots whose heads are scored already: nothing is trained (a look at the
     /// curve while other processes train the heads).
     Scored,
+}
+
+impl CurvePoints {
+    /// Whether the heads of the snapshot at `fraction` of `spec`'s phase 1 are trained here.
+    fn trains(&self, spec: &RunSpec, fraction: f64) -> bool {
+        match self {
+            CurvePoints::Train => true,
+            CurvePoints::Scored => false,
+            CurvePoints::TrainOnly(ks) => ks
+                .iter()
+                .any(|&k| k >= 1 && spec.phase1.snapshots.get(k - 1) == Some(&fraction)),
+        }
+    }
+
+    /// A [`CurvePoints::TrainOnly`] snapshot that `spec` lacks, as an error.
+    fn check(&self, spec: &RunSpec) -> Result<()> {
+        let n = spec.phase1.snapshots.len();
+        match self {
+            CurvePoints::TrainOnly(ks) if ks.is_empty() || ks.iter().any(|&k| k == 0 || k > n) => {
+                Err(ExperimentError::bad_setting(
+                    "snapshots to train",
+                    format!("{ks:?}"),
+                    format!("{} has {n} phase-1 snapshots: 1 to {n}", spec.label()),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Where one run of the curve stands.
@@ -64,11 +96,13 @@ pub struct CurveSoFar {
 /// The agreement curve of the study `spec` in `out` over the runs of `only` (all the curve's
 /// runs when empty) as far as they have got: the heads of every phase-1 snapshot already written
 /// are trained (or read from the cache; with [`CurvePoints::Scored`] only those scored already
-/// are taken, nothing trained), each finished run adds its end, and the emergence
+/// are taken, nothing trained; with [`CurvePoints::TrainOnly`] only the heads of those
+/// snapshots are trained), each finished run adds its end, and the emergence
 /// tables and figures go to `out/curve-so-far-<label>+<label>.../`. Safe beside the processes
 /// training the runs. A run not started or with no snapshot yet has no point (said in
 /// [`CurveRun::fractions`]). Errors: no run has a point ([`ExperimentError::TooLittleData`]),
-/// the study draws no curve or a label of `only` is not one of the curve's models' runs
+/// the study draws no curve, a label of `only` is not one of the curve's models' runs or a
+/// snapshot of [`CurvePoints::TrainOnly`] is not one of theirs
 /// ([`ExperimentError::BadSetting`]), a run folder holds another spec
 /// ([`ExperimentError::SpecMismatch`]) or was scored on another set
 /// ([`ExperimentError::ScoringSetMismatch`]), and a phase 1 brought from another machine with
@@ -110,6 +144,9 @@ pub fn curve_so_far(
         .filter(|r| only.is_empty() || only.contains(&r.label()))
         .filter(in_curve)
         .collect();
+    for r in &runs {
+        points.check(r)?;
+    }
     let none_so_far = |status: &[CurveRun]| {
         ExperimentError::too_little(
             format!(
@@ -141,14 +178,14 @@ pub fn curve_so_far(
                     None => {
                         // Taking scored points writes nothing: a started run's set is there.
                         sets.push(match points {
-                            CurvePoints::Train => ws.scoring_set(r.style, &spec.scoring)?,
                             CurvePoints::Scored => ws.saved_scoring_set(r.style)?,
+                            _ => ws.scoring_set(r.style, &spec.scoring)?,
                         });
                         sets.len() - 1
                     }
                 };
                 let dir = out.join(r.label());
-                Some(run_curve(r, &dir, &ws, &sets[i], opts, es.kind, points)?)
+                Some(run_curve(r, &dir, &ws, &sets[i], opts, es.kind, &points)?)
             }
             false => None,
         };
@@ -203,7 +240,7 @@ fn run_curve(
     set: &ScoringSet,
     opts: &RunOptions,
     kind: prefscore::ScoreKind,
-    points: CurvePoints,
+    points: &CurvePoints,
 ) -> Result<RunCurve> {
     let record: RunRecord = read_json(&dir.join(RUN_FILE))?;
     require_same(&record.spec, spec, dir)?;
@@ -213,13 +250,13 @@ fn run_curve(
         .check_comparable(&set.id, &here, "this study")?;
     let (label, model) = (spec.label(), spec.model_name());
     let data = ws.data();
-    let train = points == CurvePoints::Train;
+    let train = |f: f64| points.trains(spec, f);
     if finished(&record, dir) {
-        let snaps = record_snapshot_scores(&record, dir, data, set, opts, train)?;
+        let snaps = record_snapshot_scores(&record, dir, data, set, opts, &train)?;
         let run = read_finished(record, dir, snaps)?;
         return finished_curve(&run, kind);
     }
-    let snaps = written_snapshot_scores(&record, dir, data, set, opts, train)?;
+    let snaps = written_snapshot_scores(&record, dir, data, set, opts, &train)?;
     Ok(RunCurve {
         points: snapshot_points(&label, &model, &record.scoring, &snaps, kind)?,
         label,

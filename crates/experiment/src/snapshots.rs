@@ -174,20 +174,21 @@ pub fn snapshot_scores(
     opts: &RunOptions,
 ) -> Result<Vec<SnapshotScores>> {
     match opts.snapshot_heads {
-        true => record_snapshot_scores(record, dir, data, scoring, opts, true),
+        true => record_snapshot_scores(record, dir, data, scoring, opts, &|_| true),
         false => Ok(Vec::new()),
     }
 }
 
-/// The scores of the snapshots in the finished run's record: all of them, their heads trained
-/// where they are not cached yet (`train`), or only those already scored (`!train`).
+/// The scores of the snapshots in the finished run's record: those whose fraction `train`
+/// accepts with their heads trained where they are not cached yet, the others only where
+/// already scored.
 pub(crate) fn record_snapshot_scores(
     record: &RunRecord,
     dir: &Path,
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-    train: bool,
+    train: &dyn Fn(f64) -> bool,
 ) -> Result<Vec<SnapshotScores>> {
     let Some(res) = record.result.as_ref() else {
         return Ok(Vec::new());
@@ -200,8 +201,8 @@ pub(crate) fn record_snapshot_scores(
 /// The scores of the phase-1 snapshots that the run `record` in `dir`, whose phase 1 has not
 /// finished, has written so far (its spec's fractions whose weights are in place), trained and
 /// cached as [`snapshot_scores`] does (whatever `opts.snapshot_heads` says), so that the
-/// finished run reads them back instead of training them again; with `train` false only those
-/// already scored, training nothing.
+/// finished run reads them back instead of training them again; a snapshot whose fraction
+/// `train` does not accept is taken only where already scored, nothing trained for it.
 /// Nothing of phase 1 is touched: the process training it may go on.
 pub fn written_snapshot_scores(
     record: &RunRecord,
@@ -209,7 +210,7 @@ pub fn written_snapshot_scores(
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-    train: bool,
+    train: &dyn Fn(f64) -> bool,
 ) -> Result<Vec<SnapshotScores>> {
     let spec = &record.spec;
     let (per_update, total) = phase1_updates(spec, data)?;
@@ -233,7 +234,8 @@ pub fn written_snapshot_scores(
 }
 
 /// The scores of the snapshots `snaps` of the run `record` in `dir` (`per_update` token
-/// positions an update); without `train`, of those whose heads are all scored already.
+/// positions an update); of a snapshot whose fraction `train` does not accept, only where its
+/// heads are all scored already.
 #[allow(clippy::too_many_arguments)]
 fn scores_of(
     record: &RunRecord,
@@ -243,14 +245,14 @@ fn scores_of(
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-    train: bool,
+    train: &dyn Fn(f64) -> bool,
 ) -> Result<Vec<SnapshotScores>> {
     let spec = &record.spec;
     let seeds = spec.head_seeds();
     let mut out = Vec::new();
     for snap in snaps {
         let folder = snapshot_folder(dir, snap.step);
-        if !train && !seeds.iter().all(|&seed| scored(&folder, seed)) {
+        if !train(snap.fraction) && !seeds.iter().all(|&seed| scored(&folder, seed)) {
             continue;
         }
         let mut s = SnapshotHeads {
