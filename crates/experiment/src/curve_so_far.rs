@@ -55,14 +55,9 @@ impl CurvePoints {
 
     /// A [`CurvePoints::TrainOnly`] snapshot that `spec` lacks, as an error.
     fn check(&self, spec: &RunSpec) -> Result<()> {
-        let n = spec.phase1.snapshots.len();
         match self {
-            CurvePoints::TrainOnly(ks) if ks.is_empty() || ks.iter().any(|&k| k == 0 || k > n) => {
-                Err(ExperimentError::bad_setting(
-                    "snapshots to train",
-                    format!("{ks:?}"),
-                    format!("{} has {n} phase-1 snapshots: 1 to {n}", spec.label()),
-                ))
+            CurvePoints::TrainOnly(ks) => {
+                spec.check_snapshot_numbers("snapshots to train", format!("{ks:?}"), ks)
             }
             _ => Ok(()),
         }

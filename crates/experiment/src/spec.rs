@@ -328,6 +328,25 @@ impl RunSpec {
         Ok(cfg)
     }
 
+    /// `ks` as numbers of this run's phase-1 snapshots (1 = the first): an error naming
+    /// `field` = `value` where one is 0 or beyond their number, or where `ks` is empty.
+    pub(crate) fn check_snapshot_numbers(
+        &self,
+        field: &str,
+        value: impl std::fmt::Display,
+        ks: &[usize],
+    ) -> Result<()> {
+        let n = self.phase1.snapshots.len();
+        match ks.is_empty() || ks.iter().any(|&k| k == 0 || k > n) {
+            true => Err(ExperimentError::bad_setting(
+                field,
+                value,
+                format!("{} has {n} phase-1 snapshots: 1 to {n}", self.label()),
+            )),
+            false => Ok(()),
+        }
+    }
+
     /// Checks the settings before any work starts.
     pub fn validate(&self) -> Result<()> {
         let (p, h) = (&self.phase1, &self.heads);

@@ -78,20 +78,6 @@ fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     )
 }
 
-/// The snapshot `k` of [`RunOptions::stop_at_snapshot`] checked against the run's snapshots:
-/// 1 to their number.
-fn stop_at_snapshot(spec: &RunSpec, k: Option<usize>) -> Result<Option<usize>> {
-    let n = spec.phase1.snapshots.len();
-    match k {
-        Some(k) if k == 0 || k > n => Err(ExperimentError::bad_setting(
-            "stop at snapshot",
-            k,
-            format!("{} has {n} phase-1 snapshots: 1 to {n}", spec.label()),
-        )),
-        k => Ok(k),
-    }
-}
-
 /// The stop of run `spec` at its snapshot `k`, as asked.
 fn stopped_at(spec: &RunSpec, k: usize) -> ExperimentError {
     ExperimentError::StoppedAtSnapshot {
@@ -113,7 +99,10 @@ pub(crate) fn phase1(
     opts: &RunOptions,
 ) -> Result<(TwoTowerLm, TrainSummary, Vec<Snapshot>)> {
     let p = &spec.phase1;
-    let stop_at = stop_at_snapshot(spec, opts.stop_at_snapshot)?;
+    let stop_at = opts.stop_at_snapshot;
+    if let Some(k) = stop_at {
+        spec.check_snapshot_numbers("stop at snapshot", k, &[k])?;
+    }
     let cfg = spec.model_config(data.padded_vocab())?;
     let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
         .with_compute_dtype(compute_dtype(&opts.device));
@@ -177,14 +166,10 @@ pub(crate) fn phase1(
     for (i, &f) in p.snapshots.iter().enumerate() {
         let snap = snapshot(f);
         let (step, path) = (snap.step, &snap.path);
-        if !path.is_file() {
-            if trainer.state().step > step {
-                // A continued run passed this point under its shorter budget: no snapshot.
-                if stop_at == Some(i + 1) {
-                    return Err(stopped_at(spec, i + 1));
-                }
-                continue;
-            }
+        // Not written and passed: a continued run passed it under its shorter budget, so it has
+        // no snapshot there.
+        let (written, passed) = (path.is_file(), trainer.state().step > step);
+        if !written && !passed {
             if trainer.state().step < step {
                 trainer.train_until(&mut src, valid, Some(step))?;
                 trainer.save_checkpoint(src.cursor())?;
@@ -193,7 +178,9 @@ pub(crate) fn phase1(
             std::fs::create_dir_all(parent).map_err(io_at(parent))?;
             save_atomic(path, |tmp| Ok(model.params().save(tmp)?))?;
         }
-        snapshots.push(snap);
+        if written || !passed {
+            snapshots.push(snap);
+        }
         if stop_at == Some(i + 1) {
             return Err(stopped_at(spec, i + 1));
         }
