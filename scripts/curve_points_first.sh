@@ -1,47 +1,71 @@
 #!/usr/bin/env bash
-# Trains one run of the `cpu` protocol with its agreement-curve points first: phase 1 only as far
-# as its K-th snapshot (`--stop-at-snapshot K`: a checkpoint there, exit 75), then the heads of
-# every snapshot written so far (`--curve-so-far`: 1/8 first, each snapshot's heads cached in the
-# run folder as soon as they are scored), then the rest of the run (phase 1 to its end, its heads,
-# its record; the snapshot heads are read back, not trained again). Resumable at every step:
-# stop it with `kill -TERM -- -PGID` (its process group; under setsid, the script's PID) and
-# start it again with the same arguments.
+# Trains one run of the `cpu` protocol with its agreement-curve points first.
+#
+#   K (one number): phase 1 only as far as its K-th snapshot (`--stop-at-snapshot K`: a
+#     checkpoint there, exit 75), then the heads of every snapshot written so far
+#     (`--curve-so-far`: 1/8 first, each snapshot's heads cached in the run folder as soon as
+#     they are scored), then the rest of the run (phase 1 to its end, its heads, its record; the
+#     snapshot heads are read back, not trained again).
+#   K1,K2,... (a list): the points one at a time, in that order: for each Ki, phase 1 as far as
+#     its Ki-th snapshot, then that snapshot's heads alone (`--curve-so-far Ki`); then the heads
+#     of the other snapshots (`--curve-so-far`) and the rest of the run. Each point of the list
+#     is scored before phase 1 goes on to the next, so that a lost machine loses at most one.
+#
+# Resumable at every step: stop it with `kill -TERM -- -PGID` (its process group; under setsid,
+# the script's PID) and start it again with the same arguments (a step already done trains
+# nothing again).
 #
 #   BIN=$HOME/runs/bin/reproduce OUT=$HOME/runs/curves-bert RAYON_NUM_THREADS=1 \
 #     setsid nohup scripts/curve_points_first.sh bert-s0 3 >> $HOME/runs/logs/bert-s0.log 2>&1 &
 #
-# K: the snapshot to stop phase 1 at (the protocols write them at 1/8, 1/4 and 1/2 of phase 1, so
-# 3 stops phase 1 at its half). Why: a run's own order trains its end heads before its snapshot
-# heads, so on a 2-core VM the curve's first points come hours after their weights were written.
-# `reproduce --curve-so-far scored` (another process, any time) draws the curve so far.
-# Tests: tests/curve_points_first.rs.
+# The protocols write the snapshots at 1/8, 1/4 and 1/2 of phase 1, so K = 3 stops phase 1 at its
+# half and 2,3 gives the 1/4 point, then the 1/2 point. Why: a run's own order trains its end
+# heads before its snapshot heads, so on a 2-core VM the curve's first points come hours after
+# their weights were written. `reproduce --curve-so-far scored` (another process, any time) draws
+# the curve so far. Tests: tests/curve_points_first.rs.
 set -u
 : "${BIN:?BIN: the reproduce binary (a build copied out of the checkout)}" "${OUT:?OUT: the study folder}"
-[ $# -eq 2 ] || { echo "usage: BIN=... OUT=... $0 RUN K" >&2; exit 2; }
-run=$1 k=$2
+usage() { echo "usage: BIN=... OUT=... $0 RUN K|K1,K2,..." >&2; exit 2; }
+[ $# -eq 2 ] && [[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage
+run=$1
+IFS=, read -ra ks <<< "$2"
 snaps="$OUT/$run/phase1/snapshots"
 # Sets n to the number of snapshots written.
 count() { n=0; for f in "$snaps"/step-*.safetensors; do [ -e "$f" ] && n=$((n + 1)); done; }
 say() { echo "=== $(date -u +%FT%TZ) $run: $*"; }
 args=(--protocol cpu --device cpu --out "$OUT" --only "$run" --quiet)
-count
-if [ "$n" -lt "$k" ]; then
-  say "phase 1 to its snapshot $k"
-  # A stop of the whole group (kill -TERM -- -PGID) reaches the binary itself, which stops after
-  # its checkpoint: the script notes it, waits for that exit and goes no further.
-  stopping=
-  trap 'stopping=1' TERM INT
-  "$BIN" "${args[@]}" --stop-at-snapshot "$k"
+# A stop of the whole group (kill -TERM -- -PGID) reaches the binary itself, which stops after
+# its checkpoint: the script notes it, waits for that exit and goes no further.
+stopping=
+trap 'stopping=1' TERM INT
+# Phase 1 as far as snapshot $1, unless the run holds it already.
+phase1_to() {
+  count
+  [ "$n" -lt "$1" ] || return 0
+  say "phase 1 to its snapshot $1"
+  "$BIN" "${args[@]}" --stop-at-snapshot "$1"
   rc=$?
-  trap - TERM INT
   count
   say "phase 1 stopped at $n snapshots, exit $rc"
-  [ -z "$stopping" ] && [ "$n" -ge "$k" ] || exit "$rc"
+  [ -z "$stopping" ] && [ "$n" -ge "$1" ] || exit "$rc"
+}
+# One call of the binary with the extra arguments given, its failure (or a stop) the script's.
+step() {
+  "$BIN" "${args[@]}" "$@"
+  rc=$?
+  [ -z "$stopping" ] && [ "$rc" -eq 0 ] || { say "exit $rc"; exit "$rc"; }
+}
+if [ ${#ks[@]} -eq 1 ]; then
+  phase1_to "${ks[0]}"
+else
+  for k in "${ks[@]}"; do
+    phase1_to "$k"
+    say "heads of its snapshot $k"
+    step --curve-so-far "$k"
+  done
 fi
 say "heads of its snapshots"
-"$BIN" "${args[@]}" --curve-so-far || { rc=$?; say "curve so far exit $rc"; exit $rc; }
+step --curve-so-far
 say "the rest of the run"
-"$BIN" "${args[@]}"
-rc=$?
-say "exit $rc"
-exit $rc
+step
+say "exit 0"

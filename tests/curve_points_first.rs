@@ -86,6 +86,38 @@ fn phase_one_stops_at_the_kth_snapshot_then_its_heads_then_the_rest() {
 }
 
 #[test]
+fn a_list_scores_each_point_before_phase_one_goes_on_to_the_next() {
+    let f = fake();
+    let (out, calls) = run(&f, &["elmo-s0", "2,3"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        calls,
+        vec![
+            call(&f, "elmo-s0", "--stop-at-snapshot 2"),
+            call(&f, "elmo-s0", "--curve-so-far 2"),
+            call(&f, "elmo-s0", "--stop-at-snapshot 3"),
+            call(&f, "elmo-s0", "--curve-so-far 3"),
+            call(&f, "elmo-s0", "--curve-so-far"),
+            call(&f, "elmo-s0", ""),
+        ]
+    );
+    assert_eq!(snapshots(&f.out, "elmo-s0"), 3);
+    // Restarted with the first two snapshots written: the 1/4 heads (cached by the binary,
+    // which trains nothing again) and phase 1 on from the second snapshot.
+    let g = fake();
+    let snaps = g.out.join("elmo-s1/phase1/snapshots");
+    fs::create_dir_all(&snaps).unwrap();
+    for i in 1..=2 {
+        fs::write(snaps.join(format!("step-{i:07}.safetensors")), b"").unwrap();
+    }
+    let (out, calls) = run(&g, &["elmo-s1", "2,3"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(calls[0], call(&g, "elmo-s1", "--curve-so-far 2"));
+    assert_eq!(calls[1], call(&g, "elmo-s1", "--stop-at-snapshot 3"));
+    assert_eq!(calls.len(), 5, "{calls:?}");
+}
+
+#[test]
 fn a_restart_with_its_snapshots_written_goes_straight_to_their_heads() {
     let f = fake();
     let snaps = f.out.join("gpt-s1/phase1/snapshots");
@@ -103,6 +135,17 @@ fn a_restart_with_its_snapshots_written_goes_straight_to_their_heads() {
 
 #[test]
 fn a_failure_stops_the_script_with_its_exit_code() {
+    let h = fake();
+    let (point, calls) = run(&h, &["elmo-s0", "1,2"], &[("CURVE_RC", "1")]);
+    assert_eq!(point.status.code(), Some(1), "{point:?}");
+    assert_eq!(
+        calls,
+        vec![
+            call(&h, "elmo-s0", "--stop-at-snapshot 1"),
+            call(&h, "elmo-s0", "--curve-so-far 1"),
+        ],
+        "phase 1 does not go on past a point that failed"
+    );
     let f = fake();
     let (early, calls) = run(&f, &["elmo-s0", "1"], &[("FAIL_EARLY", "1")]);
     assert_eq!(early.status.code(), Some(1), "{early:?}");
@@ -135,10 +178,12 @@ fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
         .unwrap();
     assert!(!no_bin.status.success());
     assert!(String::from_utf8_lossy(&no_bin.stderr).contains("BIN: the reproduce binary"));
-    let (no_k, calls) = run(&f, &["a-s0"], &[]);
-    assert_eq!(no_k.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&no_k.stderr).contains("usage:"));
-    assert!(calls.is_empty());
+    for bad in [&["a-s0"][..], &["a-s0", "0"], &["a-s0", "2,"], &["a-s0", "x"]] {
+        let (no_k, calls) = run(&f, bad, &[]);
+        assert_eq!(no_k.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&no_k.stderr).contains("usage:"));
+        assert!(calls.is_empty(), "{bad:?}: {calls:?}");
+    }
 }
 
 #[test]
