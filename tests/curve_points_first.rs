@@ -178,7 +178,12 @@ fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
         .unwrap();
     assert!(!no_bin.status.success());
     assert!(String::from_utf8_lossy(&no_bin.stderr).contains("BIN: the reproduce binary"));
-    for bad in [&["a-s0"][..], &["a-s0", "0"], &["a-s0", "2,"], &["a-s0", "x"]] {
+    for bad in [
+        &["a-s0"][..],
+        &["a-s0", "0"],
+        &["a-s0", "2,"],
+        &["a-s0", "x"],
+    ] {
         let (no_k, calls) = run(&f, bad, &[]);
         assert_eq!(no_k.status.code(), Some(2), "{bad:?}");
         assert!(String::from_utf8_lossy(&no_k.stderr).contains("usage:"));

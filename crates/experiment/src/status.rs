@@ -11,10 +11,12 @@ use serde::{Deserialize, Serialize};
 use towers::{LoggedUpdate, TrainState, TrainSummary};
 
 use crate::brought_snapshots::late_snapshots;
+use crate::emergence::fraction_name;
 use crate::error::read_json;
 use crate::lock::{LockHolder, WRITER_LOCK};
 use crate::record::{
-    RunRecord, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR,
+    RunRecord, Snapshot, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR, RETEST_HEADS_DIR, RUN_FILE,
+    SNAPSHOT_HEADS_DIR,
 };
 use crate::snapshots::{snapshot_heads_folder, snapshot_scores_file};
 use crate::Result;
@@ -84,14 +86,33 @@ impl TrainingProgress {
     /// rate and tokens per update of the last checkpoint (validations, checkpoints and scoring
     /// come on top); `None` once done, or before a checkpoint gives a rate and a total.
     pub fn minutes_left(&self) -> Option<f64> {
-        let (total, rate) = (self.total_steps?, self.tokens_per_s?);
+        self.minutes_to(self.total_steps?)
+    }
+
+    /// Minutes of update time until update `step`, reckoned as [`TrainingProgress::minutes_left`]
+    /// does (0 once the newest update has passed it); `None` once done, or before a checkpoint
+    /// gives a rate.
+    pub fn minutes_to(&self, step: u64) -> Option<f64> {
+        let rate = self.tokens_per_s?;
         if self.done || self.step == 0 || rate <= 0.0 {
             return None;
         }
         let per_update = self.tokens as f64 / self.step as f64;
-        let left = total.saturating_sub(self.newest_step());
+        let left = step.saturating_sub(self.newest_step());
         Some(left as f64 * per_update / rate / 60.0)
     }
+}
+
+/// The next phase-1 snapshot a run in phase 1 has still to write (where `--stop-at-snapshot`
+/// stops, and the next point of the agreement curve).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NextSnapshot {
+    /// Its fraction of phase 1's updates.
+    pub fraction: f64,
+    /// Its update.
+    pub step: u64,
+    /// Its number among the run's snapshots (1 = the first), as `--stop-at-snapshot` counts.
+    pub number: usize,
 }
 
 /// One run's row of the status table.
@@ -117,6 +138,9 @@ pub struct RunStatus {
     /// The snapshot head training now (or stopped half way), if any.
     #[serde(default)]
     pub snapshot_training: Option<SnapshotTraining>,
+    /// The next snapshot phase 1 has to write, while it is training.
+    #[serde(default)]
+    pub next_snapshot: Option<NextSnapshot>,
     /// Whether the run's spec trains retest heads (head seed + 1).
     #[serde(default)]
     pub retest_heads: bool,
@@ -235,6 +259,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         retest: None,
         snapshot_heads: (0, 0),
         snapshot_training: None,
+        next_snapshot: None,
         retest_heads: false,
         writer: writer(dir),
     };
@@ -269,6 +294,7 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
                 let rate = phase1_tokens_per_s(dir, &sum)?;
                 s.phase1 = Some(finished(sum.steps, sum.tokens, rate));
             }
+            s.next_snapshot = next_snapshot(&phase1, &spec.phase1.snapshots, s.phase1.as_ref());
             s.heads = head_progress(&dir.join(HEADS_DIR))?;
             if spec.retest_heads {
                 s.retest = head_progress(&dir.join(RETEST_HEADS_DIR))?;
@@ -299,6 +325,26 @@ pub fn run_status(label: &str, dir: &Path) -> Result<RunStatus> {
         Stage::Scoring
     };
     Ok(s)
+}
+
+/// The first of phase 1's snapshots (fractions `fractions` of its updates, in the phase-1 folder
+/// `phase1`) that is not written and lies past the newest update, while phase 1 trains with a
+/// known total.
+fn next_snapshot(
+    phase1: &Path,
+    fractions: &[f64],
+    progress: Option<&TrainingProgress>,
+) -> Option<NextSnapshot> {
+    let p = progress.filter(|p| !p.done)?;
+    let total = p.total_steps?;
+    fractions.iter().enumerate().find_map(|(i, &f)| {
+        let snap = Snapshot::at(phase1, f, total);
+        (snap.step > p.newest_step() && !snap.path.is_file()).then_some(NextSnapshot {
+            fraction: f,
+            step: snap.step,
+            number: i + 1,
+        })
+    })
 }
 
 /// Phase 1's tokens per second of update time over every call that trained it, for the run
@@ -455,7 +501,9 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
          training with its updates and the process holding that snapshot (the run's, or one \
-         drawing the curve so far); head trainings left: heads, retest heads and snapshot \
+         drawing the curve so far), or while phase 1 trains its next snapshot (its number, \
+         as --stop-at-snapshot counts, its fraction and update, and the minutes until it at \
+         phase 1's rate so far); head trainings left: heads, retest heads and snapshot \
          heads still to train, the one in progress included (after phase 1 where that is not \
          done); ends in: the training in progress (or stopped half \
          way), its updates left at its rate so far (update time; validations, checkpoints, \
@@ -508,11 +556,25 @@ fn describe_updates(p: &TrainingProgress) -> String {
     s
 }
 
-/// `scored of due`, and the one training with its updates.
+/// `scored of due`, and the one training with its updates, or phase 1's next snapshot with
+/// the minutes until it at phase 1's rate so far.
 fn snapshot_cell(r: &RunStatus) -> String {
     let (scored, due) = r.snapshot_heads;
+    let next = |n: &NextSnapshot| {
+        let eta = r.phase1.as_ref().and_then(|p| p.minutes_to(n.step));
+        format!(
+            "; next: {} ({}) at update {}{}",
+            n.number,
+            fraction_name(n.fraction),
+            n.step,
+            eta.map_or(String::new(), |m| format!(" in {m:.0} min"))
+        )
+    };
     match &r.snapshot_training {
-        None => format!("{scored} of {due}"),
+        None => format!(
+            "{scored} of {due}{}",
+            r.next_snapshot.as_ref().map_or(String::new(), next)
+        ),
         Some(t) => format!(
             "{scored} of {due}; {} seed {}: {}{}",
             t.snapshot,
@@ -658,6 +720,79 @@ mod tests {
             md.contains("ends in (min)") && row.contains(" 0.3 |"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn phase_one_names_its_next_snapshot_and_the_minutes_until_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let phase1 = dir.path().join(PHASE1_DIR);
+        // Checkpoint at 300 of 3,907 updates (2048 tokens each, 240 tokens/s), logged at 420.
+        let p = TrainingProgress {
+            step: 300,
+            total_steps: Some(3907),
+            tokens: 300 * 2048,
+            tokens_per_s: Some(240.0),
+            done: false,
+            logged: Some(LoggedUpdate {
+                step: 420,
+                tokens: 420 * 2048,
+                total_steps: Some(3907),
+            }),
+        };
+        let fractions = [0.125, 0.25, 0.5];
+        let next = |p: &TrainingProgress| next_snapshot(&phase1, &fractions, Some(p));
+        // 1/8 of 3,907 is update 488 (rounded), not written yet.
+        assert_eq!(
+            next(&p),
+            Some(NextSnapshot {
+                fraction: 0.125,
+                step: 488,
+                number: 1
+            })
+        );
+        // Written: the next is 1/4 at 977, the second.
+        let snap = Snapshot::at(&phase1, 0.125, 3907).path;
+        std::fs::create_dir_all(snap.parent().unwrap()).unwrap();
+        std::fs::write(&snap, b"w").unwrap();
+        let n = next(&p).unwrap();
+        assert_eq!((n.number, n.step), (2, 977));
+        // Past the last snapshot, done, or without a total: none.
+        let late = TrainingProgress {
+            logged: None,
+            step: 2000,
+            ..p.clone()
+        };
+        assert_eq!(next(&late), None);
+        let done = TrainingProgress {
+            done: true,
+            ..p.clone()
+        };
+        assert_eq!(next(&done), None);
+        let untold = TrainingProgress {
+            total_steps: None,
+            ..p.clone()
+        };
+        assert_eq!(next(&untold), None);
+        // The table's cell: 557 updates from the newest (420) to 977, at the checkpoint's rate.
+        let mut r = run_status("elmo-s0", dir.path()).unwrap();
+        r.stage = Stage::Phase1;
+        r.snapshot_heads = (2, 6);
+        r.phase1 = Some(p.clone());
+        r.next_snapshot = Some(n);
+        let minutes = 557.0 * 2048.0 / 240.0 / 60.0;
+        assert!((p.minutes_to(977).unwrap() - minutes).abs() < 1e-9);
+        let md = status_table(&[r.clone()]).to_markdown();
+        assert!(
+            md.contains("2 of 6; next: 2 (1/4) at update 977 in 79 min"),
+            "{md}"
+        );
+        // Before a checkpoint gives a rate: the snapshot without the minutes.
+        r.phase1 = Some(TrainingProgress {
+            tokens_per_s: None,
+            ..p
+        });
+        let md = status_table(&[r]).to_markdown();
+        assert!(md.contains("2 of 6; next: 2 (1/4) at update 977 |"), "{md}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod trends;
 mod write;
 
 pub use trends::{class_trends, ClassTrend};
+pub(crate) use write::fraction_name;
 pub use write::write_emergence;
 
 /// What the emergence analysis covers.

@@ -238,7 +238,7 @@ fn heads_panels(e: &Emergence) -> Vec<IntervalPanel> {
 }
 
 /// `1/8`, `1/4`, `1/2`, `1`, or the decimal for other fractions.
-fn fraction_name(f: f64) -> String {
+pub(crate) fn fraction_name(f: f64) -> String {
     match (1..=64).find(|d| ((1.0 / f) - *d as f64).abs() < 1e-9) {
         Some(1) => "1".into(),
         Some(d) => format!("1/{d}"),
