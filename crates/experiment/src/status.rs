@@ -563,7 +563,7 @@ fn snapshot_cell(r: &RunStatus) -> String {
     let next = |n: &NextSnapshot| {
         let eta = r.phase1.as_ref().and_then(|p| p.minutes_to(n.step));
         format!(
-            "; next: {} ({}) at update {}{}",
+            "; next snapshot {} ({}) at update {}{}",
             n.number,
             fraction_name(n.fraction),
             n.step,
@@ -783,7 +783,7 @@ mod tests {
         assert!((p.minutes_to(977).unwrap() - minutes).abs() < 1e-9);
         let md = status_table(&[r.clone()]).to_markdown();
         assert!(
-            md.contains("2 of 6; next: 2 (1/4) at update 977 in 79 min"),
+            md.contains("2 of 6; next snapshot 2 (1/4) at update 977 in 79 min"),
             "{md}"
         );
         // Before a checkpoint gives a rate: the snapshot without the minutes.
@@ -792,7 +792,10 @@ mod tests {
             ..p
         });
         let md = status_table(&[r]).to_markdown();
-        assert!(md.contains("2 of 6; next: 2 (1/4) at update 977 |"), "{md}");
+        assert!(
+            md.contains("2 of 6; next snapshot 2 (1/4) at update 977 |"),
+            "{md}"
+        );
     }
 
     #[test]
