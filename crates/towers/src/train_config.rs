@@ -146,6 +146,27 @@ pub struct TrainState {
     pub optimizer_step: Option<u64>,
 }
 
+impl TrainState {
+    /// The state before the first update of a training under `train` (`total_steps` where the
+    /// budget already says it).
+    pub fn start(train: TrainConfig, total_steps: Option<u64>) -> Self {
+        Self {
+            step: 0,
+            tokens: 0,
+            total_steps,
+            elapsed_s: 0.0,
+            cursor: Value::Null,
+            train,
+            recent_losses: Vec::new(),
+            best_val_loss: None,
+            evals_since_best: 0,
+            stopped_early: false,
+            final_val_loss: None,
+            optimizer_step: None,
+        }
+    }
+}
+
 /// What one update did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepStats {

@@ -11,16 +11,8 @@ fn head_checkpoint(heads_dir: &Path, step: u64, total: u64) {
     let state = TrainState {
         step,
         tokens: step * 2048,
-        total_steps: Some(total),
         elapsed_s: 10.0,
-        cursor: serde_json::Value::Null,
-        train: towers::TrainConfig::default(),
-        recent_losses: Vec::new(),
-        best_val_loss: None,
-        evals_since_best: 0,
-        stopped_early: false,
-        final_val_loss: None,
-        optimizer_step: None,
+        ..TrainState::start(towers::TrainConfig::default(), Some(total))
     };
     std::fs::write(ck.join("state.json"), serde_json::to_vec(&state).unwrap()).unwrap();
 }
