@@ -1,9 +1,10 @@
 //! Fused linear cross-entropy on CPU: the mean NLL of `labels` under logits x·Wᵀ + b, computed
-//! in row chunks so that the [N, V] logits never exist at once, with the gradients for x, W and
-//! b formed in the same pass (softmax − one-hot of each chunk, then two GEMMs). On the paper's
-//! vocabularies the output layer is most of a training step; this replaces the ~dozen
+//! in passes of rows so that the [N, V] logits never exist at once, with the gradients for x, W
+//! and b formed in the same pass (softmax − one-hot of each pass, then two GEMMs; dW summed in
+//! fixed blocks of rows, so the pass size, which follows the threads, changes no bit). On the
+//! paper's vocabularies the output layer is most of a training step; this replaces the ~dozen
 //! full-size passes of the composed matmul/bias/log-softmax/gather graph and its [N, V]
-//! allocations by one chunk buffer, and runs every GEMM through faer on all cores.
+//! allocations by one pass buffer, and runs every GEMM through faer on all cores.
 //! Checked against the composed graph (values and gradients) in `loss.rs`.
 
 use std::sync::Mutex;
@@ -42,11 +43,22 @@ impl LinearNll {
     }
 }
 
-/// Rows per chunk: a ~16 MiB logits buffer, at least 16 rows.
-fn chunk_rows(v: usize, n: usize) -> usize {
+/// Rows per accumulation block of dW: a ~16 MiB logits block, at least 16 rows. It depends on V
+/// and N only (not on the threads or the pass), so the order in which dW sums its rows, and with
+/// it every bit of a training, is the same on every machine.
+fn block_rows(v: usize, n: usize) -> usize {
     ((1usize << 22) / v.max(1)).clamp(16, n.max(16))
 }
 
+/// Rows per pass: whole dW blocks, at least four and enough for 128 rows a thread, within a
+/// ~128 MiB logits buffer where V allows. Each pass packs W once per thread for its logits and
+/// dx products, so a pass of one block (137 rows at V 30,528) spent a fifth of a head step
+/// packing W, and at 32 rows a thread it left all but four of 16 threads idle.
+fn pass_rows(block: usize, v: usize, n: usize, threads: usize) -> usize {
+    let want = (4 * block).max(128 * threads);
+    let cap = ((1usize << 25) / v.max(1)).max(block);
+    (want.min(cap) / block * block).clamp(block, n.max(block))
+}
 /// Borrowed inputs of one pass.
 struct Inputs<'a> {
     x: &'a [f32],
@@ -64,9 +76,17 @@ struct GradBufs {
     db: Vec<f32>,
 }
 
-/// Σ_i NLL_i, and the gradients of the mean when `want` (deterministic: fixed chunk and row
+/// Σ_i NLL_i, and the gradients of the mean when `want` (deterministic: fixed blocks and row
 /// order, per-row results summed sequentially).
 fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
+    let n = inp.labels.len();
+    let block = block_rows(inp.v, n);
+    run_in(inp, want, block, pass_rows(block, inp.v, n, threads()))
+}
+
+/// [`run`] in passes of `pass` rows (a multiple of `block`), dW summed block by block. The
+/// logits and dx of a row do not depend on the rows beside it, so the pass size changes no bit.
+fn run_in(inp: &Inputs<'_>, want: bool, block: usize, pass: usize) -> (f64, Option<GradBufs>) {
     let (n, e, v) = (inp.labels.len(), inp.e, inp.v);
     let scale = 1.0 / n as f32;
     let mut grads = want.then(|| GradBufs {
@@ -74,12 +94,11 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
         dw: vec![0f32; v * e],
         db: vec![0f32; v],
     });
-    let rows = chunk_rows(v, n);
-    let mut buf = vec![0f32; rows.min(n) * v];
+    let mut buf = vec![0f32; pass.min(n) * v];
     let mut nll = vec![0f32; n];
     let wt = MatRef::from_column_major_slice(inp.w, e, v);
-    for (c, r0) in (0..n).step_by(rows).enumerate() {
-        let rc = rows.min(n - r0);
+    for r0 in (0..n).step_by(pass) {
+        let rc = pass.min(n - r0);
         let xc = MatRef::from_row_major_slice(&inp.x[r0 * e..(r0 + rc) * e], rc, e);
         let logits = &mut buf[..rc * v];
         gemm(
@@ -89,11 +108,11 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
             wt,
             1.0,
         );
-        let block = rc.div_ceil(4 * threads());
-        let outs = pieces(&mut nll[r0..r0 + rc], block);
-        for_each_chunk_mut(logits, block * v, |p, rows| {
+        let part = rc.div_ceil(4 * threads());
+        let outs = pieces(&mut nll[r0..r0 + rc], part);
+        for_each_chunk_mut(logits, part * v, |p, rows| {
             let mut out = take(&outs[p]);
-            let labels = &inp.labels[r0 + p * block..];
+            let labels = &inp.labels[r0 + p * part..];
             for ((row, o), &label) in rows.chunks_exact_mut(v).zip(out.iter_mut()).zip(labels) {
                 *o = nll_row(row, inp.b, label as usize, scale, want);
             }
@@ -104,21 +123,27 @@ fn run(inp: &Inputs<'_>, want: bool) -> (f64, Option<GradBufs>) {
                 *d += x;
             }
         }
-        let gc = MatRef::from_row_major_slice(logits, rc, v);
         gemm(
             MatMut::from_row_major_slice_mut(&mut g.dx[r0 * e..(r0 + rc) * e], rc, e),
             Accum::Replace,
-            gc,
+            MatRef::from_row_major_slice(logits, rc, v),
             MatRef::from_row_major_slice(inp.w, v, e),
             1.0,
         );
-        gemm(
-            MatMut::from_row_major_slice_mut(&mut g.dw, v, e),
-            if c == 0 { Accum::Replace } else { Accum::Add },
-            gc.transpose(),
-            xc,
-            1.0,
-        );
+        for b0 in (0..rc).step_by(block) {
+            let bc = block.min(rc - b0);
+            gemm(
+                MatMut::from_row_major_slice_mut(&mut g.dw, v, e),
+                if r0 + b0 == 0 {
+                    Accum::Replace
+                } else {
+                    Accum::Add
+                },
+                MatRef::from_row_major_slice(&logits[b0 * v..(b0 + bc) * v], bc, v).transpose(),
+                xc.subrows(b0, bc),
+                1.0,
+            );
+        }
     }
     (nll.iter().map(|&x| x as f64).sum(), grads)
 }
@@ -220,5 +245,77 @@ impl CustomOp3 for LinearNll {
             Some(dw.broadcast_mul(&g)?),
             Some(db.broadcast_mul(&g)?),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize, k: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| (((i * k) % 1013) as f32 / 506.5 - 1.0) * 0.5)
+            .collect()
+    }
+
+    #[test]
+    fn passes_are_whole_blocks_within_the_buffer() {
+        // The ELMo heads' shape: blocks of 137 rows, passes of four blocks on 1-2 threads, eight
+        // (the 128 MiB buffer) on 16, one pass holding everything when N is smaller.
+        let (v, n) = (30_528, 2048);
+        let block = block_rows(v, n);
+        assert_eq!(block, 137);
+        assert_eq!(pass_rows(block, v, n, 1), 548);
+        assert_eq!(pass_rows(block, v, n, 2), 548);
+        assert_eq!(pass_rows(block, v, n, 16), 1096);
+        assert_eq!(pass_rows(block, v, 300, 2), 300);
+        // A vocabulary too large for four blocks in the buffer still takes one block a pass.
+        let big = 1 << 24;
+        assert_eq!(pass_rows(block_rows(big, n), big, n, 8), 16);
+    }
+
+    #[test]
+    fn the_pass_size_changes_no_bit() {
+        // N not a multiple of the block, E above a GEMM register tile, V not a multiple of 16.
+        let (n, e, v) = (515, 40, 3001);
+        let (x, w, b) = (data(n * e, 7919), data(v * e, 104_729), data(v, 31));
+        let labels: Vec<u32> = (0..n as u32).map(|i| (i * 331) % v as u32).collect();
+        let inp = Inputs {
+            x: &x,
+            w: &w,
+            b: &b,
+            labels: &labels,
+            e,
+            v,
+        };
+        let block = 64;
+        let bits = |p: usize| {
+            let (sum, g) = run_in(&inp, true, block, p);
+            let g = g.unwrap();
+            let all: Vec<u32> = [g.dx, g.dw, g.db]
+                .concat()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            (sum.to_bits(), all)
+        };
+        let one_block = bits(block);
+        for pass in [3 * block, 8 * block, n] {
+            assert!(
+                bits(pass) == one_block,
+                "pass {pass} differs from one block a pass"
+            );
+        }
+        // The check can fail: another dW summation order moves some bits.
+        assert!(bits_with_block(&inp, 32) != one_block.1);
+    }
+
+    fn bits_with_block(inp: &Inputs<'_>, block: usize) -> Vec<u32> {
+        let g = run_in(inp, true, block, block).1.unwrap();
+        [g.dx, g.dw, g.db]
+            .concat()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect()
     }
 }
