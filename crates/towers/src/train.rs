@@ -393,7 +393,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 config: self.model.config_json()?,
                 state: serde_json::to_value(&self.state)?,
                 weights: self.model.params().snapshot()?,
-                optimizer: self.opt.state_tensors(),
+                optimizer: self.opt.state_tensors()?,
             },
         )?;
         self.saved_at = Instant::now();
