@@ -16,7 +16,7 @@ pub const METRICS_FILE: &str = "metrics.jsonl";
 
 /// The newest update a training logged: its metrics log gets a line every few updates, so it
 /// runs ahead of the last checkpoint (from which a stopped training resumes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LoggedUpdate {
     /// Updates done.
     pub step: u64,
@@ -25,6 +25,10 @@ pub struct LoggedUpdate {
     /// The schedule's total updates, where known (logs written before 27 Nov 2026 do not say).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_steps: Option<u64>,
+    /// Tokens per second of the logging call so far: wall clock since that call (the process's
+    /// start or resume) began, its validations and checkpoints included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_s: Option<f64>,
 }
 
 /// The lines of the metrics log at `path` that parse as `T`, in order; `None` when there is no
@@ -107,9 +111,9 @@ mod tests {
             newest_update(&path).unwrap().map(|u| u.total_steps),
             Some(None)
         );
-        log.log(
-            &serde_json::json!({"loss": 5.0, "step": 20, "tokens": 40_960, "total_steps": 977}),
-        )
+        log.log(&serde_json::json!({
+            "loss": 5.0, "step": 20, "tokens": 40_960, "total_steps": 977, "tokens_per_s": 250.5
+        }))
         .unwrap();
         log.log(&serde_json::json!({"final": true, "step": 20, "val_loss": 5.1}))
             .unwrap();
@@ -117,6 +121,7 @@ mod tests {
             step: 20,
             tokens: 40_960,
             total_steps: Some(977),
+            tokens_per_s: Some(250.5),
         };
         assert_eq!(newest_update(&path).unwrap(), Some(want));
         // A line cut off while being written is passed over.

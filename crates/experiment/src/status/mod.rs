@@ -147,9 +147,17 @@ impl WriterLock {
 }
 
 impl RunStatus {
-    /// The training in progress, or stopped half way: phase 1, the heads, the retest heads, or
-    /// (once the run is scored) a snapshot head; `None` when none is.
+    /// The training in progress, or stopped half way: a snapshot head that a live process
+    /// holds while none holds the run (one drawing the curve so far beside a stopped phase 1),
+    /// else by the run's stage phase 1, the heads, the retest heads, or (once the run is
+    /// scored) a snapshot head; `None` when none is.
     pub fn current_training(&self) -> Option<&TrainingProgress> {
+        let live = |w: &Option<WriterLock>| w.as_ref().is_some_and(|w| !w.gone);
+        if let Some(t) = &self.snapshot_training {
+            if live(&t.writer) && !live(&self.writer) {
+                return Some(&t.progress);
+            }
+        }
         match self.stage {
             Stage::Phase1 => self.phase1.as_ref(),
             Stage::Heads => self.heads.as_ref(),

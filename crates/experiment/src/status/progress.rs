@@ -39,18 +39,29 @@ impl TrainingProgress {
         self.logged.map_or(self.tokens, |l| l.tokens)
     }
 
-    /// Minutes of update time until the schedule's last update, from the newest update at the
-    /// rate and tokens per update of the last checkpoint (validations, checkpoints and scoring
-    /// come on top); `None` once done, or before a checkpoint gives a rate and a total.
+    /// Minutes until the schedule's last update, from the newest update at the rate of
+    /// [`TrainingProgress::rate`] and the tokens per update of the last checkpoint; `None` once
+    /// done, or before a checkpoint gives a rate and a total.
     pub fn minutes_left(&self) -> Option<f64> {
         self.minutes_to(self.total_steps?)
     }
 
-    /// Minutes of update time until update `step`, reckoned as [`TrainingProgress::minutes_left`]
+    /// The rate the minutes are reckoned at, in tokens per second: the newest logged line's
+    /// where the log runs past the last checkpoint (the call in progress, wall clock: its
+    /// validations and checkpoints included, and a stretch slowed by other work before its
+    /// start left out), else the checkpoint's (update time over every call so far).
+    pub fn rate(&self) -> Option<f64> {
+        self.logged
+            .and_then(|l| l.tokens_per_s)
+            .filter(|r| *r > 0.0)
+            .or(self.tokens_per_s)
+    }
+
+    /// Minutes until update `step`, reckoned as [`TrainingProgress::minutes_left`]
     /// does (0 once the newest update has passed it); `None` once done, or before a checkpoint
     /// gives a rate.
     pub fn minutes_to(&self, step: u64) -> Option<f64> {
-        let rate = self.tokens_per_s?;
+        let rate = self.rate()?;
         if self.done || self.step == 0 || rate <= 0.0 {
             return None;
         }

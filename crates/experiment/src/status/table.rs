@@ -34,11 +34,12 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          training with its updates and the process holding that snapshot (the run's, or one \
          drawing the curve so far), or while phase 1 trains its next snapshot (its number, \
          as --stop-at-snapshot counts, its fraction and update, and the minutes until it at \
-         phase 1's rate so far); head trainings left: heads, retest heads and snapshot \
+         phase 1's rate, reckoned as ends in); head trainings left: heads, retest heads and snapshot \
          heads still to train, the one in progress included (after phase 1 where that is not \
          done); ends in: the training in progress (or stopped half \
-         way), its updates left at its rate so far (update time; validations, checkpoints, \
-         scoring and the run's other trainings come on top); writer: the process \
+         way), its updates left at the rate of its process since it started or resumed (wall \
+         clock, from the newest log line), else at its rate so far (update time); scoring \
+         and the run's other trainings come on top; writer: the process \
          holding the run (\"(gone)\": it died without removing its lock)",
     )
     .with_precision(1);

@@ -93,6 +93,31 @@ fn the_training_in_progress_ends_at_its_rate_so_far() {
         (left * 60.0 - 557.0 * 2048.0 / 61_440.0).abs() < 1e-9,
         "{left}"
     );
+    // A log line past the checkpoint that states its call's rate (wall clock since the resume)
+    // sets the pace: 557 updates at 20,480 tokens/s, a third of the checkpoint's time.
+    use std::io::Write;
+    let mut log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(heads.join(towers::METRICS_FILE))
+        .unwrap();
+    let line = serde_json::json!({"step": 420, "tokens": 420 * 2048, "tokens_per_s": 20_480.0});
+    writeln!(log, "{line}").unwrap();
+    let paced = head_progress(&heads).unwrap().unwrap();
+    assert_eq!(paced.rate(), Some(20_480.0));
+    let left = paced.minutes_left().unwrap();
+    assert!(
+        (left * 60.0 - 557.0 * 2048.0 / 20_480.0).abs() < 1e-9,
+        "{left}"
+    );
+    // A zero rate (a line written before any time passed) falls back to the checkpoint's.
+    let stalled = TrainingProgress {
+        logged: paced.logged.map(|l| LoggedUpdate {
+            tokens_per_s: Some(0.0),
+            ..l
+        }),
+        ..paced.clone()
+    };
+    assert_eq!(stalled.rate(), Some(61_440.0));
     // No rate before a checkpoint, none once done.
     let fresh = TrainingProgress {
         total_steps: Some(977),
@@ -118,6 +143,32 @@ fn the_training_in_progress_ends_at_its_rate_so_far() {
         writer: None,
     });
     assert_eq!(r.current_training(), Some(&p));
+    // Phase 1 stopped at a snapshot while another process trains that snapshot's heads: the
+    // heads are the training in progress; once a process holds the run again, phase 1 is.
+    let holder = |pid| WriterLock {
+        holder: Some(LockHolder {
+            pid,
+            host: "vm".into(),
+            since_unix: 0,
+            proc_start: None,
+        }),
+        gone: false,
+    };
+    let stopped = RunStatus {
+        stage: Stage::Phase1,
+        phase1: Some(TrainingProgress::default()),
+        snapshot_training: Some(SnapshotTraining {
+            writer: Some(holder(7)),
+            ..r.snapshot_training.clone().unwrap()
+        }),
+        ..r.clone()
+    };
+    assert_eq!(stopped.current_training(), Some(&p));
+    let resumed = RunStatus {
+        writer: Some(holder(8)),
+        ..stopped.clone()
+    };
+    assert_eq!(resumed.current_training(), resumed.phase1.as_ref());
     let md = status_table(&[r]).to_markdown();
     let row = md.lines().find(|l| l.starts_with("| gpt-s0")).unwrap();
     assert!(
@@ -141,6 +192,7 @@ fn phase_one_names_its_next_snapshot_and_the_minutes_until_it() {
             step: 420,
             tokens: 420 * 2048,
             total_steps: Some(3907),
+            tokens_per_s: None,
         }),
     };
     let fractions = [0.125, 0.25, 0.5];
