@@ -73,7 +73,7 @@ pub fn gemm(
     let mut blocks = Vec::with_capacity(parts);
     let mut rest = dst;
     for p in 0..parts {
-        let take = rows.min(m - p * rows);
+        let take = if p + 1 == parts { m - p * rows } else { rows };
         let (top, bottom) = rest.split_at_row_mut(take);
         blocks.push(Mutex::new(top));
         rest = bottom;
@@ -88,14 +88,20 @@ pub fn gemm(
 }
 
 /// The blocks of [`gemm`] for `m` rows on `threads` threads: how many, and the rows of each
-/// (the last may have fewer). Below ~32 rows per thread the split costs more than it saves. The
-/// count is recomputed from the block size: ⌈m / ⌈m / parts⌉⌉ can be smaller than `parts` (48
-/// threads, 1,220 rows: 38 asked, 37 blocks of 33), and a block past the end would start beyond
-/// the last row.
+/// but the last, which takes the rest. Below ~32 rows per thread the split costs more than it
+/// saves. The count is recomputed from the block size: ⌈m / ⌈m / parts⌉⌉ can be smaller than
+/// `parts` (48 threads, 1,220 rows: 38 asked, 37 blocks of 33), and a block past the end would
+/// start beyond the last row. A last block of one row joins the one before it: faer multiplies
+/// a one-row product as a matrix-vector product, with other bits, so that row would come out
+/// differently than on fewer threads (from 33 threads on, e.g. 1,057 rows on 33).
 fn row_blocks(m: usize, threads: usize) -> (usize, usize) {
     let parts = threads.min(m / 32).max(1);
-    let rows = m.div_ceil(parts);
-    (m.div_ceil(rows.max(1)).max(1), rows.max(1))
+    let rows = m.div_ceil(parts).max(1);
+    let count = m.div_ceil(rows).max(1);
+    match count > 1 && m - (count - 1) * rows == 1 {
+        true => (count - 1, rows),
+        false => (count, rows),
+    }
 }
 
 /// Columns per block of [`gemm_cols`]. Fixed, so that the blocks, and with them the result, do
@@ -169,14 +175,24 @@ mod tests {
     fn row_blocks_cover_every_row_once_on_any_thread_count() {
         // 48 threads and the LSTM's 1,220 rows once asked for a 38th block past the end.
         assert_eq!(row_blocks(1220, 48), (37, 33));
+        // 33 threads and 1,057 rows once left a last block of one row: it joins the one before.
+        assert_eq!(row_blocks(1057, 33), (32, 33));
         for threads in 1..=256 {
-            for m in (0..2000).step_by(7) {
+            for m in (0..5000).step_by(3) {
                 let (parts, rows) = row_blocks(m, threads);
+                let last = m.saturating_sub((parts - 1) * rows);
                 assert!(
                     parts >= 1 && (parts - 1) * rows < m.max(1),
                     "{m} rows, {threads}"
                 );
-                assert!(parts * rows >= m, "{m} rows on {threads} threads");
+                assert!(
+                    last <= rows + 1,
+                    "{m} rows on {threads} threads: last {last}"
+                );
+                assert!(
+                    parts == 1 || last >= 2,
+                    "{m} rows on {threads}: a one-row block"
+                );
             }
         }
     }
