@@ -59,6 +59,16 @@ fn pass_rows(block: usize, v: usize, n: usize, threads: usize) -> usize {
     let cap = ((1usize << 25) / v.max(1)).max(block);
     (want.min(cap) / block * block).clamp(block, n.max(block))
 }
+/// The passes of [`run_in`] over `n` rows, as (first row, rows): `pass` rows each, the last
+/// the rest, and a last block of one row (`n` = 1 mod `block`) a pass of its own.
+fn passes(n: usize, block: usize, pass: usize) -> impl Iterator<Item = (usize, usize)> {
+    let end = n - usize::from(n % block == 1);
+    let regular = (0..end)
+        .step_by(pass)
+        .map(move |r0| (r0, pass.min(end - r0)));
+    regular.chain((end < n).then_some((end, 1)))
+}
+
 /// Borrowed inputs of one pass.
 struct Inputs<'a> {
     x: &'a [f32],
@@ -100,16 +110,7 @@ fn run_in(inp: &Inputs<'_>, want: bool, block: usize, pass: usize) -> (f64, Opti
     let mut buf = vec![0f32; pass.min(n) * v];
     let mut nll = vec![0f32; n];
     let wt = MatRef::from_column_major_slice(inp.w, e, v);
-    let alone = usize::from(n % block == 1);
-    let starts = (0..n - alone)
-        .step_by(pass)
-        .chain((alone == 1).then_some(n - 1));
-    for r0 in starts {
-        let rc = if r0 == n - alone {
-            1
-        } else {
-            pass.min(n - alone - r0)
-        };
+    for (r0, rc) in passes(n, block, pass) {
         let xc = MatRef::from_row_major_slice(&inp.x[r0 * e..(r0 + rc) * e], rc, e);
         let logits = &mut buf[..rc * v];
         gemm(

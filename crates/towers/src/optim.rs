@@ -334,7 +334,7 @@ fn update_in_place(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, k: &Coeff
     let ts = [theta, g, m, v];
     let ids: Vec<_> = ts.iter().map(|t| t.id()).collect();
     let distinct = (1..ids.len()).all(|i| !ids[..i].contains(&ids[i]));
-    if !distinct || ts.iter().any(|t| t.elem_count() != n || !t.is_contiguous()) {
+    if !distinct || ts.iter().any(|t| t.elem_count() != n) {
         return Ok(false);
     }
     let done = with_host_f32(&[g], |gs| {

@@ -25,6 +25,17 @@ fn log_updates(dir: &Path, steps: &[u64]) {
 
 /// [`log_updates`], the lines stating `total` updates where given.
 fn log_updates_of(dir: &Path, steps: &[u64], total: Option<u64>) {
+    for &step in steps {
+        let mut line = serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048});
+        if let Some(total) = total {
+            line["total_steps"] = total.into();
+        }
+        log_line(dir, &line);
+    }
+}
+
+/// Appends `line` to the metrics log in `dir`.
+fn log_line(dir: &Path, line: &serde_json::Value) {
     use std::io::Write;
     std::fs::create_dir_all(dir).unwrap();
     let mut log = std::fs::OpenOptions::new()
@@ -32,13 +43,7 @@ fn log_updates_of(dir: &Path, steps: &[u64], total: Option<u64>) {
         .append(true)
         .open(dir.join(towers::METRICS_FILE))
         .unwrap();
-    for &step in steps {
-        let mut line = serde_json::json!({"loss": 5.0, "step": step, "tokens": step * 2048});
-        if let Some(total) = total {
-            line["total_steps"] = total.into();
-        }
-        writeln!(log, "{line}").unwrap();
-    }
+    writeln!(log, "{line}").unwrap();
 }
 
 #[test]
@@ -95,13 +100,8 @@ fn the_training_in_progress_ends_at_its_rate_so_far() {
     );
     // A log line past the checkpoint that states its call's rate (wall clock since the resume)
     // sets the pace: 557 updates at 20,480 tokens/s, a third of the checkpoint's time.
-    use std::io::Write;
-    let mut log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(heads.join(towers::METRICS_FILE))
-        .unwrap();
     let line = serde_json::json!({"step": 420, "tokens": 420 * 2048, "tokens_per_s": 20_480.0});
-    writeln!(log, "{line}").unwrap();
+    log_line(&heads, &line);
     let paced = head_progress(&heads).unwrap().unwrap();
     assert_eq!(paced.rate(), Some(20_480.0));
     let left = paced.minutes_left().unwrap();
