@@ -199,6 +199,16 @@ pub enum ExperimentError {
         /// The second model's folder.
         second: PathBuf,
     },
+    /// A table file written by this crate (e.g. an `emergence.csv`) could not be read back.
+    #[error("{}, line {line}: {why}", path.display())]
+    BadTable {
+        /// The file.
+        path: PathBuf,
+        /// The line of the file (1 = the header).
+        line: u64,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A trained model lacks a parameter an analysis reads (a checkpoint of another model).
     #[error("the model has no {0} parameter")]
     MissingParameter(String),

@@ -10,7 +10,8 @@
 //! of the first model's runs with another model's, at the same point: the raw Pearson
 //! correlation with its bootstrap interval and the correlation disattenuated by the head-seed
 //! reliabilities (as in the main tables) with its interval. This module only reads scores;
-//! [`class_trends`] says whether agreement still rises, [`write_emergence`] draws it.
+//! [`class_trends`] says whether agreement still rises, [`write_emergence`] draws it, and
+//! [`merge_curves`] joins several studies' curves, read back from their tables, into one.
 
 use prefscore::{CorrOptions, Interval, ScoreKind};
 use serde::{Deserialize, Serialize};
@@ -20,12 +21,14 @@ use crate::run::{HeadQuality, ScoredRun};
 use crate::snapshots::SnapshotScores;
 use crate::Result;
 
+mod merge;
 mod trends;
 mod write;
 
+pub use merge::{merge_curves, read_study_curve, StudyCurve};
 pub use trends::{class_trends, ClassTrend};
 pub(crate) use write::fraction_name;
-pub use write::write_emergence;
+pub use write::{write_emergence, write_merged_emergence};
 
 /// What the emergence analysis covers.
 #[derive(Debug, Clone, PartialEq)]
@@ -90,8 +93,9 @@ pub struct EmergencePair {
     pub fraction: f64,
     /// Token positions trained by then (by the first run).
     pub tokens: u64,
-    /// Tokens in the selection.
-    pub n: usize,
+    /// Tokens in the selection (none for a pair read back from a table, which does not
+    /// hold it: [`read_study_curve`]).
+    pub n: Option<usize>,
     /// Raw Pearson correlation of the two runs' scores.
     pub pearson: f64,
     /// Its bootstrap interval.
@@ -304,7 +308,7 @@ pub(crate) fn curve_emergence(
                     class: format!("{} × {}", x.0, y.0),
                     fraction: *fa,
                     tokens: *tokens,
-                    n: p.tokens,
+                    n: Some(p.tokens),
                     pearson: p.pearson.r,
                     interval: p.pearson.interval,
                     reliability: p.reliability_head_seed,
@@ -337,7 +341,7 @@ mod tests {
             class: class.into(),
             fraction,
             tokens: 0,
-            n: 10,
+            n: Some(10),
             pearson: d * 0.9,
             interval: None,
             reliability: Some([0.9, 0.9]),

@@ -6,7 +6,7 @@ use prefscore::{Interval, ScoreKind};
 use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions};
 
 use super::trends::{class_trends, orientations, signs_at, ClassTrend, Orientations};
-use super::{sorted_fractions, Emergence, EmergencePair, EmergencePoint};
+use super::{sorted_fractions, Emergence, EmergencePair, EmergencePoint, StudyCurve};
 use crate::orientation::label_sign;
 use crate::Result;
 
@@ -19,9 +19,31 @@ use crate::Result;
 /// `fig_emergence_heads.png` (each run's primary share, mean head gap, head-seed reliability and
 /// r with its own end at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = emergence_table(e).write_all(out, "emergence")?;
+    let mut files = emergence_table(e, &machines_note(e)).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
     files.extend(heads_figure(e, out)?);
+    Ok(files)
+}
+
+/// Writes the curve of several studies merged ([`super::merge_curves`]): the table of
+/// [`write_emergence`] (its pairs and the trends of every class), whose note names the studies
+/// and their tables, and the correlation figures. Returns the files.
+pub fn write_merged_emergence(
+    e: &Emergence,
+    studies: &[StudyCurve],
+    out: &Path,
+) -> Result<Vec<PathBuf>> {
+    let sources: Vec<String> = studies
+        .iter()
+        .map(|s| format!("{} ({})", s.study, s.source.display()))
+        .collect();
+    let note = format!(
+        "pairs of the studies {}, each run named <study>/<run>; their runs' rows, the machines \
+         of their heads and the runs' tokens and times are in each study's own tables",
+        sources.join(", ")
+    );
+    let mut files = emergence_table(e, &note).write_all(out, "emergence")?;
+    files.extend(correlation_figures(e, out)?);
     Ok(files)
 }
 
@@ -248,7 +270,9 @@ pub(crate) fn fraction_name(f: f64) -> String {
 
 /// The emergence table: a row per run at each point, per pair at each point, and per class's
 /// trend.
-fn emergence_table(e: &Emergence) -> report::Table {
+/// The table of `e`; `provenance` (which machines trained the heads, or which studies the
+/// pairs come from) opens its note.
+fn emergence_table(e: &Emergence, provenance: &str) -> report::Table {
     let level = e.interval_level();
     let cols = [
         "what",
@@ -268,7 +292,7 @@ fn emergence_table(e: &Emergence) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; scores: {}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", machines_note(e), kind_name(e.kind)))
+        .with_note(format!("{}; scores: {}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", provenance, kind_name(e.kind)))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
