@@ -3,15 +3,17 @@
 //! (e.g. GPT, ELMo as released and BERT in one study, the full BiLSTM's seed pair in another):
 //!
 //! ```text
-//! cargo run --release --example emergence_merge -- \
+//! cargo run --release --example emergence_merge -- cpu-gpt=docs/results/paper-vocab-cpu \
 //!     curves=docs/results/curves curves-bert=docs/results/curves-bert \
 //!     curves-elmo=docs/results/curves-elmo --out out/curve
 //! ```
 //!
-//! Each study is `NAME=PATH` or `PATH` (named by its folder), PATH an `emergence.csv` or a
-//! folder holding one (as `reproduce` writes it into a study and `docs/results/` keeps it).
+//! Each study is `NAME=PATH` or `PATH` (named by its folder), PATH an `emergence.csv`, an
+//! `emergence.md` or a folder holding one (as `reproduce` writes it into a study and
+//! `docs/results/` keeps it; the CSV first, the Markdown table where a study kept only that).
 //! Nothing is trained or scored: the pairs are read back from the tables (their intervals and
-//! reliabilities at the tables' three decimals), each run named `<study>/<run>`, and every
+//! reliabilities at the tables' three decimals, every number of a Markdown table so), each run
+//! named `<study>/<run>`, and every
 //! class's trend is recomputed over the merged pairs. Writes `emergence.{md,csv,json}`,
 //! `fig_emergence_correlation.png` and, where one is found, `fig_emergence_oriented.png` into
 //! `--out`; the last line printed is a JSON object `{"studies", "pairs", "outputs"}`.
@@ -31,7 +33,8 @@ use lmsplit::experiment::ExperimentError;
 #[derive(Parser, Debug)]
 #[command(about = "Merge several studies' agreement curves into one table and one figure")]
 struct Args {
-    /// The studies: NAME=PATH or PATH (an emergence.csv or a folder holding one).
+    /// The studies: NAME=PATH or PATH (an emergence.csv, an emergence.md, or a folder holding
+    /// one).
     #[arg(required = true, num_args = 1..)]
     studies: Vec<String>,
     /// Output folder of the table and figures.
@@ -53,7 +56,7 @@ fn main() -> ExitCode {
 
 /// A study's name: its folder's (the folder of its table when PATH is the file).
 fn default_name(path: &Path) -> String {
-    let folder = match path.extension().is_some_and(|e| e == "csv") {
+    let folder = match path.extension().is_some_and(|e| e == "csv" || e == "md") {
         true => path.parent().unwrap_or(path),
         false => path,
     };

@@ -24,18 +24,23 @@ pub struct StudyCurve {
     pub pairs: Vec<EmergencePair>,
 }
 
-/// The pairs of the emergence table `csv` (an `emergence.csv`, or a folder holding one) of the
-/// study `study`; its run rows and trend rows are left out (the trends are recomputed from the
-/// pairs). A typed error names the line of a row that cannot be read.
-pub fn read_study_curve(study: &str, csv: &Path) -> Result<StudyCurve> {
-    let path = match csv.is_dir() {
-        true => csv.join("emergence.csv"),
-        false => csv.to_path_buf(),
+/// The pairs of the emergence table `table` of the study `study`: an `emergence.csv`, an
+/// `emergence.md` (older studies kept only that: its numbers at three decimals), or a folder
+/// holding one (the CSV first). Its run rows and trend rows are left out (the trends are
+/// recomputed from the pairs). A typed error names the line of a row that cannot be read.
+pub fn read_study_curve(study: &str, table: &Path) -> Result<StudyCurve> {
+    let path = match table.is_dir() {
+        true => ["emergence.csv", "emergence.md"]
+            .iter()
+            .map(|f| table.join(f))
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| table.join("emergence.csv")),
+        false => table.to_path_buf(),
     };
     if !path.is_file() {
         return Err(ExperimentError::Missing {
             path,
-            what: "an emergence table (emergence.csv)".into(),
+            what: "an emergence table (emergence.csv or emergence.md)".into(),
         });
     }
     let bad = |line: u64, why: String| ExperimentError::BadTable {
@@ -43,19 +48,21 @@ pub fn read_study_curve(study: &str, csv: &Path) -> Result<StudyCurve> {
         line,
         why,
     };
-    let mut reader = csv::Reader::from_path(&path).map_err(|e| bad(1, e.to_string()))?;
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| bad(1, e.to_string()))?
-        .iter()
-        .map(String::from)
-        .collect();
-    let cols = Columns::find(&header).map_err(|why| bad(1, why))?;
+    let Rows {
+        head_line,
+        header,
+        rows,
+    } = match path.extension().is_some_and(|e| e == "md") {
+        true => {
+            let text = std::fs::read_to_string(&path).map_err(crate::error::io_at(&path))?;
+            markdown_rows(&text).map_err(|(line, why)| bad(line, why))?
+        }
+        false => csv_rows(&path).map_err(|(line, why)| bad(line, why))?,
+    };
+    let cols = Columns::find(&header).map_err(|why| bad(head_line, why))?;
     let mut pairs = Vec::new();
-    for (i, row) in reader.records().enumerate() {
-        let line = i as u64 + 2;
-        let row = row.map_err(|e| bad(line, e.to_string()))?;
-        if let Some(p) = cols.pair(&row).map_err(|why| bad(line, why))? {
+    for (line, row) in &rows {
+        if let Some(p) = cols.pair(row).map_err(|why| bad(*line, why))? {
             pairs.push(p);
         }
     }
@@ -64,6 +71,76 @@ pub fn read_study_curve(study: &str, csv: &Path) -> Result<StudyCurve> {
         source: path,
         pairs,
     })
+}
+
+/// A table's header and its rows, with the lines of the file they stand on.
+struct Rows {
+    head_line: u64,
+    header: Vec<String>,
+    rows: Vec<(u64, Vec<String>)>,
+}
+
+/// The header and rows of a CSV table.
+fn csv_rows(path: &Path) -> std::result::Result<Rows, (u64, String)> {
+    let mut reader = csv::Reader::from_path(path).map_err(|e| (1, e.to_string()))?;
+    let header = reader
+        .headers()
+        .map_err(|e| (1, e.to_string()))?
+        .iter()
+        .map(String::from)
+        .collect();
+    let mut rows = Vec::new();
+    for (i, row) in reader.records().enumerate() {
+        let line = i as u64 + 2;
+        let row = row.map_err(|e| (line, e.to_string()))?;
+        rows.push((line, row.iter().map(String::from).collect()));
+    }
+    Ok(Rows {
+        head_line: 1,
+        header,
+        rows,
+    })
+}
+
+/// The header and rows of the first Markdown table in `text` (`| a | b |` lines, `\|` an
+/// escaped bar, the rule under the header skipped), as `report::Table::to_markdown` writes it.
+fn markdown_rows(text: &str) -> std::result::Result<Rows, (u64, String)> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i as u64 + 1, l.trim()))
+        .skip_while(|(_, l)| !l.starts_with('|'))
+        .take_while(|(_, l)| l.starts_with('|'));
+    let (head_line, head) = lines.next().ok_or((1, "no Markdown table".to_string()))?;
+    let header = markdown_cells(head);
+    let rows: Vec<(u64, Vec<String>)> = lines
+        .filter(|(_, l)| !l.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ')))
+        .map(|(n, l)| (n, markdown_cells(l)))
+        .collect();
+    Ok(Rows {
+        head_line,
+        header,
+        rows,
+    })
+}
+
+/// The cells of one Markdown table line, trimmed and unescaped.
+fn markdown_cells(line: &str) -> Vec<String> {
+    let inner = line.strip_prefix('|').unwrap_or(line);
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cells.last_mut().expect("one cell at least").push('|');
+                chars.next();
+            }
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().expect("one cell at least").push(c),
+        }
+    }
+    cells.iter().map(|c| c.trim().to_string()).collect()
 }
 
 /// The pairs of `studies` as one curve under the score `kind` (the tables do not record it),
@@ -151,8 +228,8 @@ impl Columns {
     }
 
     /// The pair of `row`, or none for a run row or a trend row.
-    fn pair(&self, row: &csv::StringRecord) -> std::result::Result<Option<EmergencePair>, String> {
-        let cell = |j: usize| row.get(j).unwrap_or("").trim();
+    fn pair(&self, row: &[String]) -> std::result::Result<Option<EmergencePair>, String> {
+        let cell = |j: usize| row.get(j).map_or("", |c| c.trim());
         let what = cell(self.what);
         let Some((a, b)) = what.split_once(" × ") else {
             return Ok(None);
@@ -304,6 +381,40 @@ mod tests {
                 ends(g.disattenuated_interval),
                 round(w.disattenuated_interval)
             );
+        }
+    }
+
+    #[test]
+    fn the_markdown_table_reads_back_as_the_csv_at_three_decimals() {
+        let mut pipe = between("gpt-s0", "gpt-s1", 0.25, 0.1234);
+        pipe.interval = Some(Interval {
+            lo: 0.0456,
+            hi: 0.2011,
+            level: 0.95,
+        });
+        let (dir, _) = study_with(vec![pipe, between("gpt-s0", "gpt-s1", 1.0, -0.4)]);
+        let from_csv = read_study_curve("s", &dir.path().join("emergence.csv")).unwrap();
+        let md = dir.path().join("emergence.md");
+        let from_md = read_study_curve("s", &md).unwrap();
+        assert_eq!(from_md.source, md);
+        assert_eq!(from_md.pairs.len(), 2);
+        let r3 = |x: f64| (x * 1e3).round() / 1e3;
+        for (m, c) in from_md.pairs.iter().zip(&from_csv.pairs) {
+            assert_eq!((&m.a, &m.b, &m.class), (&c.a, &c.b, &c.class));
+            assert_eq!((m.fraction, m.tokens), (c.fraction, c.tokens));
+            assert_eq!(m.pearson, r3(c.pearson));
+            assert_eq!(m.disattenuated, c.disattenuated.map(r3));
+            assert_eq!((m.interval, m.reliability), (c.interval, c.reliability));
+            assert_eq!(m.disattenuated_interval, c.disattenuated_interval);
+        }
+        // An escaped bar stays inside its cell.
+        assert_eq!(markdown_cells(r"| a \| b | c |"), ["a | b", "c"]);
+        // A Markdown table without a column the curve needs: the header's line.
+        let text = std::fs::read_to_string(&md).unwrap();
+        std::fs::write(&md, text.replacen("| what ", "| name ", 1)).unwrap();
+        match read_study_curve("s", &md) {
+            Err(ExperimentError::BadTable { line: 3, why, .. }) => assert!(why.contains("what")),
+            other => panic!("{other:?}"),
         }
     }
 
