@@ -77,19 +77,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         })
         .collect::<Result<_, _>>()?;
     let merged = merge_curves(&studies, kind)?;
-    std::fs::create_dir_all(&args.out).map_err(|source| ExperimentError::Io {
-        path: args.out.clone(),
-        source,
-    })?;
     let outputs = write_merged_emergence(&merged, &studies, &args.out)?;
     if !args.quiet {
         // The table as written, its trend rows saying whether each class still rises.
-        let md = args.out.join("emergence.md");
-        let text = std::fs::read_to_string(&md).map_err(|source| ExperimentError::Io {
-            path: md.clone(),
-            source,
-        })?;
-        println!("{text}");
+        common::print_table(&args.out.join("emergence.md"))?;
         for f in &outputs {
             println!("wrote {}", f.display());
         }

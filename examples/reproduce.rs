@@ -240,12 +240,7 @@ fn curve_so_far(
             };
             println!("{}: {end}, points at {}", r.label, points.join(", "));
         }
-        let md = c.tables.join("emergence.md");
-        let text = std::fs::read_to_string(&md).map_err(|source| ExperimentError::Io {
-            path: md.clone(),
-            source,
-        })?;
-        println!("{text}");
+        common::print_table(&c.tables.join("emergence.md"))?;
     }
     let line = serde_json::to_string(&c).map_err(|source| ExperimentError::Json {
         path: "the curve's summary line".into(),

@@ -1,5 +1,5 @@
 //! What the example command lines share: an error as a sentence (printed with exit code 1),
-//! comma-separated lists, the `--device` flag, and stopping a run on SIGTERM/SIGINT with exit
+//! a written table printed, comma-separated lists, the `--device` flag, and stopping a run on SIGTERM/SIGINT with exit
 //! code 75. Everything else is library API (`lmsplit::experiment`).
 
 use std::fmt::Display;
@@ -33,6 +33,17 @@ pub fn sentence(e: &dyn std::error::Error) -> String {
         src = cause.source();
     }
     msg
+}
+
+/// Prints a table the library wrote (its Markdown file) to stdout.
+#[allow(dead_code)]
+pub fn print_table(md: &std::path::Path) -> Result<(), ExperimentError> {
+    let text = std::fs::read_to_string(md).map_err(|source| ExperimentError::Io {
+        path: md.to_path_buf(),
+        source,
+    })?;
+    println!("{text}");
+    Ok(())
 }
 
 /// Parses `a,b,c` into a list (empty input: an empty list).

@@ -40,7 +40,7 @@ pub fn read_study_curve(study: &str, table: &Path) -> Result<StudyCurve> {
     if !path.is_file() {
         return Err(ExperimentError::Missing {
             path,
-            what: "an emergence table (emergence.csv or emergence.md)".into(),
+            what: "an emergence table: emergence.csv or emergence.md".into(),
         });
     }
     let bad = |line: u64, why: String| ExperimentError::BadTable {
