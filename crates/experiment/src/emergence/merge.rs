@@ -1,8 +1,9 @@
 //! The agreement curves of several studies in one table and one figure.
 //!
-//! A study's curve lies in its `emergence.csv` ([`super::write_emergence`]), which outlives the
-//! study's folder (the folders of a 2-core VM's studies come and go; the tables are kept under
-//! `docs/results/`). The pairs are read back from that table and merged: each run is named
+//! A study's curve lies in its `emergence.csv` and `emergence.md` ([`super::write_emergence`]),
+//! which outlive the study's folder (the folders of a 2-core VM's studies come and go; the
+//! tables are kept under `docs/results/`, some studies' as Markdown only). The pairs are read
+//! back from either table and merged: each run is named
 //! `<study>/<run>`, since one label can name different runs in two studies (a seed trained on a
 //! GPU in one, on the CPU in the other).
 
