@@ -13,10 +13,10 @@
 //! `docs/results/` keeps it; the CSV first, the Markdown table where a study kept only that).
 //! Nothing is trained or scored: the pairs are read back from the tables (their intervals and
 //! reliabilities at the tables' three decimals, every number of a Markdown table so), each run
-//! named `<study>/<run>`, and every
-//! class's trend is recomputed over the merged pairs. Writes `emergence.{md,csv,json}`,
-//! `fig_emergence_correlation.png` and, where one is found, `fig_emergence_oriented.png` into
-//! `--out`; the last line printed is a JSON object `{"studies", "pairs", "outputs"}`.
+//! named `<study>/<run>`, and every class's trend is recomputed over the merged pairs. Writes
+//! `emergence.{md,csv,json}`, `fig_emergence_correlation.png` and, where one is found,
+//! `fig_emergence_oriented.png` into `--out`; the last line printed is a JSON object
+//! `{"studies", "pairs", "outputs"}`.
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! What the example command lines share: an error as a sentence (printed with exit code 1),
-//! a written table printed, comma-separated lists, the `--device` flag, and stopping a run on SIGTERM/SIGINT with exit
-//! code 75. Everything else is library API (`lmsplit::experiment`).
+//! a written table printed, comma-separated lists, the `--device` flag, and stopping a run on
+//! SIGTERM/SIGINT with exit code 75. Everything else is library API (`lmsplit::experiment`).
 
 use std::fmt::Display;
 use std::process::ExitCode;

@@ -19,15 +19,12 @@ use crate::Result;
 /// `fig_emergence_heads.png` (each run's primary share, mean head gap, head-seed reliability and
 /// r with its own end at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = emergence_table(e, &machines_note(e)).write_all(out, "emergence")?;
-    files.extend(correlation_figures(e, out)?);
-    files.extend(heads_figure(e, out)?);
-    Ok(files)
+    write_with_note(e, &machines_note(e), out)
 }
 
-/// Writes the curve of several studies merged ([`super::merge_curves`]): the table of
-/// [`write_emergence`] (its pairs and the trends of every class), whose note names the studies
-/// and their tables, and the correlation figures. Returns the files.
+/// Writes the curve of several studies merged ([`super::merge_curves`]) as [`write_emergence`]
+/// does, the table's note naming the studies and their tables in place of the heads' machines
+/// (a merged curve has pairs only, so no heads figure). Returns the files.
 pub fn write_merged_emergence(
     e: &Emergence,
     studies: &[StudyCurve],
@@ -42,8 +39,14 @@ pub fn write_merged_emergence(
          of their heads and the runs' tokens and times are in each study's own tables",
         sources.join(", ")
     );
-    let mut files = emergence_table(e, &note).write_all(out, "emergence")?;
+    write_with_note(e, &note, out)
+}
+
+/// The table (its note opened by `provenance`) and the figures of [`write_emergence`].
+fn write_with_note(e: &Emergence, provenance: &str, out: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = emergence_table(e, provenance).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
+    files.extend(heads_figure(e, out)?);
     Ok(files)
 }
 
@@ -269,9 +272,8 @@ pub(crate) fn fraction_name(f: f64) -> String {
 }
 
 /// The emergence table: a row per run at each point, per pair at each point, and per class's
-/// trend.
-/// The table of `e`; `provenance` (which machines trained the heads, or which studies the
-/// pairs come from) opens its note.
+/// trend; `provenance` (which machines trained the heads, or which studies the pairs come
+/// from) opens its note.
 fn emergence_table(e: &Emergence, provenance: &str) -> report::Table {
     let level = e.interval_level();
     let cols = [
