@@ -21,11 +21,11 @@
 //! (scripts/curve_points_first.sh). The last line printed is the study's JSON summary (with
 //! `--status`, the runs' status).
 //!
-//! As jobs (docs/reproduction.md, "Running a study on a cluster"): processes with disjoint
-//! `--only` sets may share one `--out` (the study's `data/` is created once; each run folder has
-//! one writer); SIGTERM or SIGINT stops training at the next update boundary after writing its
-//! checkpoint and exits with code 75 (EX_TEMPFAIL: requeue the same command to resume
-//! bit-exactly); exit code 1 is any other error, printed as a sentence.
+//! As jobs (docs/cluster.md): processes with disjoint `--only` sets may share one `--out` (the
+//! study's `data/` is created once; each run folder has one writer); SIGTERM or SIGINT stops
+//! training at the next update boundary after writing its checkpoint and exits with code 75
+//! (EX_TEMPFAIL: requeue the same command to resume bit-exactly); exit code 1 is any other error,
+//! printed as a sentence.
 
 mod common;
 
