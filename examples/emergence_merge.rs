@@ -3,14 +3,20 @@
 //! (e.g. GPT, ELMo as released and BERT in one study, the full BiLSTM's seed pair in another):
 //!
 //! ```text
-//! cargo run --release --example emergence_merge -- cpu-gpt=docs/results/paper-vocab-cpu \
-//!     curves=docs/results/curves curves-bert=docs/results/curves-bert \
-//!     curves-elmo=docs/results/curves-elmo --out out/curve
+//! R=docs/results
+//! cargo run --release --example emergence_merge -- cpu-gpt=$R/paper-vocab-cpu \
+//!     curves=$R/curves curves-bert=$R/curves-bert \
+//!     curves-elmo=$R/curves-elmo,$R/curves-elmo-29nov,$R/paper-vocab-cpu/ten-runs/pairs_arithmetic_top-5000.md \
+//!     --out out/curve
 //! ```
 //!
-//! Each study is `NAME=PATH` or `PATH` (named by its folder), PATH an `emergence.csv`, an
-//! `emergence.md` or a folder holding one (as `reproduce` writes it into a study and
-//! `docs/results/` keeps it; the CSV first, the Markdown table where a study kept only that).
+//! Each study is `NAME=PATHS` or `PATHS` (named by its first table's folder), PATHS one table or
+//! several joined by commas: an `emergence.csv`, an `emergence.md` or a folder holding one (as
+//! `reproduce` writes it into a study and `docs/results/` keeps it; the CSV first, the Markdown
+//! table where a study kept only that), and Table 2 pairs tables (`pairs_<score>_<selection>`),
+//! whose pairs give the end points of the curve's pairs. Several tables are one study only where
+//! they hold the same runs (e.g. trainings that repeat each other to the last digit); a pair
+//! that two of them hold at one point must agree there (`read_study_curve`).
 //! Nothing is trained or scored: the pairs are read back from the tables (their intervals and
 //! reliabilities at the tables' three decimals, every number of a Markdown table so), each run
 //! named `<study>/<run>`, and every class's trend is recomputed over the merged pairs. Writes
@@ -33,8 +39,9 @@ use lmsplit::experiment::ExperimentError;
 #[derive(Parser, Debug)]
 #[command(about = "Merge several studies' agreement curves into one table and one figure")]
 struct Args {
-    /// The studies: NAME=PATH or PATH (an emergence.csv, an emergence.md, or a folder holding
-    /// one).
+    /// The studies: NAME=PATHS or PATHS, PATHS one table or several joined by commas (an
+    /// emergence.csv, an emergence.md, a folder holding one, or a Table 2 pairs table for the
+    /// end points).
     #[arg(required = true, num_args = 1..)]
     studies: Vec<String>,
     /// Output folder of the table and figures.
@@ -71,9 +78,14 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let studies: Vec<StudyCurve> = args
         .studies
         .iter()
-        .map(|s| match s.split_once('=') {
-            Some((name, path)) => read_study_curve(name, Path::new(path)),
-            None => read_study_curve(&default_name(Path::new(s)), Path::new(s)),
+        .map(|s| {
+            let (name, paths) = match s.split_once('=') {
+                Some((name, paths)) => (Some(name), paths),
+                None => (None, s.as_str()),
+            };
+            let tables: Vec<&Path> = paths.split(',').map(Path::new).collect();
+            let name = name.map_or_else(|| default_name(tables[0]), String::from);
+            read_study_curve(&name, &tables, kind)
         })
         .collect::<Result<_, _>>()?;
     let merged = merge_curves(&studies, kind)?;
@@ -88,7 +100,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let per_study: Vec<_> = studies
         .iter()
         .map(
-            |s| serde_json::json!({ "study": s.study, "source": s.source, "pairs": s.pairs.len() }),
+            |s| serde_json::json!({ "study": s.study, "sources": s.sources, "pairs": s.pairs.len() }),
         )
         .collect();
     println!(

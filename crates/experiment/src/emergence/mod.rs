@@ -91,8 +91,9 @@ pub struct EmergencePair {
     pub class: String,
     /// Fraction of phase 1.
     pub fraction: f64,
-    /// Token positions trained by then (by the first run).
-    pub tokens: u64,
+    /// Token positions trained by then (by the first run); none for an end point read from a
+    /// Table 2 pairs table, which does not hold it ([`read_study_curve`]).
+    pub tokens: Option<u64>,
     /// Tokens in the selection (none for a pair read back from a table, which does not
     /// hold it: [`read_study_curve`]).
     pub n: Option<usize>,
@@ -307,7 +308,7 @@ pub(crate) fn curve_emergence(
                     b: p.b,
                     class: format!("{} × {}", x.0, y.0),
                     fraction: *fa,
-                    tokens: *tokens,
+                    tokens: Some(*tokens),
                     n: Some(p.tokens),
                     pearson: p.pearson.r,
                     interval: p.pearson.interval,
@@ -340,7 +341,7 @@ mod tests {
             b: "b".into(),
             class: class.into(),
             fraction,
-            tokens: 0,
+            tokens: Some(0),
             n: Some(10),
             pearson: d * 0.9,
             interval: None,

@@ -32,7 +32,10 @@ pub fn write_merged_emergence(
 ) -> Result<Vec<PathBuf>> {
     let sources: Vec<String> = studies
         .iter()
-        .map(|s| format!("{} ({})", s.study, s.source.display()))
+        .map(|s| {
+            let tables: Vec<String> = s.sources.iter().map(|p| p.display().to_string()).collect();
+            format!("{} ({})", s.study, tables.join(" + "))
+        })
         .collect();
     let note = format!(
         "pairs of the studies {}, each run named <study>/<run>; their runs' rows, the machines \
@@ -396,7 +399,7 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
     vec![
         format!("{} × {}", p.a, p.b).into(),
         p.fraction.into(),
-        (p.tokens as usize).into(),
+        p.tokens.map(|t| t as usize).into(),
         p.pearson.into(),
         interval_text(p.interval).into(),
         p.disattenuated.into(),
