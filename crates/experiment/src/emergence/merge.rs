@@ -345,12 +345,7 @@ struct Columns {
 
 impl Columns {
     fn find(header: &[String]) -> std::result::Result<Self, String> {
-        let at = |name: &str| {
-            header
-                .iter()
-                .position(|h| h == name)
-                .ok_or_else(|| format!("no column {name:?} (not an emergence table)"))
-        };
+        let at = |name: &str| column(header, name, "an emergence table");
         let interval_cols: Vec<usize> = (0..header.len())
             .filter(|&j| header[j].trim_end().ends_with("% interval"))
             .collect();
@@ -425,12 +420,7 @@ struct EndColumns {
 
 impl EndColumns {
     fn find(header: &[String]) -> std::result::Result<Self, String> {
-        let at = |name: &str| {
-            header
-                .iter()
-                .position(|h| h == name)
-                .ok_or_else(|| format!("no column {name:?} (not a Table 2 pairs table)"))
-        };
+        let at = |name: &str| column(header, name, "a Table 2 pairs table");
         let low = header
             .iter()
             .find(|h| h.ends_with("% low") && !h.starts_with("disatt."))
@@ -488,6 +478,14 @@ impl EndColumns {
             flagged: cell(self.flagged) == "yes",
         })
     }
+}
+
+/// Where the column `name` of a `table` (its kind, for the error) is.
+fn column(header: &[String], name: &str, table: &str) -> std::result::Result<usize, String> {
+    header
+        .iter()
+        .position(|h| h == name)
+        .ok_or_else(|| format!("no column {name:?} (not {table})"))
 }
 
 /// The model of a run label `<model>-s<seed>`.
@@ -559,6 +557,14 @@ mod tests {
 
     /// The score of every test table.
     const A: ScoreKind = ScoreKind::ArithmeticMean;
+
+    /// Each pair's runs and point.
+    fn points(pairs: &[EmergencePair]) -> Vec<(&str, &str, f64)> {
+        pairs
+            .iter()
+            .map(|p| (p.a.as_str(), p.b.as_str(), p.fraction))
+            .collect()
+    }
     use crate::emergence::write_emergence;
 
     fn study_with(pairs: Vec<EmergencePair>) -> (tempfile::TempDir, Emergence) {
@@ -671,13 +677,8 @@ mod tests {
             read_study_curve("gpu", &[d2.path()], A).unwrap(),
         ];
         let e = merge_curves(&studies, ScoreKind::GeometricMean).unwrap();
-        let names: Vec<(&str, &str, f64)> = e
-            .pairs
-            .iter()
-            .map(|p| (p.a.as_str(), p.b.as_str(), p.fraction))
-            .collect();
         assert_eq!(
-            names,
+            points(&e.pairs),
             [
                 ("cpu/gpt-s0", "cpu/gpt-s1", 0.5),
                 ("gpu/gpt-s0", "gpu/gpt-s1", 0.125),
@@ -791,13 +792,8 @@ mod tests {
                 ends.clone()
             ]
         );
-        let points: Vec<(&str, &str, f64)> = got
-            .pairs
-            .iter()
-            .map(|p| (p.a.as_str(), p.b.as_str(), p.fraction))
-            .collect();
         assert_eq!(
-            points,
+            points(&got.pairs),
             [
                 ("gpt-s0", "gpt-s1", 0.125),
                 ("gpt-s0", "gpt-s1", 0.25),
