@@ -10,6 +10,8 @@
 #     its Ki-th snapshot, then that snapshot's heads alone (`--curve-so-far Ki`); then the heads
 #     of the other snapshots (`--curve-so-far`) and the rest of the run. Each point of the list
 #     is scored before phase 1 goes on to the next, so that a lost machine loses at most one.
+#   A third argument `only`: the points of the list (or the one K) and nothing after them: no
+#     other snapshot's heads, no rest of the run (a pair that needs one point more, say).
 #
 # Resumable at every step: stop it with `kill -TERM -- -PGID` (its process group; under setsid,
 # the script's PID) and start it again with the same arguments (a step already done trains
@@ -25,9 +27,11 @@
 # the curve so far. Tests: tests/curve_points_first.rs.
 set -u
 : "${BIN:?BIN: the reproduce binary (a build copied out of the checkout)}" "${OUT:?OUT: the study folder}"
-usage() { echo "usage: BIN=... OUT=... $0 RUN K|K1,K2,..." >&2; exit 2; }
-[ $# -eq 2 ] && [[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage
+usage() { echo "usage: BIN=... OUT=... $0 RUN K|K1,K2,... [only]" >&2; exit 2; }
+[ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = only ]; } || usage
+[[ $2 =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || usage
 run=$1
+only=${3:-}
 IFS=, read -ra ks <<< "$2"
 snaps="$OUT/$run/phase1/snapshots"
 # Sets n to the number of snapshots written.
@@ -55,7 +59,7 @@ step() {
   rc=$?
   [ -z "$stopping" ] && [ "$rc" -eq 0 ] || { say "exit $rc"; exit "$rc"; }
 }
-if [ ${#ks[@]} -eq 1 ]; then
+if [ ${#ks[@]} -eq 1 ] && [ -z "$only" ]; then
   phase1_to "${ks[0]}"
 else
   for k in "${ks[@]}"; do
@@ -64,6 +68,7 @@ else
     step --curve-so-far "$k"
   done
 fi
+[ -z "$only" ] || { say "exit 0 (only the points asked for)"; exit 0; }
 say "heads of its snapshots"
 step --curve-so-far
 say "the rest of the run"

@@ -118,6 +118,40 @@ fn a_list_scores_each_point_before_phase_one_goes_on_to_the_next() {
 }
 
 #[test]
+fn only_the_points_asked_for_and_nothing_after_them() {
+    // One point: phase 1 to the half, that snapshot's heads, then the script ends (no 1/8 and
+    // 1/4 heads, no rest of the run: a pair that lacks only its 1/2 point).
+    let f = fake();
+    let (out, calls) = run(&f, &["elmo-s0", "3", "only"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        calls,
+        vec![
+            call(&f, "elmo-s0", "--stop-at-snapshot 3"),
+            call(&f, "elmo-s0", "--curve-so-far 3"),
+        ]
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("only the points asked for"));
+    // A list the same way, and a restart after it trains nothing but asks the binary again
+    // (which reads the cached heads).
+    let g = fake();
+    let (out, calls) = run(&g, &["elmo-s1", "1,2", "only"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    assert_eq!(snapshots(&g.out, "elmo-s1"), 2);
+    let (out, again) = run(&g, &["elmo-s1", "1,2", "only"], &[]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(again.len(), 6, "{again:?}");
+    assert_eq!(
+        again[4..],
+        [
+            call(&g, "elmo-s1", "--curve-so-far 1"),
+            call(&g, "elmo-s1", "--curve-so-far 2"),
+        ]
+    );
+}
+
+#[test]
 fn a_restart_with_its_snapshots_written_goes_straight_to_their_heads() {
     let f = fake();
     let snaps = f.out.join("gpt-s1/phase1/snapshots");
@@ -183,6 +217,8 @@ fn the_script_without_its_binary_or_arguments_says_what_is_missing() {
         &["a-s0", "0"],
         &["a-s0", "2,"],
         &["a-s0", "x"],
+        &["a-s0", "3", "all"],
+        &["a-s0", "3", "only", "x"],
     ] {
         let (no_k, calls) = run(&f, bad, &[]);
         assert_eq!(no_k.status.code(), Some(2), "{bad:?}");
