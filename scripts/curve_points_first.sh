@@ -10,8 +10,9 @@
 #     its Ki-th snapshot, then that snapshot's heads alone (`--curve-so-far Ki`); then the heads
 #     of the other snapshots (`--curve-so-far`) and the rest of the run. Each point of the list
 #     is scored before phase 1 goes on to the next, so that a lost machine loses at most one.
-#   A third argument `only`: the points of the list (or the one K) and nothing after them: no
-#     other snapshot's heads, no rest of the run (a pair that needs one point more, say).
+#   A third argument `only`: the points of the list and nothing after them: no other
+#     snapshot's heads, no rest of the run (a pair that needs one point more, say). One K then
+#     goes as a list of one: phase 1 to its snapshot and that snapshot's heads alone.
 #
 # Resumable at every step: stop it with `kill -TERM -- -PGID` (its process group; under setsid,
 # the script's PID) and start it again with the same arguments (a step already done trains

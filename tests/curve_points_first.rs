@@ -131,7 +131,10 @@ fn only_the_points_asked_for_and_nothing_after_them() {
             call(&f, "elmo-s0", "--curve-so-far 3"),
         ]
     );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("only the points asked for"));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("only the points asked for"),
+        "{out:?}"
+    );
     // A list the same way, and a restart after it trains nothing but asks the binary again
     // (which reads the cached heads).
     let g = fake();
