@@ -389,11 +389,7 @@ impl Columns {
             b: b.to_string(),
             class: format!("{ma} × {mb}"),
             fraction: number("fraction", cell(self.fraction))?,
-            tokens: Some(
-                cell(self.tokens)
-                    .parse()
-                    .map_err(|_| format!("tokens {:?} is not a count", cell(self.tokens)))?,
-            ),
+            tokens: Some(count("tokens", cell(self.tokens))?),
             n: None,
             pearson: number("value", cell(self.value))?,
             interval: interval(self.intervals[0])?,
@@ -465,11 +461,7 @@ impl EndColumns {
             class: format!("{ma} × {mb}"),
             fraction: 1.0,
             tokens: None,
-            n: Some(
-                cell(self.selected)
-                    .parse()
-                    .map_err(|_| format!("tokens {:?} is not a count", cell(self.selected)))?,
-            ),
+            n: Some(count("tokens", cell(self.selected))?),
             pearson: number("Pearson", cell(self.pearson))?,
             interval: interval(self.ends[0])?,
             reliability,
@@ -501,6 +493,12 @@ fn number(what: &str, s: &str) -> std::result::Result<f64, String> {
         Ok(x) if x.is_finite() => Ok(x),
         _ => Err(format!("{what} {s:?} is not a finite number")),
     }
+}
+
+/// A whole count (a token count) of a cell.
+fn count<T: std::str::FromStr>(what: &str, s: &str) -> std::result::Result<T, String> {
+    s.parse()
+        .map_err(|_| format!("{what} {s:?} is not a count"))
 }
 
 fn optional_number(what: &str, s: &str) -> std::result::Result<Option<f64>, String> {
