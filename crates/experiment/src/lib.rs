@@ -49,6 +49,7 @@ pub mod pos_by_run;
 pub mod progress;
 pub mod protocol;
 pub mod record;
+pub mod resumable_scoring;
 pub mod run;
 pub mod scoring;
 pub mod snapshots;

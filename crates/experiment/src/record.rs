@@ -152,7 +152,9 @@ pub struct RunOptions {
     /// Checkpoint every training (phase 1 and heads) also after this many seconds of wall
     /// time since its last checkpoint ([`towers::TrainConfig::checkpoint_secs`]), so that a
     /// slow run killed without warning (a full-BiLSTM phase 1 checkpoints every 500 updates,
-    /// 10–25 minutes on a 2-core CPU) loses at most that much; it changes no number.
+    /// 10–25 minutes on a 2-core CPU) loses at most that much; every scoring pass of heads
+    /// keeps its batches done as often ([`crate::resumable_scoring`]; `None`: only on a stop
+    /// request). It changes no number.
     pub checkpoint_secs: Option<f64>,
     /// Stop each run once its phase 1 holds its k-th snapshot (1 = the spec's first), with
     /// its checkpoint at that update, before training anything further (phase 1 or heads), so

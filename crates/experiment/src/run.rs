@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use heads::PositionLogProbs;
+use heads::{PositionLogProbs, TowerHeads};
 use towers::{Schedule, TwoTowerLm};
 
 use crate::brought_snapshots::{check_brought, late_snapshots};
@@ -401,9 +401,19 @@ fn train_and_score(
         true => Some(heads_in(spec.head_seed + 1, RETEST_HEADS_DIR)?),
         false => None,
     };
-    let logprobs = score(&model, &heads, scoring, &dir.join(LOGPROBS_FILE))?;
+    let score_in = |heads: &TowerHeads, folder: &str, file: &str| {
+        score(
+            &model,
+            heads,
+            &dir.join(folder),
+            scoring,
+            &dir.join(file),
+            opts,
+        )
+    };
+    let logprobs = score_in(&heads, HEADS_DIR, LOGPROBS_FILE)?;
     let retest_lp = match &retest {
-        Some((h, _)) => Some(score(&model, h, scoring, &dir.join(RETEST_FILE))?),
+        Some((h, _)) => Some(score_in(h, RETEST_HEADS_DIR, RETEST_FILE)?),
         None => None,
     };
     let stretches = crate::machine::read_stretches(&dir.join(PHASE1_DIR))?;

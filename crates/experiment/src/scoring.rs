@@ -342,7 +342,8 @@ impl ScoringSet {
     }
 }
 
-fn hex(d: impl AsRef<[u8]>) -> String {
+/// Lower-case hex of a digest.
+pub(crate) fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use heads::{evaluate, PositionLogProbs};
+use heads::PositionLogProbs;
 use towers::TwoTowerLm;
 
 use crate::brought_snapshots::check_brought;
@@ -20,6 +20,7 @@ use crate::record::{
     heads_flagged, HeadQuality, RunOptions, RunRecord, Snapshot, PHASE1_DIR, RUN_FILE,
     SNAPSHOT_HEADS_DIR,
 };
+use crate::resumable_scoring::score_heads;
 use crate::scoring::ScoringSet;
 use crate::spec::require_same;
 use crate::training::{compute_dtype, phase1_updates, train_heads_in, validation_batches};
@@ -127,7 +128,8 @@ impl SnapshotHeads<'_> {
         }
         self.check_record()?;
         let spec = &self.record.spec;
-        let (data, opts) = (self.data, self.opts);
+        let (data, opts, scoring) = (self.data, self.opts, self.scoring);
+        let (run, record) = (self.run, self.record);
         let model = match &mut self.model {
             Some(m) => m,
             empty => {
@@ -141,24 +143,30 @@ impl SnapshotHeads<'_> {
         let valid = validation_batches(spec, data)?;
         let heads_dir = dir.join(snapshot_heads_folder(seed));
         let (heads, q) = train_heads_in(spec, model, data, &valid, seed, &heads_dir, opts)?;
-        let lp = evaluate(model, &heads, &self.scoring.batches, false)?;
-        // A new spec saved meanwhile moved this snapshot's folder away: these heads are not
-        // its, and their checkpoint must not be resumed under it.
-        if let Err(e) = self.check_record() {
-            let _ = std::fs::remove_dir_all(&heads_dir);
-            return Err(e);
-        }
-        write_json_atomic(&q_path, &q)?;
-        write_json_atomic(&lp_path, &lp)?;
+        let lp = score_heads(model, &heads, &heads_dir, scoring, opts, |lp| {
+            // A new spec saved meanwhile moved this snapshot's folder away: these heads are
+            // not its, and their checkpoint must not be resumed under it.
+            if let Err(e) = record_unchanged(run, record) {
+                let _ = std::fs::remove_dir_all(&heads_dir);
+                return Err(e);
+            }
+            write_json_atomic(&q_path, &q)?;
+            write_json_atomic(&lp_path, lp)
+        })?;
         Ok((lp, q))
     }
 
     /// The run's record still holds the spec these heads are trained for: a process training
     /// them beside the run's own ([`written_snapshot_scores`]) read it hours ago.
     fn check_record(&self) -> Result<()> {
-        let saved: RunRecord = read_json(&self.run.join(RUN_FILE))?;
-        require_same(&saved.spec, &self.record.spec, self.run)
+        record_unchanged(self.run, self.record)
     }
+}
+
+/// [`SnapshotHeads::check_record`] for the run folder `run` and its `record` as read.
+fn record_unchanged(run: &Path, record: &RunRecord) -> Result<()> {
+    let saved: RunRecord = read_json(&run.join(RUN_FILE))?;
+    require_same(&saved.spec, &record.spec, run)
 }
 
 /// How often a process waiting for another's snapshot heads looks again.

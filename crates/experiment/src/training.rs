@@ -6,7 +6,7 @@ use std::path::Path;
 
 use candle_core::{DType, Device};
 use corpus::{TokenBatch, IGNORE_LABEL};
-use heads::{evaluate, retrain, HeadConfig, PositionLogProbs, TowerHeads};
+use heads::{retrain, HeadConfig, PositionLogProbs, TowerHeads};
 use towers::evaluate_loss;
 use towers::BatchSource;
 use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
@@ -14,6 +14,7 @@ use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer
 use crate::data::{batcher, CorpusData};
 use crate::error::{io_at, save_atomic, write_json_atomic};
 use crate::record::{HeadQuality, RunOptions, Snapshot};
+use crate::resumable_scoring::score_heads;
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
 use crate::{ExperimentError, Result};
@@ -279,16 +280,19 @@ pub fn train_heads_in(
     Ok((heads, quality))
 }
 
-/// Scores every head on the scoring set and saves the log-probabilities atomically.
+/// Scores every head on the scoring set (going on from a pass kept in `heads_dir`, see
+/// [`crate::resumable_scoring`]) and saves the log-probabilities atomically at `path`.
 pub(crate) fn score(
     model: &TwoTowerLm,
     heads: &TowerHeads,
+    heads_dir: &Path,
     scoring: &ScoringSet,
     path: &Path,
+    opts: &RunOptions,
 ) -> Result<PositionLogProbs> {
-    let lp = evaluate(model, heads, &scoring.batches, false)?;
-    write_json_atomic(path, &lp)?;
-    Ok(lp)
+    score_heads(model, heads, heads_dir, scoring, opts, |lp| {
+        write_json_atomic(path, lp)
+    })
 }
 
 /// −mean ln p_unigram(target) over the labelled positions of `batches`, with the unigram

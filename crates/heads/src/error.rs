@@ -23,9 +23,10 @@ pub enum HeadsError {
     /// Heads and model (or inputs) do not fit together.
     #[error("mismatch: {0}")]
     Mismatch(String),
-    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation;
-    /// nothing of it was kept, and the same command started again evaluates anew.
-    #[error("stopped on request while scoring, after {done} of {total} batches; nothing of the scoring was saved: run the same command again to score anew")]
+    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation. A
+    /// caller of [`crate::evaluate_resuming`] was handed the batches done (and may have kept
+    /// them); [`crate::evaluate`] keeps nothing.
+    #[error("stopped on request while scoring, after {done} of {total} batches: started again, a caller that kept them (as the experiment layer does) scores only the rest")]
     Stopped {
         /// Batches evaluated before the stop.
         done: usize,
