@@ -17,6 +17,7 @@ use crate::record::{
     RunRecord, Snapshot, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR, RETEST_HEADS_DIR, RUN_FILE,
     SNAPSHOT_HEADS_DIR,
 };
+use crate::resumable_scoring::PARTIAL_SCORES_FILE;
 use crate::snapshots::{snapshot_heads_folder, snapshot_scores_file};
 use crate::Result;
 
@@ -118,6 +119,10 @@ pub struct SnapshotTraining {
     /// drawing the curve so far beside it ([`crate::curve_so_far`]).
     #[serde(default)]
     pub writer: Option<WriterLock>,
+    /// Whether the heads' folder keeps part of a scoring pass
+    /// ([`crate::resumable_scoring::PARTIAL_SCORES_FILE`]): trained, scored part of the way.
+    #[serde(default)]
+    pub scoring_kept: bool,
 }
 
 /// A run's `writer.lock`: who holds it, and whether that process is known to be gone.
@@ -346,8 +351,10 @@ fn snapshot_heads(dir: &Path, seeds: &[u64]) -> Result<(usize, Option<SnapshotTr
             if training.is_some() {
                 continue;
             }
-            if let Some(progress) = head_progress(&step.join(snapshot_heads_folder(seed)))? {
+            let heads_dir = step.join(snapshot_heads_folder(seed));
+            if let Some(progress) = head_progress(&heads_dir)? {
                 training = Some(SnapshotTraining {
+                    scoring_kept: heads_dir.join(PARTIAL_SCORES_FILE).is_file(),
                     snapshot: step
                         .file_name()
                         .unwrap_or_default()

@@ -31,7 +31,9 @@ pub fn status_table(runs: &[RunStatus]) -> report::Table {
          the checkpoint a stopped training would resume at where that is earlier (a finished \
          one says done); \
          snapshot heads: scored of those the run's snapshots call for, and the one \
-         training with its updates and the process holding that snapshot (the run's, or one \
+         training with its updates (\"scoring\" once trained, \"part of the pass kept\" where \
+         a stopped scoring pass goes on from its batches done) and the process holding that \
+         snapshot (the run's, or one \
          drawing the curve so far), or while phase 1 trains its next snapshot (its number, \
          as --stop-at-snapshot counts, its fraction and update, and the minutes until it at \
          phase 1's rate, reckoned as ends in); head trainings left: heads, retest heads and snapshot \
@@ -108,10 +110,15 @@ fn snapshot_cell(r: &RunStatus) -> String {
             r.next_snapshot.as_ref().map_or(String::new(), next)
         ),
         Some(t) => format!(
-            "{scored} of {due}; {} seed {}: {}{}",
+            "{scored} of {due}; {} seed {}: {}{}{}",
             t.snapshot,
             t.seed,
             describe_updates(&t.progress),
+            match (t.progress.done, t.scoring_kept) {
+                (false, _) => "",
+                (true, false) => ", scoring",
+                (true, true) => ", scoring (part of the pass kept)",
+            },
             match &t.writer {
                 Some(w) => format!(", by {}", w.describe()),
                 None => String::new(),

@@ -141,6 +141,7 @@ fn the_training_in_progress_ends_at_its_rate_so_far() {
         seed: 5,
         progress: p.clone(),
         writer: None,
+        scoring_kept: false,
     });
     assert_eq!(r.current_training(), Some(&p));
     // Phase 1 stopped at a snapshot while another process trains that snapshot's heads: the
@@ -293,6 +294,28 @@ fn the_snapshot_head_in_training_is_found_beside_the_scored_ones() {
         .describe()
         .starts_with(&format!("pid {}", std::process::id())));
     drop(lock);
+    // Trained, then scored part of the way: the table says so.
+    head_checkpoint(&em.join("step-0000002/heads-6"), 977, 977);
+    std::fs::write(em.join("step-0000002/heads-6").join(heads::HEADS_FILE), "").unwrap();
+    let (_, training) = snapshot_heads(dir.path(), &[5, 6]).unwrap();
+    assert!(training
+        .as_ref()
+        .is_some_and(|t| t.progress.done && !t.scoring_kept));
+    std::fs::write(
+        em.join("step-0000002/heads-6").join(PARTIAL_SCORES_FILE),
+        "{}",
+    )
+    .unwrap();
+    let (_, training) = snapshot_heads(dir.path(), &[5, 6]).unwrap();
+    let t = training.expect("the head being scored");
+    assert!(t.progress.done && t.scoring_kept);
+    let mut r = run_status("elmo-s0", dir.path()).unwrap();
+    (r.snapshot_heads, r.snapshot_training) = ((3, 4), Some(t));
+    let md = status_table(&[r]).to_markdown();
+    assert!(
+        md.contains("step-0000002 seed 6: 977 of 977, scoring (part of the pass kept)"),
+        "{md}"
+    );
     // Once it is scored, nothing is in training.
     std::fs::write(em.join("step-0000002/logprobs-6.json"), "{}").unwrap();
     assert_eq!(snapshot_heads(dir.path(), &[5, 6]).unwrap(), (4, None));
