@@ -169,114 +169,137 @@ mod tests {
     use crate::progress::Progress;
     use crate::scoring::{ScoringSetId, ScoringSpec};
 
-    /// A tiny GPT, heads saved in `dir/heads`, a three-batch scoring set, and options whose
-    /// messages land in the returned list (a pass kept after every batch).
-    fn setup(
-        dir: &Path,
-    ) -> (
-        TwoTowerLm,
-        TowerHeads,
-        ScoringSet,
-        RunOptions,
-        Arc<Mutex<Vec<String>>>,
-    ) {
-        let m = TwoTowerLm::new(
-            &ModelConfig::preset(Style::Gpt, "tiny").unwrap(),
-            &Device::Cpu,
-            3,
-        )
-        .unwrap();
-        let h = TowerHeads::new(
-            &HeadConfig::for_model(&m, HeadInput::TowerOutput),
-            &Device::Cpu,
-            4,
-        )
-        .unwrap();
-        h.save(&dir.join("heads")).unwrap();
-        let mut src = MarkovSource::new(Style::Gpt, 24, 2, 16, 8, 7, 5).unwrap();
-        let batches: Vec<_> = (0..3).map(|_| src.next_batch().unwrap()).collect();
-        let scoring = ScoringSet {
-            id: ScoringSetId {
-                style: Style::Gpt,
-                fingerprint: "set".into(),
-                text_fingerprint: "text".into(),
-                positions: batches.iter().map(|b| b.n_targets() as u64).sum(),
-            },
-            spec: ScoringSpec::new(16),
-            batches,
-        };
-        let said = Arc::new(Mutex::new(Vec::new()));
-        let sink = said.clone();
-        let opts = RunOptions {
-            progress: Progress::to(move |m| sink.lock().unwrap().push(m.to_string()))
-                .with_bars(false),
-            checkpoint_secs: Some(0.0),
-            ..RunOptions::default()
-        };
-        (m, h, scoring, opts, said)
+    /// A tiny GPT with its heads saved in `heads_dir`, a three-batch scoring set, options
+    /// whose messages land in `said` (a pass kept after every batch), and the scores of one
+    /// uninterrupted pass.
+    struct Fixture {
+        dir: tempfile::TempDir,
+        m: TwoTowerLm,
+        h: TowerHeads,
+        scoring: ScoringSet,
+        opts: RunOptions,
+        said: Arc<Mutex<Vec<String>>>,
+        heads_dir: std::path::PathBuf,
+        kept_path: std::path::PathBuf,
+        whole: PositionLogProbs,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let m = TwoTowerLm::new(
+                &ModelConfig::preset(Style::Gpt, "tiny").unwrap(),
+                &Device::Cpu,
+                3,
+            )
+            .unwrap();
+            let h = TowerHeads::new(
+                &HeadConfig::for_model(&m, HeadInput::TowerOutput),
+                &Device::Cpu,
+                4,
+            )
+            .unwrap();
+            let heads_dir = dir.path().join("heads");
+            h.save(&heads_dir).unwrap();
+            let mut src = MarkovSource::new(Style::Gpt, 24, 2, 16, 8, 7, 5).unwrap();
+            let batches: Vec<_> = (0..3).map(|_| src.next_batch().unwrap()).collect();
+            let scoring = ScoringSet {
+                id: ScoringSetId {
+                    style: Style::Gpt,
+                    fingerprint: "set".into(),
+                    text_fingerprint: "text".into(),
+                    positions: batches.iter().map(|b| b.n_targets() as u64).sum(),
+                },
+                spec: ScoringSpec::new(16),
+                batches,
+            };
+            let said = Arc::new(Mutex::new(Vec::new()));
+            let sink = said.clone();
+            let opts = RunOptions {
+                progress: Progress::to(move |m| sink.lock().unwrap().push(m.to_string()))
+                    .with_bars(false),
+                checkpoint_secs: Some(0.0),
+                ..RunOptions::default()
+            };
+            let whole = evaluate(&m, &h, &scoring.batches, false).unwrap();
+            Self {
+                kept_path: heads_dir.join(PARTIAL_SCORES_FILE),
+                dir,
+                m,
+                h,
+                scoring,
+                opts,
+                said,
+                heads_dir,
+                whole,
+            }
+        }
+
+        /// [`score_heads`] of the fixture's heads, handing the scores to `finish`.
+        fn score(
+            &self,
+            finish: impl FnOnce(&PositionLogProbs) -> Result<()>,
+        ) -> Result<PositionLogProbs> {
+            score_heads(
+                &self.m,
+                &self.h,
+                &self.heads_dir,
+                &self.scoring,
+                &self.opts,
+                finish,
+            )
+        }
+
+        /// Whether a message said so far contains `text`.
+        fn said(&self, text: &str) -> bool {
+            self.said.lock().unwrap().iter().any(|m| m.contains(text))
+        }
     }
 
     #[test]
     fn a_pass_cut_off_goes_on_from_the_batches_it_kept_and_forgets_them_when_whole() {
-        let dir = tempfile::tempdir().unwrap();
-        let (m, h, scoring, opts, said) = setup(dir.path());
-        let heads_dir = dir.path().join("heads");
-        let kept_path = heads_dir.join(PARTIAL_SCORES_FILE);
-        let whole = evaluate(&m, &h, &scoring.batches, false).unwrap();
+        let f = Fixture::new();
 
         // The first pass dies after its last batch, before its scores are written: the pass
         // kept after batch 2 of 3 stays.
-        let cut = score_heads(&m, &h, &heads_dir, &scoring, &opts, |_| {
-            Err(ExperimentError::Interrupted("killed".into()))
-        });
+        let cut = f.score(|_| Err(ExperimentError::Interrupted("killed".into())));
         assert!(
             matches!(cut, Err(ExperimentError::Interrupted(_))),
             "{cut:?}"
         );
-        let mut kept: KeptPass = read_json(&kept_path).unwrap();
+        let mut kept: KeptPass = read_json(&f.kept_path).unwrap();
         assert_eq!(kept.state.batches_done, 2);
         assert_eq!(kept.scoring, "set");
 
         // Marked, so that a result holding the mark was read from the kept pass, not rescored.
         let mark = -123.25f32;
         kept.state.scores.logp[0][0] = mark;
-        keep(&kept_path, &kept).unwrap();
-        let out = dir.path().join("logprobs.json");
-        let lp = score_heads(&m, &h, &heads_dir, &scoring, &opts, |lp| {
-            write_json_atomic(&out, lp)
-        })
-        .unwrap();
-        assert!(said
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|m| m.contains("going on from batch 2 of 3")));
-        let mut expected = whole.clone();
+        keep(&f.kept_path, &kept).unwrap();
+        let out = f.dir.path().join("logprobs.json");
+        let lp = f.score(|lp| write_json_atomic(&out, lp)).unwrap();
+        assert!(f.said("going on from batch 2 of 3"));
+        let mut expected = f.whole.clone();
         expected.logp[0][0] = mark;
         assert_eq!(lp, expected, "the kept batches as kept, the rest scored");
         assert_eq!(read_json::<PositionLogProbs>(&out).unwrap(), expected);
         assert!(
-            !kept_path.exists(),
+            !f.kept_path.exists(),
             "the kept pass is removed once the scores are written"
         );
 
         // Unmarked, the resumed scores are one uninterrupted pass's, bit for bit.
-        kept.state.scores.logp[0][0] = whole.logp[0][0];
-        keep(&kept_path, &kept).unwrap();
-        let lp = score_heads(&m, &h, &heads_dir, &scoring, &opts, |_| Ok(())).unwrap();
-        assert_eq!(lp, whole);
+        kept.state.scores.logp[0][0] = f.whole.logp[0][0];
+        keep(&f.kept_path, &kept).unwrap();
+        let lp = f.score(|_| Ok(())).unwrap();
+        assert_eq!(lp, f.whole);
     }
 
     #[test]
     fn a_kept_pass_of_other_heads_or_another_set_is_set_aside_and_missing_heads_are_named() {
-        let dir = tempfile::tempdir().unwrap();
-        let (m, h, scoring, opts, said) = setup(dir.path());
-        let heads_dir = dir.path().join("heads");
-        let kept_path = heads_dir.join(PARTIAL_SCORES_FILE);
-        let whole = evaluate(&m, &h, &scoring.batches, false).unwrap();
-        let mut state = PartialEvaluation::new(&h, false);
+        let f = Fixture::new();
+        let mut state = PartialEvaluation::new(&f.h, false);
         state.batches_done = 1;
-        let weights = std::fs::read(heads_dir.join(HEADS_FILE)).unwrap();
+        let weights = std::fs::read(f.heads_dir.join(HEADS_FILE)).unwrap();
         for (what, scoring_fp, heads_sha) in [
             (
                 "other heads",
@@ -295,20 +318,14 @@ mod tests {
                 heads_sha256: heads_sha,
                 state: state.clone(),
             };
-            keep(&kept_path, &kept).unwrap();
-            said.lock().unwrap().clear();
-            let lp = score_heads(&m, &h, &heads_dir, &scoring, &opts, |_| Ok(())).unwrap();
-            assert_eq!(lp, whole, "{what}: scored anew");
-            assert!(
-                said.lock()
-                    .unwrap()
-                    .iter()
-                    .any(|m| m.contains("scoring anew")),
-                "{what}"
-            );
+            keep(&f.kept_path, &kept).unwrap();
+            f.said.lock().unwrap().clear();
+            let lp = f.score(|_| Ok(())).unwrap();
+            assert_eq!(lp, f.whole, "{what}: scored anew");
+            assert!(f.said("scoring anew"), "{what}");
         }
-        std::fs::remove_file(heads_dir.join(HEADS_FILE)).unwrap();
-        match score_heads(&m, &h, &heads_dir, &scoring, &opts, |_| Ok(())) {
+        std::fs::remove_file(f.heads_dir.join(HEADS_FILE)).unwrap();
+        match f.score(|_| Ok(())) {
             Err(ExperimentError::Io { path, .. }) => {
                 assert!(path.ends_with(HEADS_FILE), "{path:?}")
             }

@@ -126,10 +126,10 @@ impl SnapshotHeads<'_> {
         if scored(dir, seed) {
             return Ok((read_json(&lp_path)?, read_json(&q_path)?));
         }
-        self.check_record()?;
-        let spec = &self.record.spec;
-        let (data, opts, scoring) = (self.data, self.opts, self.scoring);
         let (run, record) = (self.run, self.record);
+        record_unchanged(run, record)?;
+        let spec = &record.spec;
+        let (data, opts, scoring) = (self.data, self.opts, self.scoring);
         let model = match &mut self.model {
             Some(m) => m,
             empty => {
@@ -155,15 +155,10 @@ impl SnapshotHeads<'_> {
         })?;
         Ok((lp, q))
     }
-
-    /// The run's record still holds the spec these heads are trained for: a process training
-    /// them beside the run's own ([`written_snapshot_scores`]) read it hours ago.
-    fn check_record(&self) -> Result<()> {
-        record_unchanged(self.run, self.record)
-    }
 }
 
-/// [`SnapshotHeads::check_record`] for the run folder `run` and its `record` as read.
+/// The run folder `run`'s saved record still holds the spec of `record` (as read): a process
+/// training snapshot heads beside the run's own ([`written_snapshot_scores`]) read it hours ago.
 fn record_unchanged(run: &Path, record: &RunRecord) -> Result<()> {
     let saved: RunRecord = read_json(&run.join(RUN_FILE))?;
     require_same(&saved.spec, &record.spec, run)
