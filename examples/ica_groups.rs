@@ -9,7 +9,7 @@
 //!     [--top-n 5000] [--dim 128] [--out out/ica_groups]
 //! ```
 //!
-//! The run folder comes from `reproduce` or `two_tower` (its `run.json` says what it is; its
+//! The run folder comes from `reproduce` or `two_tower` (its `manifest.json` says what it is; its
 //! final checkpoint is read, nothing is trained again). The last line printed is a JSON object
 //! with the numbers and the output paths.
 
@@ -20,13 +20,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lmsplit::experiment::groups::FitRows;
-use lmsplit::experiment::{open_run, word_groups, ExperimentError, RunOptions, WordGroupSettings};
+use lmsplit::experiment::{word_groups, CorpusData, ExperimentError, ScoredRun, WordGroupSettings};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
 #[command(about = "ICA word groups of a two-tower run's shared embedding (Table 3, Fig. 5, 6)")]
 struct Args {
-    /// A finished run folder (with run.json).
+    /// A finished run folder (with manifest.json).
     #[arg(long)]
     run: PathBuf,
     /// Most frequent training tokens analysed.
@@ -56,11 +56,10 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> Result<(), ExperimentError> {
     // The embedding comes from the run's final checkpoint: nothing is trained or scored again.
-    let opts = RunOptions {
-        device: lmsplit::kernels::device::cuda_if_available(0)?,
-        ..RunOptions::default()
-    };
-    let (data, run) = open_run(&args.run, &opts)?;
+    let mut run = ScoredRun::load(&args.run)?;
+    let data = CorpusData::for_runs(std::slice::from_ref(&run), &args.out.join("data"))?;
+    let device = lmsplit::kernels::device::cuda_if_available(0)?;
+    run.model = Some(run.trained_model(&data, &device)?);
     let settings = WordGroupSettings {
         top_n: args.top_n,
         dim: args.dim,

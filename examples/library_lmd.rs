@@ -3,22 +3,11 @@
 //! `cargo run --release --example library_lmd` (from the workspace root, with `../shared`
 //! holding the models, WikiText-2 and the BERT vocabulary).
 
-mod common;
+use lmsplit::lmd::study::{run_lmd_study, LmdStudySpec};
+use lmsplit::report::Progress;
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use lmsplit::experiment::lmd_study::{run_lmd_study, LmdStudySpec};
-use lmsplit::experiment::ExperimentError;
-use lmsplit::experiment::Progress;
-
-fn main() -> ExitCode {
-    common::quiet_on_broken_pipe();
-    common::finish(run())
-}
-
-fn run() -> Result<(), ExperimentError> {
-    let shared = PathBuf::from("../shared");
+fn main() -> Result<(), lmsplit::lmd::LmdError> {
+    let shared = std::path::Path::new("../shared");
     let mut spec = LmdStudySpec::new(
         vec![
             shared.join("models/all-MiniLM-L6-v2"),
@@ -27,16 +16,11 @@ fn run() -> Result<(), ExperimentError> {
         shared.join("data/wikitext-2/train.txt"),
         shared.join("data/bert-base-uncased/vocab.txt"),
     );
-    // Tiny sizes: the fits need more train sequences than the widest model (MiniLM, d = 384).
-    spec.ts = vec![16];
-    spec.n_train = 512;
-    spec.n_test = 128;
+    // Tiny sizes: the fits need more train sequences than the widest model (d = 384).
+    (spec.ts, spec.n_train, spec.n_test) = (vec![16], 512, 128);
     let outcome = run_lmd_study(&spec, "out/library_lmd".as_ref(), &Progress::silent())?;
-    for (i, model) in outcome.models.iter().enumerate() {
-        for t in &outcome.per_t {
-            println!("{model:<20} T = {:<4} group R² {:.3}", t.t, t.group_r2[i]);
-        }
+    for (model, r2) in outcome.models.iter().zip(&outcome.per_t[0].group_r2) {
+        println!("{model}: group R² {r2:.3}");
     }
-    println!("Table 2: {}", outcome.table2[1].display());
     Ok(())
 }

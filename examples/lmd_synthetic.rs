@@ -19,17 +19,17 @@ use std::time::Instant;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use lmsplit::experiment::ExperimentError;
 use lmsplit::lmd::analysis::{group_r2, group_r2_with, pairwise_r2, Analysis, Arithmetic};
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
 use lmsplit::lmd::synthetic::{expected_held_out_r2, Planted, PlantedSpec};
 use lmsplit::lmd::tables;
+use lmsplit::lmd::LmdError;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-type Res<T> = Result<T, ExperimentError>;
+type Res<T> = Result<T, LmdError>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -147,7 +147,7 @@ fn stream_split(
 ) -> Res<Moments> {
     let mut m = Moments::new(planted.names(), planted.widths())?;
     let style = ProgressStyle::with_template("{msg:>6} [{bar:40}] {pos}/{len} rows ({elapsed})")
-        .map_err(|e| ExperimentError::bad_setting("progress template", "rows", e.to_string()))?;
+        .map_err(|e| LmdError::bad_setting("progress template", "rows", e.to_string()))?;
     let bar = ProgressBar::new(n as u64).with_style(style);
     bar.set_message(label.to_string());
     let mut done = 0;

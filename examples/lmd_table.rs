@@ -26,7 +26,7 @@
 //! position table is shorter than the largest T are left out (the run says so). The last line
 //! printed is a JSON summary with the output paths.
 //!
-//! Everything is `lmsplit::experiment::lmd_study` API; this file only reads flags and prints.
+//! Everything is `lmsplit::lmd::study` API; this file only reads flags and prints.
 
 mod common;
 
@@ -35,11 +35,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lmsplit::corpus::Format;
-use lmsplit::experiment::lmd_study::{extract_lmd_shard, parse_ridge, run_lmd_study, LmdStudySpec};
-use lmsplit::experiment::ExperimentError;
-use lmsplit::experiment::Progress;
 use lmsplit::lmd::encoder::Pooling;
 use lmsplit::lmd::shard::Shard;
+use lmsplit::lmd::study::{extract_lmd_shard, parse_ridge, run_lmd_study, LmdStudySpec};
+use lmsplit::lmd::LmdError;
+use lmsplit::report::Progress;
 
 #[derive(Parser, Debug)]
 #[command(about = "LMD Table 2: group R² of each model on all others, by sequence length T")]
@@ -114,15 +114,15 @@ fn main() -> ExitCode {
 
 /// A model argument as a local folder: hub ids are fetched with `--features hub`; without it
 /// the path is passed on as it is, so a missing folder is reported as missing.
-fn model_folder(arg: &str) -> Result<PathBuf, ExperimentError> {
+fn model_folder(arg: &str) -> Result<PathBuf, LmdError> {
     let path = PathBuf::from(arg);
     if cfg!(feature = "hub") && !path.exists() {
-        return Ok(lmsplit::lmd::encoder::resolve(arg)?);
+        return lmsplit::lmd::encoder::resolve(arg);
     }
     Ok(path)
 }
 
-fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
+fn spec_of(args: &Args) -> Result<LmdStudySpec, LmdError> {
     let models = args
         .models
         .iter()
@@ -146,7 +146,7 @@ fn spec_of(args: &Args) -> Result<LmdStudySpec, ExperimentError> {
     Ok(spec)
 }
 
-fn run(args: Args) -> Result<(), ExperimentError> {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut spec = spec_of(&args)?;
     if let Some(shard) = &args.shard {
         let shard: Shard = shard.parse()?;
@@ -164,10 +164,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         outcome.table2_heatmap.display(),
         outcome.seconds
     );
-    let json = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {
-        path: "the summary line".into(),
-        source,
-    })?;
+    let json = serde_json::to_string(&outcome).map_err(|e| format!("the summary line: {e}"))?;
     println!("{json}");
     Ok(())
 }

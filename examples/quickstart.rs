@@ -27,13 +27,13 @@ use std::time::Instant;
 
 use clap::Parser;
 use lmsplit::experiment::analysis::RunScores;
-use lmsplit::experiment::lmd_planted::planted_check;
 use lmsplit::experiment::pos::{lexicon, TagSource};
 use lmsplit::experiment::tables::pos_figure;
 use lmsplit::experiment::{
     word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoredRun,
     ScoringSpec, WordGroupSettings, Workspace,
 };
+use lmsplit::lmd::study::planted_check;
 use lmsplit::prefscore::{Bootstrap, ScoreKind};
 use lmsplit::towers::Style;
 use serde_json::json;
@@ -99,7 +99,7 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
     Ok((ws.into_data(), run))
 }
 
-fn run(args: Args) -> Result<(), ExperimentError> {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let t0 = Instant::now();
     let (data, run) = train(&args)?;
 

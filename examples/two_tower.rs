@@ -211,7 +211,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         scores.split_half(ScoreKind::ArithmeticMean, &tokens, Method::Pearson, &boot)?;
     let summary = json!({
         "run": run.label, "dir": run.dir, "reused": run.reused,
-        "scoring_set": run.record.scoring.short(), "positions": res.positions,
+        "scoring_set": run.manifest.scoring.short(), "positions": res.positions,
         "phase1": {"steps": res.phase1.steps, "tokens": res.phase1.tokens,
                    "val_loss": res.phase1.val_loss, "tokens_per_s": res.phase1.tokens_per_s},
         "heads": res.heads, "retest": res.retest, "scored_nll": res.scored_nll,

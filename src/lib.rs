@@ -1,17 +1,16 @@
 //! lmsplit: two-tower language-model preference and Language Model Decomposition on candle.
 //!
 //! This facade re-exports every crate of the workspace under one name, plus [`alloc`] (allocator
-//! tuning for CPU binaries), [`process`] (CPU time for timings) and [`bench_tables`] (the GPU
-//! throughput tables from the benchmarks' JSON lines).
+//! tuning for CPU binaries), and [`process`] (CPU time for timings).
 
 #![deny(missing_docs)]
 
 pub mod alloc;
-pub mod bench_tables;
 pub mod process;
 
 pub use corpus;
 pub use experiment;
+pub use files;
 pub use heads;
 pub use ica;
 pub use kernels;

@@ -5,9 +5,9 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{quiet, tiny_spec};
+use common::tiny_spec;
 use lmsplit::experiment::{
-    open_run, CorpusData, CorpusSpec, ExperimentError, Protocol, ScoringSpec, ScoringText,
+    CorpusData, CorpusSpec, ExperimentError, Protocol, ScoredRun, ScoringSpec, ScoringText,
     StudySpec,
 };
 
@@ -49,18 +49,18 @@ fn a_corpus_too_small_to_hold_out_is_refused() {
 #[test]
 fn a_folder_without_a_run_is_not_a_run() {
     let dir = tempfile::tempdir().unwrap();
-    let err = open_run(dir.path(), &quiet()).unwrap_err();
+    let err = ScoredRun::load(dir.path()).unwrap_err();
     assert!(matches!(err, ExperimentError::NotA { .. }), "{err:?}");
-    assert!(err.to_string().contains("run.json"), "{err}");
+    assert!(err.to_string().contains("manifest.json"), "{err}");
 }
 
 #[test]
-fn a_truncated_run_record_is_a_json_error_naming_the_file() {
+fn a_truncated_manifest_is_a_json_error_naming_the_file() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("run.json"), "{\"spec\": {").unwrap();
-    let err = open_run(dir.path(), &quiet()).unwrap_err();
+    std::fs::write(dir.path().join("manifest.json"), "{\"spec\": {").unwrap();
+    let err = ScoredRun::load(dir.path()).unwrap_err();
     assert!(matches!(err, ExperimentError::Json { .. }), "{err:?}");
-    assert!(err.to_string().contains("run.json"), "{err}");
+    assert!(err.to_string().contains("manifest.json"), "{err}");
 }
 
 #[test]

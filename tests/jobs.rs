@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{example_bin, small_gpt_run_args};
-use lmsplit::experiment::status::{run_status, RunStatus, Stage};
+use lmsplit::experiment::{run_status, ScoredRun, Stage};
 
 /// Exit code of a run stopped by SIGTERM after its checkpoint (examples/two_tower.rs).
 const EXIT_STOPPED: i32 = 75;
@@ -89,7 +89,9 @@ fn stderr_of(out: &Output) -> String {
 }
 
 fn same_scores(a: &Path, b: &Path) {
-    let read = |d: &Path| std::fs::read(d.join("logprobs.json")).unwrap();
+    let read = |d: &Path| {
+        lmsplit::experiment::scores_file::ScoresFile::load(&d.join("scores.safetensors")).unwrap()
+    };
     assert!(
         read(a) == read(b),
         "{} and {} scored differently",
@@ -125,35 +127,23 @@ fn two_writers_on_one_run_the_second_is_refused_naming_the_holder() {
     assert!(err.contains("writer.lock"), "{err}");
     let first = first.wait_with_output().unwrap();
     assert!(first.status.success(), "{}", stderr_of(&first));
-    assert!(
-        !out.join("writer.lock").exists(),
-        "the lock outlived its run"
-    );
     same_scores(whole(), &out);
 }
 
 #[test]
-fn a_killed_runs_stale_lock_is_named_and_taken_over() {
+fn a_killed_runs_lock_is_free_for_the_next_and_the_run_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let lock = out.join("writer.lock");
     let mut run = spawn(&out);
     wait_for(&mut run, "writer lock", || lock.is_file());
-    let pid = run.id();
-    run.kill().unwrap(); // SIGKILL: no handler runs, the lock stays
+    run.kill().unwrap(); // SIGKILL: no handler runs; the OS releases its file lock
     run.wait().unwrap();
-    assert!(lock.is_file(), "a killed process cannot remove its lock");
     let o = Command::new(example_bin("two_tower"))
         .args(small_gpt_run_args(&out, Some(&tokenizer())))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr_of(&o));
-    let said = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        said.contains(&format!("took over the lock of process {pid} on host")),
-        "the stale holder is not named: {said}"
-    );
-    assert!(!lock.exists(), "the lock outlived its run");
     same_scores(whole(), &out);
 }
 
@@ -179,35 +169,15 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{err}");
     assert!(err.contains("stopped on request after update"), "{err}");
     assert!(err.contains(&ckpt.display().to_string()), "{err}");
-    assert!(!out.join("logprobs.json").exists(), "stopped too late");
-    assert!(
-        !out.join("writer.lock").exists(),
-        "the lock outlived its run"
-    );
+    assert!(!out.join("scores.safetensors").exists(), "stopped too late");
     let stopped_at = step_of(&ckpt);
     assert!(
         stopped_at < 157,
         "phase 1 ended before the signal ({stopped_at})"
     );
-    // The status read from the folder: in phase 1, at the checkpoint's update, held by no one.
-    let st = run_status("run", &out).unwrap();
-    assert_eq!(st.stage, Stage::Phase1, "{st:?}");
-    // Every head training is still ahead: the heads, the retest heads where the spec has
-    // them, and each snapshot's.
-    let all = 1 + usize::from(st.retest_heads) + st.snapshot_heads.1;
-    assert_eq!(st.head_trainings_left(), Some(all), "{st:?}");
-    let p1 = st.phase1.as_ref().unwrap();
-    assert_eq!((p1.step, p1.done), (stopped_at, false), "{st:?}");
-    assert!(p1.tokens < st.phase1_budget.unwrap(), "{st:?}");
-    // Its metrics log reaches the checkpoint, or past it where the signal came between the two.
-    assert!(p1.newest_step() >= stopped_at, "{st:?}");
-    assert!(p1.logged.is_none_or(|l| l.step > stopped_at), "{st:?}");
-    // Each of its update lines states the schedule's total, as the checkpoint does.
-    let log = out.join("phase1").join(lmsplit::towers::METRICS_FILE);
-    let newest = lmsplit::towers::newest_update(&log).unwrap();
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(newest.and_then(|u| u.total_steps), p1.total_steps, "{text}");
-    assert_eq!(st.writer, None);
+    // The status read from the manifest: in phase 1.
+    let (_, stage, _) = run_status(&out).unwrap().unwrap();
+    assert_eq!(stage, Stage::Phase1);
 
     // Resumed, and stopped again as soon as the heads start training.
     let heads = out.join("heads");
@@ -215,33 +185,55 @@ fn sigterm_mid_phase1_and_mid_heads_exits_75_and_the_rerun_resumes_bit_exactly()
     wait_for(&mut run, "heads training", || {
         heads.join("metrics.jsonl").is_file()
     });
-    // While it trains, the status names the live process that holds the run.
-    let live = run_status("run", &out).unwrap();
-    let writer = live.writer.as_ref().expect("the live run's lock");
-    assert_eq!(writer.holder.as_ref().map(|h| h.pid), Some(run.id()));
-    assert!(!writer.gone, "{live:?}");
+    // While it trains, a second writer is refused naming it.
+    let second = Command::new(example_bin("two_tower"))
+        .args(small_gpt_run_args(&out, Some(&tokenizer())))
+        .output()
+        .unwrap();
     assert!(
-        live.why_unfinished()
-            .is_some_and(|w| w.starts_with("still running: heads, pid ")),
-        "{live:?}"
+        stderr_of(&second).contains(&format!("process {}", run.id())),
+        "{}",
+        stderr_of(&second)
     );
     sigterm(&run);
     let o = run.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr_of(&o));
     assert!(stderr_of(&o).contains("heads"), "{}", stderr_of(&o));
-    assert!(!out.join("logprobs.json").exists(), "stopped too late");
-    let st = run_status("run", &out).unwrap();
-    assert_eq!(st.stage, Stage::Heads, "{st:?}");
-    assert!(st.phase1.as_ref().unwrap().done, "{st:?}");
-    assert!(!st.heads.as_ref().is_some_and(|h| h.done), "{st:?}");
+    assert!(!out.join("scores.safetensors").exists(), "stopped too late");
+    let (_, stage, _) = run_status(&out).unwrap().unwrap();
+    assert_eq!(stage, Stage::Heads);
 
     let o = spawn(&out).wait_with_output().unwrap();
     assert!(o.status.success(), "{}", stderr_of(&o));
     same_scores(whole(), &out);
-    let st = run_status("run", &out).unwrap();
-    assert_eq!(st.stage, Stage::Finished, "{st:?}");
-    assert!(st.heads.as_ref().unwrap().done, "{st:?}");
-    assert_eq!(st.writer, None);
+    let (_, stage, _) = run_status(&out).unwrap().unwrap();
+    assert_eq!(stage, Stage::Done);
+    // Copied to another folder and loaded from there: the uninterrupted run's scores, and so
+    // its tables.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(&out)
+        .arg(&elsewhere)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (copy, reference) = (
+        ScoredRun::load(elsewhere.join("run")).unwrap(),
+        ScoredRun::load(whole()).unwrap(),
+    );
+    assert_eq!(copy.logprobs, reference.logprobs);
+    assert_eq!(copy.retest, reference.retest);
+    let (c, r) = (copy.result().unwrap(), reference.result().unwrap());
+    assert_eq!(
+        (c.phase1.steps, c.phase1.train_loss),
+        (r.phase1.steps, r.phase1.train_loss)
+    );
+    assert_eq!(
+        (&c.heads, &c.retest, &c.scored_nll),
+        (&r.heads, &r.retest, &r.scored_nll)
+    );
 }
 
 #[test]
@@ -306,21 +298,13 @@ fn a_failed_checkpoint_write_names_the_file_and_keeps_the_previous_checkpoint() 
     same_scores(whole(), &out);
 }
 
-/// `reproduce --protocol smoke --only <labels>` on `out` (emergence left out: minutes).
+/// `reproduce train --protocol smoke --only <labels>` on `out`.
 fn reproduce(out: &Path, only: &str, tokenizer: Option<&Path>) -> Command {
     let mut c = Command::new(example_bin("reproduce"));
-    c.args([
-        "--protocol",
-        "smoke",
-        "--no-emergence",
-        "--quiet",
-        "--only",
-        only,
-        "--out",
-    ])
-    .arg(out)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    c.args(["train", "--protocol", "smoke", "--only", only, "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     if let Some(t) = tokenizer {
         c.arg("--tokenizer").arg(t);
     }
@@ -352,12 +336,13 @@ fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() 
         files,
         [
             "bert-scoring_set.json",
+            "create.lock",
             "gpt-scoring_set.json",
             "synthetic.txt",
             "tokenizer.json",
             "tokenizer.trained_from.json"
         ],
-        "stray files (temporary or lock files) in data/"
+        "stray files (temporary files) in data/; the lock file stays, free"
     );
     // One vocabulary: both scoring sets were cut from the same text and tokenizer.
     let text_fp = |style: &str| {
@@ -378,123 +363,4 @@ fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() 
     for l in labels {
         same_scores(&par.join(l), &seq.join(l));
     }
-}
-
-#[test]
-fn tables_only_names_every_unfinished_run_instead_of_skipping_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(example_bin("reproduce"))
-        .args(["--protocol", "smoke", "--quiet", "--tables-only", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let err = stderr_of(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    for run in [
-        "gpt-s0 (never started)",
-        "gpt-s1 (never started)",
-        "bert-s0 (never started)",
-    ] {
-        assert!(err.contains(run), "{run} is not named: {err}");
-    }
-    assert!(err.contains("3 of 3 runs"), "{err}");
-    assert!(
-        !dir.path().join("data").exists(),
-        "--tables-only trained or prepared something"
-    );
-
-    // --status says the same, as a table and a JSON line, and exits 0.
-    let o = Command::new(example_bin("reproduce"))
-        .args(["--protocol", "smoke", "--status", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr_of(&o));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    let runs: Vec<RunStatus> =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
-    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
-    assert_eq!(labels, ["gpt-s0", "gpt-s1", "bert-s0"]);
-    assert!(
-        runs.iter().all(|r| r.stage == Stage::NotStarted),
-        "{runs:?}"
-    );
-    let md = std::fs::read_to_string(dir.path().join("status.md")).unwrap();
-    let row = md.lines().find(|l| l.starts_with("| gpt-s1 "));
-    assert!(row.is_some_and(|r| r.contains("| not started ")), "{md}");
-    assert!(
-        !dir.path().join("data").exists(),
-        "--status prepared something"
-    );
-    // A study folder that is not there (a mistyped --out): all not started, and no folder made.
-    let absent = dir.path().join("absent");
-    let o = Command::new(example_bin("reproduce"))
-        .args(["--protocol", "smoke", "--status", "--quiet", "--out"])
-        .arg(&absent)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr_of(&o));
-    assert!(
-        stderr_of(&o).contains("no study folder at"),
-        "{}",
-        stderr_of(&o)
-    );
-    assert!(!absent.exists(), "--status created the study folder");
-    // Into a pipe already closed at the other end (`... --status | head -0`): it ends quietly,
-    // by SIGPIPE, where `println!` would panic.
-    let (reader, writer) = std::io::pipe().unwrap();
-    drop(reader);
-    let o = Command::new(example_bin("reproduce"))
-        .args(["--protocol", "smoke", "--status", "--out"])
-        .arg(dir.path())
-        .stdout(writer)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(!stderr_of(&o).contains("panicked"), "{}", stderr_of(&o));
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}", o.status);
-    // A label the study does not have is refused by name.
-    let o = Command::new(example_bin("reproduce"))
-        .args([
-            "--protocol",
-            "smoke",
-            "--status",
-            "--only",
-            "gpt-s9",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr_of(&o).contains("gpt-s9"), "{}", stderr_of(&o));
-}
-
-#[test]
-fn stop_at_snapshot_exits_75_naming_the_run_and_a_snapshot_it_lacks_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let stop_at = |k: &str| {
-        Command::new(example_bin("reproduce"))
-            .args(["--protocol", "smoke", "--quiet", "--only", "gpt-s0"])
-            .args(["--stop-at-snapshot", k, "--out"])
-            .arg(dir.path())
-            .output()
-            .unwrap()
-    };
-    let o = stop_at("1");
-    let err = stderr_of(&o);
-    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{err}");
-    assert!(
-        err.contains("phase 1 of gpt-s0 stopped at its snapshot 1 as asked"),
-        "{err}"
-    );
-    let st = run_status("gpt-s0", &dir.path().join("gpt-s0")).unwrap();
-    assert_eq!(st.stage, Stage::Phase1, "{st:?}");
-    assert_eq!(st.writer, None, "{st:?}");
-    // The smoke protocol's runs have one snapshot (at 1/2).
-    let o = stop_at("2");
-    let err = stderr_of(&o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("1 to 1"), "{err}");
 }

@@ -50,7 +50,7 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(
-        !killed.join("logprobs.json").exists(),
+        !killed.join("scores.safetensors").exists(),
         "killed too late to test a resume"
     );
     let ok = Command::new(&bin)
@@ -60,7 +60,9 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
         .unwrap();
     assert!(ok.success());
 
-    let read = |d: &Path| std::fs::read(d.join("logprobs.json")).unwrap();
+    let read = |d: &Path| {
+        lmsplit::experiment::scores_file::ScoresFile::load(&d.join("scores.safetensors")).unwrap()
+    };
     assert_eq!(
         read(&whole),
         read(&killed),

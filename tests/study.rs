@@ -7,7 +7,8 @@ mod common;
 use common::{quiet, shared};
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
-    run_study, CorpusData, ExperimentError, Protocol, RunRecord, ScoringSet, StudySpec,
+    analyze, run_study, CorpusData, ExperimentError, Manifest, Protocol, ScoredRun, ScoringSet,
+    Stage, StudySpec,
 };
 use lmsplit::prefscore::ScoreKind;
 use lmsplit::towers::{ElmoMode, Style};
@@ -35,23 +36,21 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         assert!(!r.heads.above_unigram, "{}: {:?}", r.label, r.heads);
         assert!(r.positions > 1000);
     }
-    // Each run states its budget, throughput (the table's wall time follows from them) and the
-    // machine that trained it, in its record and in the runs table.
+    // Each run states its budget, throughput and device, in its manifest and the runs table.
     let runs_md = std::fs::read_to_string(dir.path().join("runs.md")).unwrap();
     for r in &out.runs {
         assert_eq!(r.phase1_tokens, 120_320, "{}", r.label);
         assert!(r.phase1_tokens_per_s > 0.0, "{}", r.label);
-        let machine = r.machine.as_deref().unwrap_or_default();
-        assert!(machine.starts_with("cpu "), "{}: {machine:?}", r.label);
-        assert!(runs_md.contains(machine), "{runs_md}");
-        // One call trained phase 1 here: every update is this machine's.
-        let res = r.dir.join("run.json");
-        let rec: RunRecord = serde_json::from_str(&std::fs::read_to_string(&res).unwrap()).unwrap();
-        let shares = rec.result.unwrap().phase1_machines;
-        assert_eq!(shares.len(), 1, "{}: {shares:?}", r.label);
-        assert_eq!(shares[0].machine.as_deref(), Some(machine), "{}", r.label);
-        assert!(shares[0].updates > 0, "{}", r.label);
-        assert_eq!(r.phase1_machine.as_deref(), Some(machine), "{}", r.label);
+        assert_eq!(r.device, "cpu", "{}", r.label);
+        let text = std::fs::read_to_string(r.dir.join("manifest.json")).unwrap();
+        let m: Manifest = serde_json::from_str(&text).unwrap();
+        assert_eq!((m.id.to_string(), m.stage), (r.label.clone(), Stage::Done));
+        assert!(
+            m.weights_sha256.is_some_and(|h| h.len() == 64),
+            "{}",
+            r.label
+        );
+        assert!(runs_md.contains(&r.label), "{runs_md}");
     }
     // Fig. 4 tag by tag across the runs, beside the paper's directions.
     let pos = std::fs::read_to_string(dir.path().join("pos_by_run.md")).unwrap();
@@ -75,19 +74,57 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .path()
         .join("fig_table4_spearman_arithmetic.png")
         .is_file());
-    // A record written before machines were recorded still reads, as \"not recorded\".
-    let record = r#"gpt-s0/run.json"#;
-    let mut old: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join(record)).unwrap()).unwrap();
-    old["result"].as_object_mut().unwrap().remove("machine");
-    old["result"]
-        .as_object_mut()
-        .unwrap()
-        .remove("phase1_machines");
-    let old: RunRecord = serde_json::from_value(old).unwrap();
-    let old = old.result.unwrap();
-    assert_eq!(old.machine, None);
-    assert!(old.phase1_machines.is_empty());
+    // The runs' folders copied elsewhere and analysed from there (nothing trained) give the
+    // study's tables, every one of them byte for byte.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copies: Vec<std::path::PathBuf> = out
+        .runs
+        .iter()
+        .map(|r| {
+            let to = elsewhere.path().join("runs").join(&r.label);
+            copy_dir(&r.dir, &to);
+            to
+        })
+        .collect();
+    let loaded = ScoredRun::load_all(&copies).unwrap();
+    let tables = elsewhere.path().join("tables");
+    analyze(
+        &spec,
+        &loaded,
+        &tables,
+        &lmsplit::experiment::Progress::silent(),
+    )
+    .unwrap();
+    let mut compared = 0;
+    for e in std::fs::read_dir(dir.path()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md" || x == "csv")
+            && !p.ends_with("runs.md")
+            && !p.ends_with("runs.csv")
+        {
+            let name = p.file_name().unwrap();
+            let again = std::fs::read_to_string(tables.join(name)).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&p).unwrap(),
+                again,
+                "{}",
+                p.display()
+            );
+            compared += 1;
+        }
+    }
+    assert!(compared >= 20, "{compared} tables compared");
+    // The tables of the smoke study as the 0.1 layer wrote them (tests/fixtures/smoke-tables):
+    // every cell the same but the paper column (now a cell only where the paper has that
+    // kind of pair); numbers within one unit of their last printed digit (another CPU's
+    // matrix kernels may round one differently).
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/smoke-tables");
+    for e in std::fs::read_dir(&fixtures).unwrap() {
+        let p = e.unwrap().path();
+        let now = std::fs::read_to_string(dir.path().join(p.file_name().unwrap())).unwrap();
+        same_table_cells(&std::fs::read_to_string(&p).unwrap(), &now, &p);
+    }
     // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
     assert_eq!(out.pairs.len(), 12);
     for (_, p) in &out.pairs {
@@ -298,7 +335,7 @@ fn some_runs_write_their_tables_to_a_subset_folder() {
     assert_eq!(out.tables, dir.path().join("subset-bert-s0"));
     assert!(out.tables.join("runs.md").is_file());
     assert!(out.pairs.is_empty());
-    assert!(dir.path().join("bert-s0/run.json").is_file());
+    assert!(dir.path().join("bert-s0/manifest.json").is_file());
     assert!(!dir.path().join("gpt-s0").exists());
     let err = run_study(&spec, dir.path(), &["elmo-s9".into()], &quiet()).unwrap_err();
     assert!(err.to_string().contains("elmo-s9 is not a run"), "{err}");
@@ -341,9 +378,10 @@ fn a_study_given_a_tokenizer_uses_it_in_every_run_and_scoring_set() {
     assert_eq!(spec.corpus.tokenizer.as_ref(), Some(&bert));
     let out = run_study(&spec, dir.path(), &["gpt-s0".into()], &quiet()).unwrap();
     // The run was trained on that vocabulary (V 30,522 padded to 30,528) and says so.
-    let rec: RunRecord =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("gpt-s0/run.json")).unwrap())
-            .unwrap();
+    let rec: Manifest = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("gpt-s0/manifest.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(rec.spec.corpus.tokenizer.as_ref(), Some(&bert));
     let data = CorpusData::load(&spec.corpus, &dir.path().join("data")).unwrap();
     assert_eq!((data.tok.vocab_size(), data.padded_vocab()), (30522, 30528));
@@ -419,4 +457,51 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         .runs
         .iter()
         .all(|r| r.corpus.tokenizer.is_none() && r.corpus.train_vocab == 8192));
+}
+
+/// Copies the folder `from` (recursively) to `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        match p.is_dir() {
+            true => copy_dir(&p, &dest),
+            false => {
+                std::fs::copy(&p, &dest).unwrap();
+            }
+        }
+    }
+}
+
+/// The rows of two Markdown tables hold the same cells, but their `paper` column; numbers
+/// within one unit of their last printed digit.
+fn same_table_cells(old: &str, new: &str, what: &std::path::Path) {
+    let rows = |t: &str| -> Vec<Vec<String>> {
+        (t.lines().filter(|l| l.starts_with('|')))
+            .map(|l| l.split('|').map(|c| c.trim().to_string()).collect())
+            .collect()
+    };
+    let (a, b) = (rows(old), rows(new));
+    assert_eq!(a.len(), b.len(), "{}: rows", what.display());
+    let paper = a.first().and_then(|h| h.iter().position(|c| c == "paper"));
+    for (ra, rb) in a.iter().zip(&b) {
+        assert_eq!(ra.len(), rb.len(), "{}: {ra:?}", what.display());
+        for (i, (x, y)) in ra.iter().zip(rb).enumerate() {
+            if Some(i) == paper || x == y {
+                continue;
+            }
+            let (fx, fy) = (x.parse::<f64>(), y.parse::<f64>());
+            let decimals = x.split('.').nth(1).map_or(0, str::len) as i32;
+            let ulp = 10f64.powi(-decimals);
+            match (fx, fy) {
+                (Ok(fx), Ok(fy)) => assert!(
+                    (fx - fy).abs() <= ulp * 1.01,
+                    "{}: {x} vs {y}",
+                    what.display()
+                ),
+                _ => panic!("{}: {x:?} became {y:?}", what.display()),
+            }
+        }
+    }
 }

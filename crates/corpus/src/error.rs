@@ -65,6 +65,14 @@ pub enum CorpusError {
     NotEnoughData(String),
 }
 
+impl From<files::FilesError> for CorpusError {
+    /// A failed atomic write ([`files`]) as a [`CorpusError::Io`] naming the file.
+    fn from(e: files::FilesError) -> Self {
+        let (path, source) = e.into_io();
+        Self::Io { path, source }
+    }
+}
+
 impl CorpusError {
     /// Wraps an I/O error with the path it concerns.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

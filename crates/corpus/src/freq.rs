@@ -1,7 +1,7 @@
 //! Token frequencies: counts per id, ranks, top-N, save/load as JSON or TSV.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use crate::error::{CorpusError, Result};
@@ -225,7 +225,7 @@ impl TokenCounts {
     /// `id<TAB>count` for every id seen. The file is replaced whole or not at all.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        crate::replace::replace_file(path, |w| {
+        files::write_atomic_with(path, |w| {
             if is_json(path) {
                 return serde_json::to_writer(w, self).map_err(std::io::Error::from);
             }
@@ -236,7 +236,8 @@ impl TokenCounts {
                 }
             }
             Ok(())
-        })
+        })?;
+        Ok(())
     }
 
     /// Loads what [`TokenCounts::save`] wrote; malformed content is a [`CorpusError::Parse`]

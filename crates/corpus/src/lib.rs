@@ -19,7 +19,6 @@ pub mod mlm;
 pub mod pos;
 pub mod read;
 pub mod reference_chunks;
-mod replace;
 pub mod sampler;
 pub mod sentence;
 pub mod split;

@@ -19,7 +19,7 @@ use prefscore::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::record::heads_flagged;
+use crate::manifest::heads_flagged;
 use crate::run::ScoredRun;
 use crate::scoring::ScoringSetId;
 use crate::{ExperimentError, Result};
@@ -78,8 +78,8 @@ impl RunScores {
         let res = run.result()?;
         Self::from_logprobs(
             run.label.clone(),
-            run.record.spec.model_name(),
-            run.record.scoring.clone(),
+            run.manifest.spec.model_name(),
+            run.manifest.scoring.clone(),
             run.logprobs.clone(),
             run.retest.as_ref(),
             heads_flagged(&res.heads, res.retest.as_ref()),

@@ -180,6 +180,28 @@ impl CorpusData {
         })
     }
 
+    /// The corpus of the finished runs `runs`, read again for their analysis (into the data
+    /// folder `data_dir`) with the vocabulary the first run's folder carries: the runs must name
+    /// one corpus ([`ExperimentError::Mismatch`] otherwise).
+    pub fn for_runs(runs: &[crate::ScoredRun], data_dir: &Path) -> Result<Self> {
+        let Some(first) = runs.first() else {
+            return Err(ExperimentError::too_little("the runs to analyse", 0, 1));
+        };
+        let corpus = &first.manifest.spec.corpus;
+        if let Some(other) = runs.iter().find(|r| r.manifest.spec.corpus != *corpus) {
+            return Err(ExperimentError::Mismatch {
+                run: format!("run {}", other.label),
+                data: format!("the corpus of run {}", first.label),
+                why: "the runs of one analysis share a corpus and vocabulary".into(),
+            });
+        }
+        let spec = CorpusSpec {
+            tokenizer: Some(first.dir.join(&first.manifest.tokenizer)),
+            ..corpus.clone()
+        };
+        Self::load(&spec, data_dir)
+    }
+
     /// The training documents.
     pub fn train(&self) -> &[Document] {
         &self.docs[..self.n_train]
@@ -199,11 +221,10 @@ impl CorpusData {
 /// Takes the creation lock of the study data folder `data_dir`, waiting while another process
 /// creates its files.
 pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
-    FolderLock::acquire_waiting(
+    crate::lock::acquire_waiting(
         &data_dir.join(DATA_LOCK),
         "study data",
         std::time::Duration::from_millis(100),
-        |_| {},
     )
 }
 

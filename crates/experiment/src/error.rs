@@ -79,9 +79,7 @@ pub enum ExperimentError {
     /// Another process holds a folder's lock (see [`crate::lock`]): one writer per run folder.
     #[error(
         "{} is locked by {holder}: another process is writing this {what}; wait for it to end \
-         or stop it (a lock left by a process that died is taken over on its own host; from \
-         another host, remove {} once that job is known to be gone)",
-        path.display(),
+         or stop it",
         path.display()
     )]
     Locked {
@@ -105,21 +103,6 @@ pub enum ExperimentError {
     /// doing something other than training (training stops with [`towers::TowersError::Stopped`]).
     #[error("stopped on request while {0}; run the same command again to continue")]
     Interrupted(String),
-    /// Phase 1 of these runs reached the snapshot that [`crate::RunOptions::stop_at_snapshot`]
-    /// stops at: each has its checkpoint at that update (or further, where it was already
-    /// past it) and nothing after it was trained. Counted as a requested stop
-    /// ([`ExperimentError::is_stopped`]).
-    #[error(
-        "phase 1 of {} stopped at its snapshot {snapshot} as asked, its checkpoint written; \
-         run again without the stop to go on",
-        runs.join(", ")
-    )]
-    StoppedAtSnapshot {
-        /// The runs stopped, in the study's order.
-        runs: Vec<String>,
-        /// The snapshot (1 = the first of the spec's) they stopped at.
-        snapshot: usize,
-    },
     /// A name that is not one of the choices (a protocol, sampler, dtype, ...).
     #[error("unknown {what} {given:?} ({})", choices.join(", "))]
     UnknownChoice {
@@ -162,15 +145,6 @@ pub enum ExperimentError {
         /// What differs.
         why: String,
     },
-    /// A phase-1 weight snapshot brought from another machine without proof that it lies on
-    /// the run's phase 1 ([`crate::brought_snapshots`]).
-    #[error("{path}: {why}")]
-    BroughtSnapshot {
-        /// The snapshot, or the log that came with it.
-        path: PathBuf,
-        /// What the check found.
-        why: String,
-    },
     /// Too little data for the step: `what` has `have` where `need` are needed.
     #[error("too little data: {what} has {have}, at least {need} needed")]
     TooLittleData {
@@ -189,26 +163,6 @@ pub enum ExperimentError {
         /// How many runs were asked for.
         total: usize,
     },
-    /// Two models of an LMD study share a name (a model's name is its folder's name).
-    #[error("models {} and {} share the name {name:?} (a model's name is its folder's name)", first.display(), second.display())]
-    DuplicateModel {
-        /// The shared name.
-        name: String,
-        /// The first model's folder.
-        first: PathBuf,
-        /// The second model's folder.
-        second: PathBuf,
-    },
-    /// A table file written by this crate (e.g. an `emergence.csv`) could not be read back.
-    #[error("{}, line {line}: {why}", path.display())]
-    BadTable {
-        /// The file.
-        path: PathBuf,
-        /// The line of the file (1 = the header).
-        line: u64,
-        /// What is wrong with it.
-        why: String,
-    },
     /// A trained model lacks a parameter an analysis reads (a checkpoint of another model).
     #[error("the model has no {0} parameter")]
     MissingParameter(String),
@@ -223,19 +177,13 @@ pub enum ExperimentError {
     Heads(#[from] heads::HeadsError),
     /// From `prefscore`.
     #[error(transparent)]
-    Prefscore(#[from] prefscore::Error),
+    Prefscore(#[from] prefscore::PrefscoreError),
     /// From `ica`.
     #[error(transparent)]
     Ica(#[from] ica::IcaError),
-    /// From `lmd`.
-    #[error(transparent)]
-    Lmd(#[from] lmd::LmdError),
-    /// Embeddings computed elsewhere could not be read.
-    #[error(transparent)]
-    External(#[from] lmd::external::ExternalError),
     /// From `report`.
     #[error(transparent)]
-    Report(#[from] report::Error),
+    Report(#[from] report::ReportError),
     /// From candle.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
@@ -265,15 +213,14 @@ impl ExperimentError {
     }
 
     /// Whether this error is a requested stop (training stopped at a step boundary after its
-    /// checkpoint, a scoring pass stopped between batches, a wait interrupted, or phase 1
-    /// stopped at a snapshot as asked): starting again continues. Command lines exit with
+    /// checkpoint, a scoring pass stopped between batches, or a wait interrupted): starting
+    /// again continues. Command lines exit with
     /// their own code for it.
     pub fn is_stopped(&self) -> bool {
         use towers::TowersError::Stopped;
         matches!(
             self,
             ExperimentError::Interrupted(_)
-                | ExperimentError::StoppedAtSnapshot { .. }
                 | ExperimentError::Towers(Stopped { .. })
                 | ExperimentError::Heads(heads::HeadsError::Towers(Stopped { .. }))
                 | ExperimentError::Heads(heads::HeadsError::Stopped { .. })
@@ -302,7 +249,7 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T
 }
 
 /// Writes `value` as pretty JSON through a temporary file (unique, synced to disk) and a rename
-/// ([`report::replace_file`]), so that a killed process never leaves half a file and a reader
+/// ([`files::write_atomic`]), so that a killed process never leaves half a file and a reader
 /// sees the old file or the new one. A failed write removes the temporary file and is
 /// [`ExperimentError::WriteFailed`] naming `path`, the previous file untouched.
 pub(crate) fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
@@ -315,20 +262,37 @@ pub(crate) fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> 
 
 /// Writes `bytes` to `path` whole or not at all; see [`write_json_atomic`].
 pub(crate) fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    report::replace_file(path, bytes, write_failed(path))
+    files::write_atomic(path, bytes).map_err(|e| write_failed(path, e))
 }
 
 /// Replaces `path` by what `save` writes at a temporary path beside it (for APIs that save to a
 /// path: weights, tokenizers), whole or not at all; see [`write_json_atomic`].
 pub(crate) fn save_atomic(path: &Path, save: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    report::replace_file_with(path, save, write_failed(path))
+    files::replace_with(path, save)
 }
 
-/// [`ExperimentError::WriteFailed`] naming the target `path`, whichever file of the write failed.
-fn write_failed(path: &Path) -> impl Fn(&Path, std::io::Error) -> ExperimentError + '_ {
-    move |_, source| ExperimentError::WriteFailed {
-        path: path.to_path_buf(),
-        source,
+/// [`ExperimentError::WriteFailed`] naming the target `path` (a lock refusal stays itself).
+fn write_failed(path: &Path, e: files::FilesError) -> ExperimentError {
+    match e {
+        e @ files::FilesError::Locked { .. } => e.into(),
+        e => ExperimentError::WriteFailed {
+            path: path.to_path_buf(),
+            source: e.into_io().1,
+        },
+    }
+}
+
+impl From<files::FilesError> for ExperimentError {
+    fn from(e: files::FilesError) -> Self {
+        match e {
+            files::FilesError::Locked { path, what, holder } => {
+                ExperimentError::Locked { path, what, holder }
+            }
+            e => {
+                let (path, source) = e.into_io();
+                ExperimentError::WriteFailed { path, source }
+            }
+        }
     }
 }
 

@@ -102,3 +102,24 @@ fn tag_documents(
     bar.finish_and_clear();
     lex
 }
+
+/// Fig. 4's numbers for one run, computed and not written: the arithmetic-mean preference score
+/// (eq. 4) of the `top_n` most frequent training tokens, summarised per tag of `tags`, with
+/// bootstrap intervals ([`crate::tables::pos_figure`] writes the same as a table and figure).
+pub fn preference_by_tag(
+    run: &crate::ScoredRun,
+    data: &CorpusData,
+    tags: &TagSource,
+    top_n: usize,
+) -> Result<Vec<prefscore::TagSummary>> {
+    let scores = crate::analysis::RunScores::new(run, prefscore::ScoreKind::ArithmeticMean)?;
+    let dense = lexicon(data, tags, false)?.to_dense(data.padded_vocab());
+    let values = &scores.scores.values;
+    let top = prefscore::top_tokens(&data.freq, top_n, &[values]);
+    Ok(prefscore::by_tag(
+        values,
+        &dense,
+        &top,
+        &prefscore::Bootstrap::default(),
+    )?)
+}

@@ -1,63 +1,100 @@
-//! One two-tower run, end to end and resumable: phase 1 (joint training, with weight snapshots
-//! for the emergence figure), phases 2/3 (one head per frozen tower, trained until the
-//! validation NLL stops improving, optionally a second time with another head seed) and the
-//! scoring of every head on the study's [`ScoringSet`], and the heads of every phase-1 snapshot
-//! (`snapshots`).
+//! One two-tower run as a job, end to end and resumable: phase 1 (joint training, with weight
+//! snapshots for the agreement curve), phases 2/3 (one head per frozen tower, trained until the
+//! validation NLL stops improving, and again with the retest head seed), the scoring of every
+//! head on the study's [`ScoringSet`], and the heads of every phase-1 snapshot.
 //!
-//! A run lives in one folder: `run.json` ([`RunRecord`]: the spec, the scoring set it was
-//! scored on, the results), `phase1/` and `heads/` (checkpoints, metrics), `logprobs.json`,
-//! `emergence/` (the snapshot heads). The same spec reuses the folder; new head settings
-//! retrain the heads on the kept phase 1; a larger budget under the constant schedule
-//! continues phase 1 (either way the old heads and scores move to `superseded/NNN/`, never
-//! deleted); any other spec is refused.
+//! A run lives in one folder ([`crate::manifest`]): `manifest.json`, `scores.safetensors`
+//! ([`crate::scores_file`]), a copy of its tokenizer, and the checkpoints. The same spec reuses
+//! the folder; new head settings retrain the heads on the kept phase 1; a larger budget under
+//! the constant schedule continues phase 1 (either way the old heads and scores move to
+//! `superseded/NNN/`, never deleted); any other spec is refused. [`ScoredRun::load`] reads a
+//! finished run from its folder alone, wherever it lies.
 
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use heads::{PositionLogProbs, TowerHeads};
+use heads::PositionLogProbs;
+use sha2::{Digest, Sha256};
 use towers::{Schedule, TwoTowerLm};
 
-use crate::brought_snapshots::{check_brought, late_snapshots};
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
-use crate::lock::{FolderLock, WRITER_LOCK};
-pub use crate::record::{
-    HeadQuality, RunOptions, RunRecord, RunResult, Snapshot, HEADS_DIR, LOGPROBS_FILE, PHASE1_DIR,
-    RETEST_FILE, RETEST_HEADS_DIR, RUN_FILE, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR,
+use crate::lock::WRITER_LOCK;
+use crate::manifest::{build_name, device_name, MANIFEST_VERSION};
+pub use crate::manifest::{
+    HeadQuality, Manifest, RunId, RunOptions, RunResult, Snapshot, Stage, HEADS_DIR, MANIFEST_FILE,
+    PHASE1_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR, TOKENIZER_DIR,
 };
+use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
-use crate::snapshots::{snapshot_scores, SnapshotScores};
+use crate::snapshots::{score_snapshots, snapshot_scores, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
-use crate::training::{phase1, score};
+use crate::training::{compute_dtype, phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
-/// A scored run.
+/// A scored run: its manifest and every head's log-probabilities on the scoring set.
 #[derive(Debug)]
 pub struct ScoredRun {
-    /// `<style>-s<seed>`.
+    /// `<model>-s<seed>` ([`RunId`]).
     pub label: String,
     /// Its folder.
     pub dir: PathBuf,
-    /// Its record (with results).
-    pub record: RunRecord,
+    /// Its manifest (with results).
+    pub manifest: Manifest,
     /// Every head's log p(target) on the scoring set.
     pub logprobs: PositionLogProbs,
-    /// The retest heads' log-probabilities, when asked for.
+    /// The retest heads' log-probabilities, when the run has them.
     pub retest: Option<PositionLogProbs>,
     /// The trained model (when trained now or asked for).
     pub model: Option<TwoTowerLm>,
-    /// The heads and scores of every phase-1 snapshot (the agreement curve's points).
+    /// The heads and scores of every phase-1 snapshot scored (the agreement curve's points).
     pub snapshots: Vec<SnapshotScores>,
     /// Whether a finished run was reused without training.
     pub reused: bool,
 }
 
 impl ScoredRun {
+    /// Reads the finished run in `dir` (its manifest and scores file; nothing trained, locked
+    /// or written), from any folder on any machine: a run folder copied elsewhere loads the
+    /// same. A folder without a manifest is [`ExperimentError::NotA`] a run folder; a run not
+    /// finished is [`ExperimentError::Unfinished`] naming its stage.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let manifest = read_manifest(dir)?;
+        if !manifest.finished() {
+            return Err(ExperimentError::Unfinished {
+                runs: vec![format!("{} ({})", manifest.id, manifest.stage)],
+                total: 1,
+            });
+        }
+        scored_run(manifest, dir, None, true)
+    }
+
+    /// [`ScoredRun::load`] of every folder of `dirs`, in order; where some have not finished,
+    /// one [`ExperimentError::Unfinished`] names each of them with its stage.
+    pub fn load_all<P: AsRef<Path>>(dirs: &[P]) -> Result<Vec<Self>> {
+        let (mut runs, mut unfinished) = (Vec::new(), Vec::new());
+        for d in dirs {
+            match Self::load(d) {
+                Ok(r) => runs.push(r),
+                Err(ExperimentError::Unfinished { runs, .. }) => unfinished.extend(runs),
+                Err(e) => return Err(e),
+            }
+        }
+        match unfinished.is_empty() {
+            true => Ok(runs),
+            false => Err(ExperimentError::Unfinished {
+                runs: unfinished,
+                total: dirs.len(),
+            }),
+        }
+    }
+
     /// The results (a scored run always has them).
     pub fn result(&self) -> Result<&RunResult> {
-        self.record
+        self.manifest
             .result
             .as_ref()
             .ok_or_else(|| ExperimentError::Unfinished {
@@ -65,6 +102,69 @@ impl ScoredRun {
                 total: 1,
             })
     }
+
+    /// The trained phase-1 model of the run, read from its final checkpoint (no training, no
+    /// scoring), with the vocabulary of `data`.
+    pub fn trained_model(&self, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
+        final_model(&self.manifest.spec, &self.dir, data, device)
+    }
+}
+
+/// The manifest of the run folder `dir`; a folder without one is [`ExperimentError::NotA`] a
+/// run folder.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    if !path.is_file() {
+        return Err(ExperimentError::NotA {
+            path: dir.to_path_buf(),
+            expected: format!("a run folder (it has no {MANIFEST_FILE})"),
+        });
+    }
+    let m: Manifest = read_json(&path)?;
+    if m.version != MANIFEST_VERSION {
+        return Err(ExperimentError::NotA {
+            path,
+            expected: format!(
+                "a manifest of version {MANIFEST_VERSION} (it is {})",
+                m.version
+            ),
+        });
+    }
+    Ok(m)
+}
+
+/// The run of `manifest` in `dir` with its scores read from its scores file.
+fn scored_run(
+    manifest: Manifest,
+    dir: &Path,
+    model: Option<TwoTowerLm>,
+    reused: bool,
+) -> Result<ScoredRun> {
+    let path = dir.join(SCORES_FILE);
+    let file = ScoresFile::load(&path)?;
+    if file.scoring != manifest.scoring.fingerprint {
+        return Err(ExperimentError::Mismatch {
+            run: format!("run {}", manifest.id),
+            data: path.display().to_string(),
+            why: "the scores file was scored on another scoring set".into(),
+        });
+    }
+    let logprobs = file.require(MAIN, &path)?;
+    let retest = match manifest.spec.retest_heads {
+        true => Some(file.require(RETEST, &path)?),
+        false => None,
+    };
+    let snapshots = snapshot_scores(&manifest, &file, &path)?;
+    Ok(ScoredRun {
+        label: manifest.id.to_string(),
+        dir: dir.to_path_buf(),
+        manifest,
+        logprobs,
+        retest,
+        model,
+        snapshots,
+        reused,
+    })
 }
 
 impl Workspace {
@@ -74,14 +174,13 @@ impl Workspace {
     ///
     /// A folder holding another run is refused naming the differing fields
     /// ([`crate::ExperimentError::SpecMismatch`]); a run scored on another set is refused
-    /// ([`crate::ExperimentError::ScoringSetMismatch`]). A killed run resumes from its
-    /// checkpoints bit-exactly on CPU; a finished one is reused (its model loaded only with
-    /// [`RunOptions::need_model`]).
+    /// ([`crate::ExperimentError::ScoringSetMismatch`]). A run stopped (SIGTERM: its checkpoint
+    /// written) or killed resumes from its checkpoints bit-exactly on CPU; a finished one is
+    /// reused (its model loaded only with [`RunOptions::need_model`]).
     ///
     /// A run folder has one writer: the call holds `<run_dir>/writer.lock` until it returns,
     /// and a second process on the same folder is refused with
-    /// [`crate::ExperimentError::Locked`] naming the holder (a lock left by a dead process on
-    /// this host is taken over, and said so).
+    /// [`crate::ExperimentError::Locked`] naming the holder.
     pub fn ensure_run(
         &self,
         spec: &RunSpec,
@@ -95,7 +194,7 @@ impl Workspace {
 
 /// Trains, resumes or reuses the run `spec` in `dir` on the corpus of `ws` and scores it on
 /// `scoring` (see [`Workspace::ensure_run`], the public entry).
-pub(crate) fn ensure_run(
+fn ensure_run(
     spec: &RunSpec,
     dir: &Path,
     ws: &Workspace,
@@ -120,135 +219,84 @@ pub(crate) fn ensure_run(
         });
     }
     // The model's config (preset, sizes) before anything is written: a bad one leaves no
-    // record that a corrected call would then be refused against.
+    // manifest that a corrected call would then be refused against.
     spec.model_config(ws.data().padded_vocab())?;
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     // Held until this function returns: one writer per run folder.
-    let lock = FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
-    if let Some(stale) = lock.took_over() {
-        opts.progress
-            .say(|| format!("{}: took over the lock of {stale}", spec.label()));
+    let _lock = crate::lock::acquire(&dir.join(WRITER_LOCK), "run")?;
+    let mut m = open_manifest(spec, dir, ws.data(), scoring, opts)?;
+    let snapshots_left = opts.snapshot_heads && snapshots_left(&m);
+    let reused = m.finished() && !snapshots_left;
+    let mut model = None;
+    if !reused {
+        model = train_and_score(&mut m, dir, ws.data(), scoring, opts)?;
     }
-    let mut record = open_record(spec, dir, ws.dir(), scoring, opts)?;
-    adopt_late_snapshots(&mut record, dir)?;
-    let reused = finished(&record, dir);
-    let scores = match reused {
-        // A finished run is never trained or scored again: asked for its model, it loads its
-        // final phase-1 weights (a run fetched without its heads' checkpoints would otherwise
-        // train new heads and overwrite the scores it came with).
-        true => Scores {
-            model: match opts.need_model {
-                true => Some(final_model(spec, dir, ws.data(), &opts.device)?),
-                false => None,
-            },
-            ..read_scores(spec, dir)?
-        },
-        false => train_and_score(spec, &mut record, dir, ws.data(), scoring, opts)?,
+    let model = match (model, opts.need_model) {
+        (Some(m), true) => Some(m),
+        (None, true) => Some(final_model(spec, dir, ws.data(), &opts.device)?),
+        (_, false) => None,
     };
-    let snapshots = snapshot_scores(&record, dir, ws.data(), scoring, opts)?;
-    Ok(scored_run(record, dir, scores, snapshots, reused))
+    scored_run(m, dir, model, reused)
 }
 
-/// The finished run of `record` in `dir` read back without its lock (its scores are written
-/// once; only a new spec for the run moves them away, under its lock), with the scores
-/// `snapshots` of its snapshots.
-pub(crate) fn read_finished(
-    record: RunRecord,
-    dir: &Path,
-    snapshots: Vec<SnapshotScores>,
-) -> Result<ScoredRun> {
-    let scores = read_scores(&record.spec, dir)?;
-    Ok(scored_run(record, dir, scores, snapshots, true))
+/// Whether the run of `m` has phase-1 snapshots whose heads are not scored yet.
+fn snapshots_left(m: &Manifest) -> bool {
+    m.result
+        .as_ref()
+        .is_some_and(|r| r.snapshot_heads.len() < r.snapshots.len())
 }
 
-/// Whether the run has finished: its record has results and its log-probabilities are written
-/// (its scores are then read, never trained again).
-pub(crate) fn finished(record: &RunRecord, dir: &Path) -> bool {
-    record.result.is_some() && dir.join(LOGPROBS_FILE).is_file()
-}
-
-/// The run of `record` in `dir` with its scores and snapshots' scores.
-fn scored_run(
-    record: RunRecord,
-    dir: &Path,
-    scores: Scores,
-    snapshots: Vec<SnapshotScores>,
-    reused: bool,
-) -> ScoredRun {
-    ScoredRun {
-        label: record.spec.label(),
-        dir: dir.to_path_buf(),
-        record,
-        logprobs: scores.logprobs,
-        retest: scores.retest,
-        model: scores.model,
-        snapshots,
-        reused,
-    }
-}
-
-/// Adds to a finished run's record the snapshots of its spec that were missing when it finished
-/// and have been put in place since (one a lent GPU brought back later: docs/gpu.md), so that
-/// their heads are trained like the others', once their log shows them to be points of this
-/// run's phase 1 ([`check_brought`]); the record is saved when one was added.
-fn adopt_late_snapshots(record: &mut RunRecord, dir: &Path) -> Result<()> {
-    let late = late_snapshots(record, dir);
-    // Brought from another machine: only with proof that they are points of this phase 1.
-    check_brought(&dir.join(PHASE1_DIR), &late)?;
-    if let (false, Some(res)) = (late.is_empty(), record.result.as_mut()) {
-        res.snapshots.extend(late);
-        res.snapshots.sort_by_key(|s| s.step);
-        write_json_atomic(&dir.join(RUN_FILE), &*record)?;
-    }
-    Ok(())
-}
-
-/// What scoring a run gives: every head's log-probabilities (and the retest heads'), and the
-/// model when it was trained now.
-struct Scores {
-    logprobs: PositionLogProbs,
-    retest: Option<PositionLogProbs>,
-    model: Option<TwoTowerLm>,
-}
-
-/// The record of the run in `dir`: the saved one (continued to a larger budget where that is
-/// allowed), or a new one written now.
-fn open_record(
+/// The manifest of the run in `dir`: the saved one (continued to a larger budget where that is
+/// allowed), or a new one written now (with a copy of the run's tokenizer).
+fn open_manifest(
     spec: &RunSpec,
     dir: &Path,
-    data_dir: &Path,
+    data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-) -> Result<RunRecord> {
-    let rec_path = dir.join(RUN_FILE);
-    if rec_path.is_file() {
-        let saved: RunRecord = read_json(&rec_path)?;
+) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    if path.is_file() {
+        let saved = read_manifest(dir)?;
         saved
             .scoring
             .check_comparable(&scoring.id, &dir.display().to_string(), "this study")?;
-        return continue_record(saved, spec, dir, opts);
+        return continue_manifest(saved, spec, dir, opts);
     }
-    let r = RunRecord {
+    let name = data.tokenizer_path.file_name().unwrap_or_default();
+    let tokenizer = Path::new(TOKENIZER_DIR).join(name);
+    let copy = dir.join(&tokenizer);
+    std::fs::create_dir_all(dir.join(TOKENIZER_DIR)).map_err(io_at(dir))?;
+    let bytes = std::fs::read(&data.tokenizer_path).map_err(io_at(&data.tokenizer_path))?;
+    crate::error::write_bytes_atomic(&copy, &bytes)?;
+    let m = Manifest {
+        version: MANIFEST_VERSION,
+        id: RunId::of(spec),
         spec: spec.clone(),
-        data_dir: data_dir.to_path_buf(),
+        stage: Stage::Phase1,
+        step: 0,
         scoring: scoring.id.clone(),
+        tokenizer,
+        weights_sha256: None,
+        device: device_name(&opts.device),
+        build: build_name(),
         result: None,
     };
-    write_json_atomic(&rec_path, &r)?;
-    Ok(r)
+    write_json_atomic(&path, &m)?;
+    Ok(m)
 }
 
-/// A saved record whose spec differs from `spec` only by a larger phase-1 budget (under the
+/// A saved manifest whose spec differs from `spec` only by a larger phase-1 budget (under the
 /// constant schedule), or only in its head settings, is continued: its heads, snapshot heads
-/// and scores move to `superseded/NNN/` with the old record ([`supersede`]; hours of head
+/// and scores move to `superseded/NNN/` with the old manifest ([`supersede`]; hours of head
 /// training are never deleted), the new spec is saved, and phase 1 goes on (or is kept as it
 /// is). The same spec leaves it as it is; any other difference is refused.
-fn continue_record(
-    mut saved: RunRecord,
+fn continue_manifest(
+    mut saved: Manifest,
     spec: &RunSpec,
     dir: &Path,
     opts: &RunOptions,
-) -> Result<RunRecord> {
+) -> Result<Manifest> {
     let fields = spec_diff(&saved.spec, spec);
     if fields.is_empty() {
         return Ok(saved);
@@ -257,16 +305,13 @@ fn continue_record(
     if !heads_only {
         check_continuation(&saved.spec, spec, dir, fields.clone())?;
     }
-    // Held until the record names the new spec: a process drawing the curve so far cannot
-    // start the heads of an old-spec snapshot in between.
-    let writers = snapshot_writers(&dir.join(SNAPSHOT_HEADS_DIR))?;
-    // Heads and scores belong to the old spec: move them away before the record names the new
-    // one, so a kill in between never reuses them.
+    // Heads and scores belong to the old spec: move them away before the manifest names the
+    // new one, so a kill in between never reuses them.
     let kept = supersede(&saved, dir)?;
     saved.spec = spec.clone();
     saved.result = None;
-    write_json_atomic(&dir.join(RUN_FILE), &saved)?;
-    release_moved(writers, kept.as_deref());
+    saved.stage = Stage::Phase1;
+    write_json_atomic(&dir.join(MANIFEST_FILE), &saved)?;
     let kept = match kept {
         Some(k) => format!("; the old heads and scores are in {}", k.display()),
         None => String::new(),
@@ -289,14 +334,13 @@ fn continue_record(
 /// The folder of a run's superseded heads and scores.
 pub const SUPERSEDED_DIR: &str = "superseded";
 
-/// Moves the heads, snapshot heads and scores of `saved` (the record in `dir`) into
-/// `superseded/NNN/` beside a copy of the record they belong to, and returns that folder
+/// Moves the heads, snapshot heads and scores of `saved` (the manifest in `dir`) into
+/// `superseded/NNN/` beside a copy of the manifest they belong to, and returns that folder
 /// (`None` when there was nothing to move). A call killed half way is finished by the next
-/// one in the same folder: the last folder whose record equals `saved` is taken up again.
-fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
-    let items: Vec<PathBuf> = [HEADS_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR]
+/// one in the same folder: the last folder whose manifest equals `saved` is taken up again.
+fn supersede(saved: &Manifest, dir: &Path) -> Result<Option<PathBuf>> {
+    let items: Vec<PathBuf> = [HEADS_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR, SCORES_FILE]
         .into_iter()
-        .chain([LOGPROBS_FILE, RETEST_FILE])
         .map(|name| dir.join(name))
         .filter(|p| p.exists())
         .collect();
@@ -310,18 +354,18 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
         .collect();
     taken.sort_unstable();
-    let same_record = |n: &u32| {
-        let rec = root.join(format!("{n:03}")).join(RUN_FILE);
-        read_json::<RunRecord>(&rec).is_ok_and(|r| r == *saved)
+    let same = |n: &u32| {
+        let m = root.join(format!("{n:03}")).join(MANIFEST_FILE);
+        read_json::<Manifest>(&m).is_ok_and(|m| m == *saved)
     };
     let n = match taken.last() {
-        Some(last) if same_record(last) => *last,
+        Some(last) if same(last) => *last,
         Some(last) => last + 1,
         None => 1,
     };
     let to = root.join(format!("{n:03}"));
     std::fs::create_dir_all(&to).map_err(io_at(&to))?;
-    write_json_atomic(&to.join(RUN_FILE), saved)?;
+    write_json_atomic(&to.join(MANIFEST_FILE), saved)?;
     for from in items {
         let name = from.file_name().unwrap_or_default();
         std::fs::rename(&from, to.join(name)).map_err(io_at(&from))?;
@@ -329,183 +373,95 @@ fn supersede(saved: &RunRecord, dir: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(to))
 }
 
-/// The lock of every snapshot folder in `emergence` (its name with its lock), so that no other
-/// process (one drawing the curve so far, [`crate::curve_so_far`]) trains a snapshot's heads
-/// while they move away; [`ExperimentError::Locked`] naming one that does now, before anything
-/// moves. A snapshot folder made after this (by such a process, for a snapshot without heads
-/// yet) finds the record changed before it writes scores, and removes what it trained.
-fn snapshot_writers(emergence: &Path) -> Result<Vec<(std::ffi::OsString, FolderLock)>> {
-    let Ok(entries) = std::fs::read_dir(emergence) else {
-        return Ok(Vec::new());
-    };
-    let mut held = Vec::new();
-    for e in entries {
-        let step = e.map_err(io_at(emergence))?.path();
-        if step.is_dir() {
-            let lock = FolderLock::acquire(&step.join(WRITER_LOCK), "snapshot's heads")?;
-            held.push((step.file_name().unwrap_or_default().to_owned(), lock));
-        }
-    }
-    Ok(held)
-}
-
-/// Lets go of the snapshot locks of [`snapshot_writers`], whose files moved with their folders
-/// into `kept` (`superseded/NNN/`), and removes those files there.
-fn release_moved(writers: Vec<(std::ffi::OsString, FolderLock)>, kept: Option<&Path>) {
-    for (step, lock) in writers {
-        drop(lock);
-        if let Some(k) = kept {
-            let moved = k.join(SNAPSHOT_HEADS_DIR).join(step).join(WRITER_LOCK);
-            // Best effort: a lock file left in superseded/ holds nothing back.
-            let _ = std::fs::remove_file(moved);
-        }
-    }
-}
-
-/// A finished run's scores read back (and the retest heads').
-fn read_scores(spec: &RunSpec, dir: &Path) -> Result<Scores> {
-    let logprobs: PositionLogProbs = read_json(&dir.join(LOGPROBS_FILE))?;
-    let retest = match spec.retest_heads {
-        true => Some(read_json(&dir.join(RETEST_FILE))?),
-        false => None,
-    };
-    Ok(Scores {
-        logprobs,
-        retest,
-        model: None,
-    })
-}
-
-/// Phase 1 (resumed from its checkpoint when there is one), the heads (and the retest heads),
-/// their scores on `scoring`, and the record's results (saved).
+/// The stages of the run of `m` not done yet: phase 1 (resumed from its checkpoint), the heads
+/// and the retest heads with their scores, then the snapshots' heads (with
+/// [`RunOptions::snapshot_heads`]). The manifest is saved after each stage and the scores file
+/// after each head set, so a stop loses at most the stage in progress (its training resumes
+/// from its checkpoint). Returns the model when phase 1 was loaded.
 fn train_and_score(
-    spec: &RunSpec,
-    record: &mut RunRecord,
+    m: &mut Manifest,
     dir: &Path,
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-) -> Result<Scores> {
-    let valid = validation_batches(spec, data)?;
-    let known: Vec<u64> = record
-        .result
-        .iter()
-        .flat_map(|r| r.snapshots.iter().map(|s| s.step))
-        .collect();
-    let (model, phase1, snapshots) = phase1(spec, dir, data, &valid, &known, opts)?;
-    let heads_in = |seed: u64, folder: &str| {
-        train_heads_in(spec, &model, data, &valid, seed, &dir.join(folder), opts)
+) -> Result<Option<TwoTowerLm>> {
+    let spec = m.spec.clone();
+    let valid = validation_batches(&spec, data)?;
+    let scores_path = dir.join(SCORES_FILE);
+    let mut scores = match scores_path.is_file() {
+        true => ScoresFile::load(&scores_path)?,
+        false => ScoresFile::new(&scoring.id.fingerprint),
     };
-    let (heads, quality) = heads_in(spec.head_seed, HEADS_DIR)?;
-    let retest = match spec.retest_heads {
-        true => Some(heads_in(spec.head_seed + 1, RETEST_HEADS_DIR)?),
-        false => None,
+    let save = |m: &mut Manifest, stage: Stage| {
+        m.stage = stage;
+        m.device = device_name(&opts.device);
+        m.build = build_name();
+        write_json_atomic(&dir.join(MANIFEST_FILE), &*m)
     };
-    let score_in = |heads: &TowerHeads, folder: &str, file: &str| {
-        score(
-            &model,
+    let mut model = None;
+    if m.result.is_none() {
+        let (trained, phase1, snapshots) = phase1(&spec, dir, data, &valid, opts)?;
+        m.step = phase1.steps;
+        m.weights_sha256 = Some(weights_sha256(dir)?);
+        save(m, Stage::Heads)?;
+        let mut heads_of = |seed: u64, folder: &str, set: &str| -> Result<HeadQuality> {
+            let (heads, q) =
+                train_heads_in(&spec, &trained, data, &valid, seed, &dir.join(folder), opts)?;
+            if !scores.sets.contains_key(set) {
+                scores.insert(set, &score(&trained, &heads, scoring)?)?;
+                scores.save(&scores_path)?;
+            }
+            Ok(q)
+        };
+        let heads = heads_of(spec.head_seed, HEADS_DIR, MAIN)?;
+        let retest = match spec.retest_heads {
+            true => {
+                save(m, Stage::RetestHeads)?;
+                Some(heads_of(spec.head_seed + 1, RETEST_HEADS_DIR, RETEST)?)
+            }
+            false => None,
+        };
+        let main = scores.require(MAIN, &scores_path)?;
+        m.result = Some(RunResult {
+            phase1,
             heads,
-            &dir.join(folder),
+            retest,
+            positions: main.len() as u64,
+            scored_nll: main.mean_nll(),
+            snapshots,
+            snapshot_heads: Vec::new(),
+        });
+        model = Some(trained);
+    }
+    if opts.snapshot_heads && snapshots_left(m) {
+        save(m, Stage::SnapshotHeads)?;
+        score_snapshots(
+            m,
+            dir,
+            data,
             scoring,
-            &dir.join(file),
             opts,
-        )
-    };
-    let logprobs = score_in(&heads, HEADS_DIR, LOGPROBS_FILE)?;
-    let retest_lp = match &retest {
-        Some((h, _)) => Some(score_in(h, RETEST_HEADS_DIR, RETEST_FILE)?),
-        None => None,
-    };
-    let stretches = crate::machine::read_stretches(&dir.join(PHASE1_DIR))?;
-    let phase1_machines = crate::machine::shares(&stretches, phase1.steps);
-    record.result = Some(RunResult {
-        phase1,
-        heads: quality,
-        retest: retest.map(|(_, q)| q),
-        positions: logprobs.len() as u64,
-        scored_nll: logprobs.mean_nll(),
-        snapshots,
-        machine: Some(crate::machine::describe(&opts.device)),
-        phase1_machines,
-    });
-    write_json_atomic(&dir.join(RUN_FILE), &*record)?;
-    Ok(Scores {
-        logprobs,
-        retest: retest_lp,
-        model: Some(model),
-    })
-}
-
-/// The record path of the run folder `dir`; a folder without one is
-/// [`ExperimentError::NotA`] a run folder.
-pub(crate) fn require_run_folder(dir: &Path) -> Result<PathBuf> {
-    let rec_path = dir.join(RUN_FILE);
-    match rec_path.is_file() {
-        true => Ok(rec_path),
-        false => Err(ExperimentError::NotA {
-            path: dir.to_path_buf(),
-            expected: format!("a run folder (it has no {RUN_FILE})"),
-        }),
+            &mut scores,
+            &scores_path,
+            &mut |m| write_json_atomic(&dir.join(MANIFEST_FILE), m),
+        )?;
     }
+    save(m, Stage::Done)?;
+    Ok(model)
 }
 
-/// Opens the run saved in `dir` (a folder with `run.json`, e.g. one of a study's): its data,
-/// scoring set and scores, and with [`RunOptions::need_model`] its trained model (nothing is
-/// trained again for a finished run). A finished run opened for its scores alone (neither the
-/// model nor snapshot heads asked for) is read as it lies, without its writer lock and
-/// writing nothing, so that it can be read while the process holding it still trains its
-/// snapshot heads (a study's chain); anything else goes through [`Workspace::ensure_run`].
-pub fn open_run(dir: &Path, opts: &RunOptions) -> Result<(CorpusData, ScoredRun)> {
-    let rec_path = require_run_folder(dir)?;
-    let record: RunRecord = read_json(&rec_path)?;
-    let ws = Workspace::open(&record.spec.corpus, run_data_dir(&record, dir)?)?;
-    let set = ws.saved_scoring_set(record.spec.style)?;
-    if finished(&record, dir) && !opts.need_model && !opts.snapshot_heads {
-        record
-            .scoring
-            .check_comparable(&set.id, &dir.display().to_string(), "this study")?;
-        let scores = read_scores(&record.spec, dir)?;
-        return Ok((
-            ws.into_data(),
-            scored_run(record, dir, scores, Vec::new(), true),
-        ));
-    }
-    let run = ws.ensure_run(&record.spec, dir, &set, opts)?;
-    Ok((ws.into_data(), run))
+/// SHA-256 (hex) of the run's final phase-1 weights.
+fn weights_sha256(dir: &Path) -> Result<String> {
+    let path = final_weights(dir);
+    let bytes = std::fs::read(&path).map_err(io_at(&path))?;
+    Ok(crate::scoring::hex(Sha256::digest(bytes)))
 }
 
-/// The data folder of the run saved in `dir`: the one its record names or, where that holds no
-/// scoring set of the run's style (a study moved, or trained on another machine and fetched),
-/// the study's own data folder beside the run. Whichever is found, the run's scoring-set
-/// fingerprint is checked against it before anything is read. Nothing is created: a folder
-/// with neither is an error naming both.
-fn run_data_dir(record: &RunRecord, dir: &Path) -> Result<PathBuf> {
-    let style = record.spec.style;
-    let beside = dir.parent().map(|study| study.join(STUDY_DATA_DIR));
-    let mut tried = Vec::new();
-    for candidate in std::iter::once(record.data_dir.clone()).chain(beside) {
-        let set = ScoringSet::path(&candidate, style);
-        if set.is_file() {
-            return Ok(candidate);
-        }
-        tried.push(set);
-    }
-    Err(ExperimentError::Missing {
-        path: tried[0].clone(),
-        what: match tried.get(1) {
-            Some(beside) => format!(
-                "the saved scoring set of this run's style (nor is it at {}, beside the run)",
-                beside.display()
-            ),
-            None => "the saved scoring set of this run's style".into(),
-        },
-    })
-}
-
-/// The trained phase-1 model of a finished run, read from its final checkpoint (no training,
-/// no scoring).
-pub fn trained_model(run: &ScoredRun, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
-    final_model(&run.record.spec, &run.dir, data, device)
+/// The final phase-1 weights of the run folder `dir`.
+fn final_weights(dir: &Path) -> PathBuf {
+    (dir.join(PHASE1_DIR))
+        .join(towers::CHECKPOINT_DIR)
+        .join(towers::WEIGHTS_FILE)
 }
 
 /// The final phase-1 model of the run `spec` in `dir`, read from its checkpoint.
@@ -515,9 +471,7 @@ fn final_model(
     data: &CorpusData,
     device: &Device,
 ) -> Result<TwoTowerLm> {
-    let path = (dir.join(crate::record::PHASE1_DIR))
-        .join(towers::CHECKPOINT_DIR)
-        .join(towers::WEIGHTS_FILE);
+    let path = final_weights(dir);
     if !path.is_file() {
         return Err(ExperimentError::Missing {
             path,
@@ -525,7 +479,7 @@ fn final_model(
         });
     }
     let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?
-        .with_compute_dtype(crate::training::compute_dtype(device));
+        .with_compute_dtype(compute_dtype(device));
     model.params().load(&path)?;
     Ok(model)
 }
@@ -540,33 +494,16 @@ pub fn shared_embedding(model: &TwoTowerLm) -> Result<Vec<Vec<f32>>> {
     Ok(table.to_vec2()?)
 }
 
-/// Why the run folder `dir` has not finished ([`crate::status::RunStatus::why_unfinished`]:
-/// never started, still running in a stage, or stopped in one), or `None` when it has.
-pub fn why_unfinished(dir: &Path) -> Result<Option<String>> {
-    Ok(crate::status::run_status("", dir)?.why_unfinished())
-}
-
-/// Every run of `runs` (label, folder) has finished, and with `snapshot_heads` (tables that
-/// draw the agreement curve) has its snapshots' heads scored too; else
-/// [`ExperimentError::Unfinished`] naming each one that has not, and why.
-pub fn check_finished(runs: &[(String, PathBuf)], snapshot_heads: bool) -> Result<()> {
-    let mut missing = Vec::new();
-    for (label, dir) in runs {
-        let st = crate::status::run_status(label, dir)?;
-        let why = match (st.why_unfinished(), snapshot_heads) {
-            (None, true) => st.snapshot_heads_left(),
-            (why, _) => why,
-        };
-        if let Some(why) = why {
-            missing.push(format!("{label} ({why})"));
+/// Where the run folder `dir` stands: its id and stage, read from its manifest (`None` for a
+/// folder with no manifest yet). Nothing is locked or written, so it may be asked beside the
+/// process training the run.
+pub fn run_status(dir: &Path) -> Result<Option<(RunId, Stage, u64)>> {
+    match dir.join(MANIFEST_FILE).is_file() {
+        true => {
+            let m = read_manifest(dir)?;
+            Ok(Some((m.id, m.stage, m.step)))
         }
-    }
-    match missing.is_empty() {
-        true => Ok(()),
-        false => Err(ExperimentError::Unfinished {
-            runs: missing,
-            total: runs.len(),
-        }),
+        false => Ok(None),
     }
 }
 

@@ -326,20 +326,6 @@ impl ScoringSet {
     pub fn path(dir: &Path, style: Style) -> PathBuf {
         dir.join(format!("{}-{SCORING_FILE}", style.as_str()))
     }
-
-    /// Rebuilds the set saved in `dir` for `style` (its settings from the saved file) and
-    /// checks its fingerprint.
-    pub fn load(dir: &Path, style: Style, data: &CorpusData) -> Result<Self> {
-        let path = Self::path(dir, style);
-        if !path.is_file() {
-            return Err(ExperimentError::Missing {
-                path,
-                what: "the saved scoring set of this run's style".into(),
-            });
-        }
-        let saved: SavedScoringSet = read_json(&path)?;
-        Self::load_or_build(dir, style, data, &saved.spec)
-    }
 }
 
 /// Lower-case hex of a digest.

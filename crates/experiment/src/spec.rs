@@ -1,5 +1,5 @@
 //! What defines one two-tower run: corpus, model, the settings of the three phases and the
-//! seeds. A [`RunSpec`] is saved as `run.json` in the run's folder; a folder holding another run
+//! seeds. A [`RunSpec`] is saved in `manifest.json` in the run's folder; a folder holding another run
 //! is refused with the differing fields named ([`spec_diff`]).
 
 use std::path::{Path, PathBuf};
@@ -225,7 +225,7 @@ impl Default for HeadSettings {
     }
 }
 
-/// One two-tower run: what `run.json` holds.
+/// One two-tower run: the spec its `manifest.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSpec {
     /// Tower style.
@@ -304,15 +304,6 @@ impl RunSpec {
         self
     }
 
-    /// The head seeds the run trains heads with: its head seed, and the retest seed
-    /// (`head_seed + 1`) when it has retest heads.
-    pub fn head_seeds(&self) -> Vec<u64> {
-        match self.retest_heads {
-            true => vec![self.head_seed, self.head_seed + 1],
-            false => vec![self.head_seed],
-        }
-    }
-
     /// The run's label, `<model>-s<seed>` ([`RunSpec::model_name`]).
     pub fn label(&self) -> String {
         format!("{}-s{}", self.model_name(), self.seed)
@@ -326,25 +317,6 @@ impl RunSpec {
         cfg.max_positions = cfg.max_positions.max(self.phase1.seq_len);
         cfg.elmo_mode = self.elmo_mode;
         Ok(cfg)
-    }
-
-    /// `ks` as numbers of this run's phase-1 snapshots (1 = the first): an error naming
-    /// `field` = `value` where one is 0 or beyond their number, or where `ks` is empty.
-    pub(crate) fn check_snapshot_numbers(
-        &self,
-        field: &str,
-        value: impl std::fmt::Display,
-        ks: &[usize],
-    ) -> Result<()> {
-        let n = self.phase1.snapshots.len();
-        match ks.is_empty() || ks.iter().any(|&k| k == 0 || k > n) {
-            true => Err(ExperimentError::bad_setting(
-                field,
-                value,
-                format!("{} has {n} phase-1 snapshots: 1 to {n}", self.label()),
-            )),
-            false => Ok(()),
-        }
     }
 
     /// Checks the settings before any work starts.
@@ -403,23 +375,6 @@ impl RunSpec {
             }
             _ => Ok(()),
         }
-    }
-}
-
-/// The spec `saved` in the run folder `dir` is `spec`; else [`crate::ExperimentError::SpecMismatch`]
-/// naming the fields that differ.
-pub(crate) fn require_same(
-    saved: &RunSpec,
-    spec: &RunSpec,
-    dir: &std::path::Path,
-) -> crate::Result<()> {
-    let fields = spec_diff(saved, spec);
-    match fields.is_empty() {
-        true => Ok(()),
-        false => Err(crate::ExperimentError::SpecMismatch {
-            path: dir.to_path_buf(),
-            fields,
-        }),
     }
 }
 
@@ -491,7 +446,7 @@ mod tests {
             .validate()
             .is_err());
         assert!(large.clone().named("gpt-large").validate().is_err());
-        // A run.json written before the field existed is a full BiLSTM run.
+        // A spec written before the field existed is a full BiLSTM run.
         let mut v = serde_json::to_value(&elmo).unwrap();
         v.as_object_mut().unwrap().remove("elmo_mode");
         let back: RunSpec = serde_json::from_value(v).unwrap();

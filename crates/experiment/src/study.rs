@@ -7,9 +7,11 @@ use std::path::Path;
 
 use towers::Style;
 
+use crate::data::CorpusData;
 use crate::error::{io_at, write_json_atomic};
+use crate::manifest::STUDY_DATA_DIR;
+use crate::progress::Progress;
 pub use crate::protocol::{Protocol, StudySpec};
-use crate::record::STUDY_DATA_DIR;
 use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
@@ -20,11 +22,10 @@ use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
 /// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
-/// empty) under `out/<label>/`, then writes the tables and figures over those runs: to `out/`
-/// when they are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study
-/// can be run and read in parts). A label in `only` that is not a run of the study is an error.
-/// With [`RunOptions::stop_at_snapshot`] the runs not finished yet stop at that snapshot of
-/// phase 1 and the call ends with [`ExperimentError::StoppedAtSnapshot`], no tables written.
+/// empty) under `out/<label>/`, then writes the tables and figures over those runs
+/// ([`analyze_with`]): to `out/` when they are all the study's runs, else to
+/// `out/subset-<label>+<label>.../` (so a study can be run and read in parts). A label in
+/// `only` that is not a run of the study is an error.
 pub fn run_study(
     spec: &StudySpec,
     out: &Path,
@@ -35,39 +36,62 @@ pub fn run_study(
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let ws = Workspace::open(&spec.corpus, out.join(STUDY_DATA_DIR))?;
     let runs = run_stage(spec, out, only, &ws, opts)?;
-    let complete = runs.len() == spec.runs.len();
-    let tables = match complete {
+    let tables = match runs.len() == spec.runs.len() {
         true => out.to_path_buf(),
         false => {
             let names: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
             out.join(format!("subset-{}", names.join("+")))
         }
     };
-    std::fs::create_dir_all(&tables).map_err(io_at(&tables))?;
-    let ctx = StudyContext::new(spec, ws.data(), &runs, &tables, &opts.progress)?;
-    let mut outcome = StudyOutcome::new(complete, tables.clone());
+    analyze_with(spec, ws.data(), &runs, &tables, &opts.progress)
+}
+
+/// Every table and figure of `spec`'s analyses over the finished runs `runs` (loaded with
+/// [`ScoredRun::load`] from any folders), written to `out` with a JSON summary
+/// (`study.json`). The runs' corpus is read again from their manifests (the synthetic corpus
+/// regenerated, a text corpus read from its path) with the vocabulary each run folder carries,
+/// into `out/data/`; nothing is trained.
+pub fn analyze(
+    spec: &StudySpec,
+    runs: &[ScoredRun],
+    out: &Path,
+    progress: &Progress,
+) -> Result<StudyOutcome> {
+    let data = CorpusData::for_runs(runs, &out.join(STUDY_DATA_DIR))?;
+    analyze_with(spec, &data, runs, out, progress)
+}
+
+/// [`analyze`] over runs of the corpus `data`.
+fn analyze_with(
+    spec: &StudySpec,
+    data: &CorpusData,
+    runs: &[ScoredRun],
+    out: &Path,
+    progress: &Progress,
+) -> Result<StudyOutcome> {
+    check_distinct(runs)?;
+    std::fs::create_dir_all(out).map_err(io_at(out))?;
+    let ctx = StudyContext::new(spec, data, runs, out, progress)?;
+    let complete = spec
+        .runs
+        .iter()
+        .all(|r| runs.iter().any(|s| s.label == r.label()));
+    let mut outcome = StudyOutcome::new(complete, out.to_path_buf());
     for (_, unit) in UNITS {
         unit(&ctx, &mut outcome)?;
     }
-    write_json_atomic(&tables.join("study.json"), &outcome)?;
+    write_json_atomic(&out.join("study.json"), &outcome)?;
     Ok(outcome)
 }
 
-/// Where each run of `spec` whose label is in `only` (all when empty) stands under
-/// `out/<label>/` ([`crate::status::run_status`]), in the study's order: nothing is trained,
-/// locked or written, so it may run beside the processes that train them.
-pub fn study_status(
-    spec: &StudySpec,
-    out: &Path,
-    only: &[String],
-) -> Result<Vec<crate::status::RunStatus>> {
-    check_labels(spec, only)?;
-    spec.runs
-        .iter()
-        .map(RunSpec::label)
-        .filter(|l| only.is_empty() || only.contains(l))
-        .map(|l| crate::status::run_status(&l, &out.join(&l)))
-        .collect()
+/// No two runs of an analysis share a label (the tables name runs by it).
+fn check_distinct(runs: &[ScoredRun]) -> Result<()> {
+    let dup =
+        (runs.iter().enumerate()).find(|(i, r)| runs[..*i].iter().any(|s| s.label == r.label));
+    match dup {
+        Some((_, r)) => Err(ExperimentError::DuplicateRun(r.label.clone())),
+        None => Ok(()),
+    }
 }
 
 /// Labels are unique, and every label of `only` is a run of the study.
@@ -90,9 +114,7 @@ pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
 }
 
 /// The run stage: each run of `only` (all when empty) trained, resumed or reused in
-/// `out/<label>/` and scored on its style's scoring set (built once per style in `out/data/`);
-/// runs stopped at a snapshot as asked ([`RunOptions::stop_at_snapshot`]) are named together
-/// once the others have had their turn.
+/// `out/<label>/` and scored on its style's scoring set (built once per style in `out/data/`).
 fn run_stage(
     spec: &StudySpec,
     out: &Path,
@@ -102,7 +124,6 @@ fn run_stage(
 ) -> Result<Vec<ScoredRun>> {
     let mut scored = Vec::new();
     let mut sets: Vec<ScoringSet> = Vec::new();
-    let (mut stopped, mut at) = (Vec::new(), 0);
     for r in &spec.runs {
         let label = r.label();
         if !only.is_empty() && !only.contains(&label) {
@@ -120,23 +141,9 @@ fn run_stage(
             sets.push(set);
         }
         let set = set_of(&sets, r.style)?;
-        match ws.ensure_run(r, &out.join(&label), set, opts) {
-            Ok(run) => scored.push(run),
-            // Asked to stop there: the next runs still go to their own snapshot.
-            Err(ExperimentError::StoppedAtSnapshot { runs, snapshot }) => {
-                stopped.extend(runs);
-                at = snapshot;
-            }
-            Err(e) => return Err(e),
-        }
+        scored.push(ws.ensure_run(r, &out.join(&label), set, opts)?);
     }
-    match stopped.is_empty() {
-        true => Ok(scored),
-        false => Err(ExperimentError::StoppedAtSnapshot {
-            runs: stopped,
-            snapshot: at,
-        }),
-    }
+    Ok(scored)
 }
 
 fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {

@@ -31,24 +31,19 @@ pub struct StudyRun {
     /// Token positions of phase 1.
     #[serde(default)]
     pub phase1_tokens: u64,
-    /// Phase 1's throughput: its tokens over its update time summed over every call that
-    /// trained it (`towers::TrainSummary::tokens_per_s`).
+    /// Phase 1's throughput (`towers::TrainSummary::tokens_per_s`).
     #[serde(default)]
     pub phase1_tokens_per_s: f64,
-    /// The machine that finished the run (heads, scoring), when its record names one.
+    /// The device that last trained the run ([`crate::Manifest::device`]).
     #[serde(default)]
-    pub machine: Option<String>,
-    /// The machines that ran phase 1's updates ([`crate::machine::describe_shares`]), when its
-    /// record notes them.
-    #[serde(default)]
-    pub phase1_machine: Option<String>,
+    pub device: String,
 }
 
 impl StudyRun {
     /// A head of the run, main or retest, ended no better than the unigram model (as
     /// `RunScores::flagged`, which flags its pairs).
     pub fn flagged(&self) -> bool {
-        crate::record::heads_flagged(&self.heads, self.retest.as_ref())
+        crate::manifest::heads_flagged(&self.heads, self.retest.as_ref())
     }
 }
 
@@ -191,7 +186,7 @@ pub fn pairs_table(
             report::Cell::from(dlo),
             report::Cell::from(dhi),
             report::Cell::from(p.partial_log_freq),
-            report::Cell::from(paper_table2(&p.models[0], &p.models[1])),
+            report::Cell::from(paper_table2(&p.models[0], &p.models[1]).unwrap_or("—")),
             report::Cell::from(if p.flagged { "yes" } else { "" }),
         ]);
     }
@@ -219,27 +214,39 @@ pub fn write_pairs(
 }
 
 /// The paper's Pearson correlation of the preference scores for a pair of models (He &
-/// Toyoizumi, section 4, Table 2), where it reports one: GPT seed to seed 0.94, GPT × ELMo
-/// 0.91, GPT × BERT about 0.6, and base × large 0.72 (the paper's size pair is BERT's; ours is
-/// GPT's, so that cell is the nearest the paper has). ELMo in either mode takes the paper's
-/// ELMo value: which mode the paper's runs were in is what the study tests.
+/// Toyoizumi, Table 2), where the paper ran that kind of pair; `None` where it did not.
+///
+/// The paper's Table 2 has five runs: ELMo, GPT, Bert-base and two runs of Bert-large. Its
+/// cells: Bert-large run 1 × run 2 0.94 (its only seed-to-seed cell, given here to two seeds of
+/// one BERT size), Bert-base × Bert-large 0.72, ELMo × GPT 0.91, Bert-large × GPT 0.57–0.63 and
+/// × ELMo 0.57–0.61, Bert-base × GPT 0.26 and × ELMo 0.27. It has no GPT × GPT and no
+/// ELMo × ELMo cell, and no GPT or ELMo at a second size, so those pairs give `None`. A model
+/// name ending in `_large` (`bert_large`, `gpt_large`) is the large size, any other (`bert`,
+/// `bert_base`) the base size: the paper's ELMo and GPT are base-size, and the protocols'
+/// `bert` (`peer_small`, `base_2tower`) is nearer Bert-base. ELMo in either mode (`elmo`,
+/// `elmo_released`) takes the paper's ELMo value: which mode the paper's runs were in is what
+/// the study tests.
 pub fn paper_table2(model_a: &str, model_b: &str) -> Option<&'static str> {
-    let base = |m: &str| match m {
-        "elmo_released" => "elmo".to_string(),
-        m => m.to_string(),
-    };
-    let (a, b) = (base(model_a), base(model_b));
-    let pair = |x: &str, y: &str| (a == x && b == y) || (a == y && b == x);
-    if pair("gpt", "gpt") {
-        Some("0.94")
-    } else if pair("gpt", "elmo") {
-        Some("0.91")
-    } else if pair("gpt", "bert") {
-        Some("≈0.6")
-    } else if pair("gpt", "gpt_large") || pair("bert", "bert_large") {
-        Some("0.72 (BERT base × large)")
-    } else {
-        None
+    // (family, large size)
+    fn kind(model: &str) -> (&str, bool) {
+        let (family, large) = match model.strip_suffix("_large") {
+            Some(family) => (family, true),
+            None => (model.strip_suffix("_base").unwrap_or(model), false),
+        };
+        let family = match family {
+            "elmo_released" => "elmo",
+            family => family,
+        };
+        (family, large)
+    }
+    let (a, b) = (kind(model_a), kind(model_b));
+    let (x, y) = if a <= b { (a, b) } else { (b, a) };
+    match (x, y) {
+        (("bert", a), ("bert", b)) => Some(if a == b { "0.94" } else { "0.72" }),
+        (("elmo", false), ("gpt", false)) => Some("0.91"),
+        (("bert", large), ("gpt", false)) => Some(if large { "0.57–0.63" } else { "0.26" }),
+        (("bert", large), ("elmo", false)) => Some(if large { "0.57–0.61" } else { "0.27" }),
+        _ => None,
     }
 }
 
@@ -264,8 +271,7 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             "stopped early",
             "share primary",
             "flagged",
-            "phase-1 machine",
-            "heads machine",
+            "device",
         ]
         .map(String::from)
         .to_vec(),
@@ -273,11 +279,8 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
     .with_title("Runs: heads against the joint head and the unigram model (validation, nats)")
     .with_note(
         "budget: tokens of phase 1 (the paper's rule was equal wall-clock, about a day each); \
-         tokens/s: phase 1's tokens over its update time summed over every call that trained it \
-         (validation and checkpoints excluded), and that time in minutes; phase-1 machine: the \
-         one that ran its updates, or each with its share; heads machine: the one that trained \
-         the heads and scored them (\"not recorded\" for runs finished before records named \
-         them)",
+         tokens/s: phase 1's tokens over its update time (validation and checkpoints excluded), \
+         and that time in minutes; device: the one that last trained the run",
     )
     .with_precision(3);
     for r in runs {
@@ -302,8 +305,7 @@ pub fn runs_table(runs: &[StudyRun]) -> report::Table {
             report::Cell::from(if h.stopped_early { "yes" } else { "no" }),
             report::Cell::from(r.share_primary),
             report::Cell::from(if r.flagged() { "yes" } else { "" }),
-            report::Cell::from(r.phase1_machine.as_deref().unwrap_or("not recorded")),
-            report::Cell::from(r.machine.as_deref().unwrap_or("not recorded")),
+            report::Cell::from(r.device.as_str()),
         ]);
     }
     t
@@ -473,6 +475,35 @@ mod tests {
     }
 
     #[test]
+    fn the_paper_column_has_a_cell_only_for_the_kinds_of_pair_the_paper_ran() {
+        let cases = [
+            ("gpt", "gpt", None),
+            ("gpt", "gpt_large", None),
+            ("elmo", "elmo", None),
+            ("elmo_released", "elmo_released", None),
+            ("elmo", "elmo_released", None),
+            ("bert", "bert", Some("0.94")),
+            ("bert_large", "bert_large", Some("0.94")),
+            ("bert", "bert_large", Some("0.72")),
+            ("bert_base", "bert_large", Some("0.72")),
+            ("gpt", "elmo", Some("0.91")),
+            ("gpt", "elmo_released", Some("0.91")),
+            ("gpt", "bert", Some("0.26")),
+            ("gpt", "bert_large", Some("0.57–0.63")),
+            ("elmo", "bert", Some("0.27")),
+            ("elmo_released", "bert", Some("0.27")),
+            ("elmo_released", "bert_large", Some("0.57–0.61")),
+            ("gpt_large", "elmo", None),
+            ("gpt_large", "bert", None),
+            ("elmo_large", "gpt", None),
+        ];
+        for (a, b, paper) in cases {
+            assert_eq!(paper_table2(a, b), paper, "{a} × {b}");
+            assert_eq!(paper_table2(b, a), paper, "{b} × {a}");
+        }
+    }
+
+    #[test]
     fn interval_columns_name_the_level_the_intervals_were_drawn_at() {
         let tag = |level| prefscore::TagSummary {
             tag: "NOUN".into(),
@@ -513,7 +544,6 @@ mod tests {
             above_unigram,
             steps: 10,
             stopped_early: true,
-            machine: None,
         };
         let run = |label: &str, retest| StudyRun {
             label: label.into(),
@@ -526,8 +556,7 @@ mod tests {
             reused: true,
             phase1_tokens: 1000,
             phase1_tokens_per_s: 10.0,
-            machine: None,
-            phase1_machine: None,
+            device: "cpu".into(),
         };
         let runs = [
             run("gpt-s0", Some(heads(false))),

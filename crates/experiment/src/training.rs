@@ -12,12 +12,11 @@ use towers::BatchSource;
 use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
 
 use crate::data::{batcher, CorpusData};
-use crate::error::{io_at, save_atomic, write_json_atomic};
-use crate::record::{HeadQuality, RunOptions, Snapshot};
-use crate::resumable_scoring::score_heads;
+use crate::error::{io_at, save_atomic};
+use crate::manifest::{HeadQuality, RunOptions, Snapshot, PHASE1_DIR};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
-use crate::{ExperimentError, Result};
+use crate::Result;
 
 /// Seed of the validation batches: a constant, so every run validates on the same batches.
 const VALID_SEED: u64 = 0x0076_616c_6964;
@@ -59,13 +58,6 @@ fn updates_of(b: &corpus::Batcher, spec: &RunSpec) -> (u64, u64) {
     (per_update, p.budget_tokens.div_ceil(per_update).max(1))
 }
 
-/// Phase 1's token positions per update and its number of updates (what its snapshots'
-/// update numbers are fractions of), computed as phase 1 computes them, for a run that has not
-/// finished (a finished run's record holds them).
-pub(crate) fn phase1_updates(spec: &RunSpec, data: &CorpusData) -> Result<(u64, u64)> {
-    Ok(updates_of(&train_batcher(spec, data)?, spec))
-}
-
 /// Phase 1's training batches of the run `spec`.
 fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     let p = &spec.phase1;
@@ -79,31 +71,16 @@ fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     )
 }
 
-/// The stop of run `spec` at its snapshot `k`, as asked.
-fn stopped_at(spec: &RunSpec, k: usize) -> ExperimentError {
-    ExperimentError::StoppedAtSnapshot {
-        runs: vec![spec.label()],
-        snapshot: k,
-    }
-}
-
-/// Phase 1 with its snapshots; returns the trained model. `known`: the updates of the
-/// snapshots that the run's record already holds (a phase 1 finished elsewhere brings its
-/// snapshots from elsewhere too, and those not yet in the record must show that they belong to
-/// it: [`crate::brought_snapshots`]).
+/// Phase 1 with its weight snapshots, resumed from its checkpoint in `dir` when there is one;
+/// returns the trained model, its summary and the snapshots.
 pub(crate) fn phase1(
     spec: &RunSpec,
     dir: &Path,
     data: &CorpusData,
     valid: &[TokenBatch],
-    known: &[u64],
     opts: &RunOptions,
 ) -> Result<(TwoTowerLm, TrainSummary, Vec<Snapshot>)> {
     let p = &spec.phase1;
-    let stop_at = opts.stop_at_snapshot;
-    if let Some(k) = stop_at {
-        spec.check_snapshot_numbers("stop at snapshot", k, &[k])?;
-    }
     let cfg = spec.model_config(data.padded_vocab())?;
     let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
         .with_compute_dtype(compute_dtype(&opts.device));
@@ -120,53 +97,15 @@ pub(crate) fn phase1(
         schedule: p.schedule,
         ..TrainConfig::default()
     };
-    let out = dir.join(crate::record::PHASE1_DIR);
-    let snapshot = |f: f64| Snapshot::at(&out, f, total);
-    if let Some(summary) = towers::finished_elsewhere(&out, total)? {
-        // Phase 1 came back from another machine without its optimiser state (docs/gpu.md):
-        // its final weights, its log and the snapshots that came with it are all there is.
-        model
-            .params()
-            .load(&out.join(towers::CHECKPOINT_DIR).join(towers::WEIGHTS_FILE))?;
-        let snapshots: Vec<Snapshot> = p
-            .snapshots
-            .iter()
-            .map(|&f| snapshot(f))
-            .filter(|s| s.path.is_file())
-            .collect();
-        let brought: Vec<Snapshot> = snapshots
-            .iter()
-            .filter(|s| !known.contains(&s.step))
-            .cloned()
-            .collect();
-        crate::brought_snapshots::check_brought(&out, &brought)?;
-        if let Some(k) = stop_at {
-            // Finished and brought: it is past its k-th snapshot, with nothing to train there.
-            return Err(stopped_at(spec, k));
-        }
-        opts.progress.say(|| {
-            format!(
-                "{}: phase 1 finished elsewhere ({} updates, validation loss {:.4}); its final \
-                 weights and {} of {} snapshots are here",
-                spec.label(),
-                summary.steps,
-                summary.val_loss.unwrap_or(f64::NAN),
-                snapshots.len(),
-                p.snapshots.len()
-            )
-        });
-        return Ok((model, summary, snapshots));
-    }
+    let out = dir.join(PHASE1_DIR);
     let mut src = CorpusSource::new(b);
     let budget = tc.budget;
     let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;
-    let machine = crate::machine::describe(&opts.device);
-    crate::machine::note_stretch(&out, &machine, trainer.state().step)?;
     trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
-    for (i, &f) in p.snapshots.iter().enumerate() {
-        let snap = snapshot(f);
-        let (step, path) = (snap.step, &snap.path);
+    for &f in &p.snapshots {
+        let snap = Snapshot::at(f, total);
+        let (step, path) = (snap.step, &snap.weights_in(dir));
         // Not written and passed: a continued run passed it under its shorter budget, so it has
         // no snapshot there.
         let (written, passed) = (path.is_file(), trainer.state().step > step);
@@ -181,9 +120,6 @@ pub(crate) fn phase1(
         }
         if written || !passed {
             snapshots.push(snap);
-        }
-        if stop_at == Some(i + 1) {
-            return Err(stopped_at(spec, i + 1));
         }
     }
     let summary = trainer.train(&mut src, valid)?;
@@ -255,7 +191,6 @@ pub fn train_heads_in(
         unigram_nll,
         steps: summary.train.steps,
         stopped_early: summary.train.stopped_early,
-        machine: Some(crate::machine::describe(&opts.device)),
     };
     opts.progress.say(|| {
         format!(
@@ -280,19 +215,14 @@ pub fn train_heads_in(
     Ok((heads, quality))
 }
 
-/// Scores every head on the scoring set (going on from a pass kept in `heads_dir`, see
-/// [`crate::resumable_scoring`]) and saves the log-probabilities atomically at `path`.
+/// Scores every head of `heads` on the scoring set (the same positions and masks for every
+/// tower).
 pub(crate) fn score(
     model: &TwoTowerLm,
     heads: &TowerHeads,
-    heads_dir: &Path,
     scoring: &ScoringSet,
-    path: &Path,
-    opts: &RunOptions,
 ) -> Result<PositionLogProbs> {
-    score_heads(model, heads, heads_dir, scoring, opts, |lp| {
-        write_json_atomic(path, lp)
-    })
+    Ok(heads::evaluate(model, heads, &scoring.batches, false)?)
 }
 
 /// −mean ln p_unigram(target) over the labelled positions of `batches`, with the unigram

@@ -28,7 +28,7 @@ use crate::split_scoring::{
     split_scoring_figure, split_scoring_pairs, split_scoring_table, Deal, SplitScoringPair,
 };
 use crate::tables::{pos_figure, runs_table, table4, table4_figure, write_pairs, StudyRun};
-use crate::{ExperimentError, Result};
+use crate::Result;
 
 /// Split-null replicates per run in the controls table.
 const NULL_REPLICATES: usize = 100;
@@ -214,17 +214,15 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         o.runs.push(StudyRun {
             label: r.label.clone(),
             dir: r.dir.clone(),
-            scoring_fingerprint: r.record.scoring.short(),
+            scoring_fingerprint: r.manifest.scoring.short(),
             positions: res.positions,
             heads: res.heads.clone(),
             retest: res.retest.clone(),
             share_primary: s.share_primary,
             reused: r.reused,
             phase1_tokens: res.phase1.tokens,
-            phase1_tokens_per_s: crate::status::phase1_tokens_per_s(&r.dir, &res.phase1)?,
-            machine: res.machine.clone(),
-            phase1_machine: (!res.phase1_machines.is_empty())
-                .then(|| crate::machine::describe_shares(&res.phase1_machines)),
+            phase1_tokens_per_s: res.phase1.tokens_per_s,
+            device: r.manifest.device.clone(),
         });
         let title = format!(
             "Preference score per UPOS tag, {} ({})",
@@ -427,7 +425,7 @@ fn emergence_unit(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     if !ctx
         .runs
         .iter()
-        .any(|r| es.models.contains(&r.record.spec.model_name()))
+        .any(|r| es.models.contains(&r.manifest.spec.model_name()))
     {
         return Ok(());
     }
@@ -451,25 +449,10 @@ fn resolve_tags(t: &TagSource, out: &Path) -> TagSource {
     }
 }
 
-/// The score kinds by name, in [`kind_name`]'s spelling.
-const KINDS: [ScoreKind; 2] = [ScoreKind::ArithmeticMean, ScoreKind::GeometricMean];
-
 /// `arithmetic` (eq. 4) or `geometric` (the released code).
 pub fn kind_name(kind: ScoreKind) -> &'static str {
     match kind {
         ScoreKind::ArithmeticMean => "arithmetic",
         ScoreKind::GeometricMean => "geometric",
     }
-}
-
-/// The score kind that [`kind_name`] calls `name`; else [`ExperimentError::UnknownChoice`].
-pub fn kind_named(name: &str) -> Result<ScoreKind> {
-    KINDS
-        .into_iter()
-        .find(|&k| kind_name(k) == name)
-        .ok_or_else(|| ExperimentError::UnknownChoice {
-            what: "score",
-            given: name.into(),
-            choices: KINDS.map(kind_name).to_vec(),
-        })
 }

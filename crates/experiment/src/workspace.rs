@@ -59,9 +59,4 @@ impl Workspace {
     pub fn scoring_set(&self, style: Style, spec: &ScoringSpec) -> Result<ScoringSet> {
         ScoringSet::load_or_build(&self.dir, style, &self.data, spec)
     }
-
-    /// The scoring set of `style` saved in the data folder (an error when there is none).
-    pub fn saved_scoring_set(&self, style: Style) -> Result<ScoringSet> {
-        ScoringSet::load(&self.dir, style, &self.data)
-    }
 }

@@ -26,7 +26,7 @@ pub enum HeadsError {
     /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation. A
     /// caller of [`crate::evaluate_resuming`] was handed the batches done (and may have kept
     /// them); [`crate::evaluate`] keeps nothing.
-    #[error("stopped on request while scoring, after {done} of {total} batches: started again, a caller that kept them (as the experiment layer does) scores only the rest")]
+    #[error("stopped on request while scoring the heads, after {done} of {total} batches; run the same command again to score them")]
     Stopped {
         /// Batches evaluated before the stop.
         done: usize,

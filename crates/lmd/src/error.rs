@@ -1,11 +1,12 @@
 //! The crate's one error type.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Result alias of this crate.
 pub type Result<T> = std::result::Result<T, LmdError>;
 
-/// Everything that can go wrong in LMD: bad shapes and inputs, singular systems, model loading.
+/// Everything that can go wrong in LMD: bad shapes and inputs, singular systems, model loading,
+/// a study's settings and inputs.
 #[derive(Debug, thiserror::Error)]
 pub enum LmdError {
     /// An I/O error on a named file.
@@ -75,7 +76,7 @@ pub enum LmdError {
     },
     /// Writing a table or a plot failed.
     #[error(transparent)]
-    Report(#[from] report::Error),
+    Report(#[from] report::ReportError),
     /// Embeddings computed elsewhere could not be read (an `external::ExternalError`, which
     /// names the file and the reason; boxed, as it can hold an `LmdError`).
     #[error(transparent)]
@@ -166,4 +167,104 @@ pub enum LmdError {
         /// Where it happened.
         context: String,
     },
+    /// A required input of a study is missing (a model folder, the corpus, the tokenizer).
+    #[error("{path} is missing ({what})")]
+    Missing {
+        /// The path that was looked for.
+        path: PathBuf,
+        /// What it should have been.
+        what: String,
+    },
+    /// A path is not what the study expected (e.g. a file where a model folder belongs).
+    #[error("{path} is not {expected}")]
+    NotA {
+        /// The path.
+        path: PathBuf,
+        /// What it should have been ("a model folder", ...).
+        expected: String,
+    },
+    /// A name that is not one of the choices (a sampler, a dtype, ...).
+    #[error("unknown {what} {given:?} ({})", choices.join(", "))]
+    UnknownChoice {
+        /// What was named ("sampler", "dtype", ...).
+        what: &'static str,
+        /// What was given.
+        given: String,
+        /// The names that are accepted.
+        choices: Vec<&'static str>,
+    },
+    /// A setting of a study (a spec field or a command-line flag) has a value that cannot be
+    /// used.
+    #[error("{field} = {value}: {why}")]
+    BadSetting {
+        /// The setting, as the user writes it (`ridge`, `shards`, `test_corpus`).
+        field: String,
+        /// The value given.
+        value: String,
+        /// What a usable value is.
+        why: String,
+    },
+    /// Too little data for the step: `what` has `have` where `need` are needed.
+    #[error("too little data: {what} has {have}, at least {need} needed")]
+    TooLittleData {
+        /// What was counted ("the LMD study's models", ...).
+        what: String,
+        /// How many there are.
+        have: usize,
+        /// How many the step needs.
+        need: usize,
+    },
+    /// Two models of an LMD study share a name (a model's name is its folder's name).
+    #[error("models {} and {} share the name {name:?} (a model's name is its folder's name)", first.display(), second.display())]
+    DuplicateModel {
+        /// The shared name.
+        name: String,
+        /// The first model's folder.
+        first: PathBuf,
+        /// The second model's folder.
+        second: PathBuf,
+    },
+    /// Reading the corpus or its tokenizer failed (from `corpus`).
+    #[error(transparent)]
+    Corpus(#[from] corpus::CorpusError),
+}
+
+impl From<files::FilesError> for LmdError {
+    /// A failed atomic write or lock ([`files`]) as an [`LmdError::Io`] naming the file.
+    fn from(e: files::FilesError) -> Self {
+        let (path, source) = e.into_io();
+        Self::Io { path, source }
+    }
+}
+
+impl LmdError {
+    /// [`LmdError::BadSetting`]: `field` = `value` is unusable, `why` says what is.
+    pub fn bad_setting(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        why: impl Into<String>,
+    ) -> Self {
+        LmdError::BadSetting {
+            field: field.into(),
+            value: value.to_string(),
+            why: why.into(),
+        }
+    }
+
+    /// [`LmdError::TooLittleData`]: `what` has `have`, `need` are needed.
+    pub fn too_little(what: impl Into<String>, have: usize, need: usize) -> Self {
+        LmdError::TooLittleData {
+            what: what.into(),
+            have,
+            need,
+        }
+    }
+}
+
+/// A closure mapping an I/O error at `path` into [`LmdError::Io`].
+pub(crate) fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> LmdError + '_ {
+    move |source| LmdError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }

@@ -643,7 +643,7 @@ impl Moments {
     /// Writes the moments to `path` (safetensors: f64 tensors `gram` \[D, D\], `sum` \[D\],
     /// `shift` \[D\]; JSON metadata with names, widths, n under the header key `lmd.moments`).
     /// The write is atomic: a uniquely named hidden temporary file beside it
-    /// (`report::replace_file`), synced to disk, then renamed over `path`; a kill at any point
+    /// ([`files::write_atomic`]), synced to disk, then renamed over `path`; a kill at any point
     /// leaves the previous file whole.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         self.save_with(path, &HashMap::new())
@@ -683,10 +683,7 @@ impl Moments {
             })?;
         // Whole or not at all: a reader (or a crash, or a kill) sees the old file or the new
         // one, never a part; two writers never share a temporary file.
-        report::replace_file(path, &bytes, |p, source| LmdError::Io {
-            path: p.to_path_buf(),
-            source,
-        })?;
+        files::write_atomic(path, &bytes)?;
         Ok(())
     }
 

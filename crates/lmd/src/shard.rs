@@ -249,9 +249,10 @@ pub enum ShardStatus {
 /// `path` (safetensors with the [`ExtractKey`] in its header). A finished file with the same key
 /// is reused; a checkpoint with the same key is resumed exactly; a file with another key is
 /// replaced. Checkpoints are atomic (temporary file synced, then renamed: a kill leaves the
-/// previous checkpoint). One process at a time: the writer holds an advisory lock (`flock`) on
-/// `<path>.lock`, which names its PID; while it lives, another call for the same file is
-/// refused ([`LmdError::Shard`]); a lock file left by a dead process is taken. A file that
+/// previous checkpoint). One process at a time: the writer holds an advisory lock
+/// ([`files::FolderLock`]) on `<path>.lock`, which names it (PID, host, since when); while it
+/// lives, another call for the same file is refused ([`LmdError::Shard`]); a lock file left by
+/// a dead process is taken. A file that
 /// cannot be read (cut short) is refused naming the shard, not overwritten.
 pub fn shard_moments(
     encoders: &[&dyn Encoder],
@@ -279,7 +280,7 @@ pub fn shard_moments(
     let fresh = Moments::new(names, widths)?;
     create_parent(path)?;
     // One writer per shard file: held until this function returns.
-    let _lock = ShardLock::acquire(path, shard)?;
+    let _lock = lock_shard(path, shard)?;
     let (mut m, replaced) = stored_or_fresh(fresh, path, shard, &key)?;
     let from = m.n();
     if from as usize > texts.len() {
@@ -434,63 +435,22 @@ pub fn merge_shards(files: &[(PathBuf, ExtractKey)]) -> Result<Moments> {
     total.ok_or_else(|| LmdError::InvalidArgument("no shards to merge".into()))
 }
 
-/// The lock of one shard's moments file: `<path>.lock`, held with the operating system's
-/// advisory lock ([`report::LockFile`]) for as long as the value lives and naming the writer's
-/// PID for the refusal's sentence. The kernel releases the lock of a process that dies, so a
-/// lock file left behind is simply taken, and of N processes racing for it exactly one wins
-/// (a PID written in the file, read back and judged, decided this before: two takers of one
-/// stale file, or a taker reading a file not yet written, could both go on).
-struct ShardLock {
-    _file: report::LockFile,
-}
-
-impl ShardLock {
-    fn acquire(target: &Path, shard: Shard) -> Result<Self> {
-        let mut name = target.file_name().unwrap_or_default().to_os_string();
-        name.push(".lock");
-        let path = target.with_file_name(name);
-        let io = |source| LmdError::Io {
-            path: path.clone(),
-            source,
-        };
-        let refuse = |who: String| LmdError::Shard {
+/// Takes the lock of one shard's moments file: `<path>.lock`, held ([`files::FolderLock`]) for
+/// as long as the value lives and naming its holder (PID, host, since when) for the refusal's
+/// sentence. The kernel releases the lock of a process that dies, so a lock file left behind is
+/// simply taken, and of N processes racing for it exactly one wins.
+fn lock_shard(target: &Path, shard: Shard) -> Result<files::FolderLock> {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    let path = target.with_file_name(name);
+    match files::FolderLock::acquire(&path, &format!("shard {shard}")) {
+        Err(files::FilesError::Locked { holder, .. }) => Err(LmdError::Shard {
             path: target.to_path_buf(),
             reason: format!(
-                "shard {shard} is being written by {who} (lock file {}); wait for it",
+                "shard {shard} is being written by {holder} (lock file {}); wait for it",
                 path.display()
             ),
-        };
-        let pid_in = |p: &Path| {
-            std::fs::read_to_string(p)
-                .ok()
-                .and_then(|t| t.trim().parse::<u32>().ok())
-        };
-        let me = std::process::id();
-        let Some(mut file) = report::LockFile::try_take(&path).map_err(io)? else {
-            return Err(refuse(match pid_in(&path) {
-                Some(pid) => format!("process {pid}"),
-                None => "another process".to_string(),
-            }));
-        };
-        // A file we did not create whose PID still runs is a writer that took no flock (an
-        // older build, or a mount without flocks): refused, its file left as it is.
-        if !file.created() {
-            if let Some(pid) = pid_in(&path).filter(|&p| p != me && process_alive(p)) {
-                return Err(refuse(format!("process {pid}")));
-            }
-        }
-        file.replace_content(format!("{me}\n").as_bytes())
-            .map_err(io)?;
-        Ok(Self { _file: file })
+        }),
+        taken => Ok(taken?),
     }
-}
-
-/// Whether a process with this PID exists (Linux: `/proc/<pid>`; elsewhere every PID is
-/// taken as alive, so a lock file of a writer that took no flock must be removed by hand).
-fn process_alive(pid: u32) -> bool {
-    let proc_fs = Path::new("/proc");
-    if !proc_fs.join("self").exists() {
-        return true;
-    }
-    proc_fs.join(pid.to_string()).exists()
 }

@@ -119,10 +119,7 @@ impl EmbeddingStore {
         let data = safetensors::tensor::serialize([("embeddings", view)], Some(meta))
             .map_err(|err| LmdError::InvalidArgument(err.to_string()))?;
         // Whole or not at all, through a temporary file no other writer shares.
-        report::replace_file(&path, &data, |p, source| LmdError::Io {
-            path: p.to_path_buf(),
-            source,
-        })?;
+        files::write_atomic(&path, &data)?;
         Ok(path)
     }
 

@@ -276,23 +276,23 @@ fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("whole.safetensors");
     let lock = dir.path().join("whole.safetensors.lock");
-    // A live writer (this process, through another open file) holds the lock: refused,
-    // nothing written.
-    std::fs::write(&lock, format!("{}\n", std::process::id())).unwrap();
-    let held = std::fs::File::open(&lock).unwrap();
-    held.lock().unwrap();
+    // A live writer (this process, through another open file) holds the lock: refused naming
+    // it, nothing written.
+    let held = files::FolderLock::acquire(&lock, "shard").unwrap();
     match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
         Err(LmdError::Shard { path: p, reason }) => {
             assert_eq!(p, path);
-            let want = format!("being written by process {}", std::process::id());
+            let want = format!("being written by process {} on host ", std::process::id());
             assert!(reason.contains(&want), "{reason}");
+            assert!(reason.contains("whole.safetensors.lock"), "{reason}");
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
+    drop(held);
     assert!(!path.exists());
-    // A writer that holds the lock but has not yet written its PID is a writer all the same
-    // (an empty lock file was taken over before: two writers).
-    std::fs::write(&lock, "").unwrap();
+    // A writer that holds the lock but has not yet written its name is a writer all the same.
+    let nameless = std::fs::File::open(&lock).unwrap();
+    nameless.lock().unwrap();
     match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
         Err(LmdError::Shard { reason, .. }) => {
             assert!(
@@ -302,27 +302,22 @@ fn a_second_writer_of_a_shard_is_refused_and_a_dead_writers_lock_taken_over() {
         }
         other => panic!("expected a refusal, got {other:?}"),
     }
-    drop(held);
+    drop(nameless);
     assert!(!path.exists());
-    // A live writer that takes no flock (an older build; PID 1 always runs) is refused too,
-    // and its lock file stays as it was.
-    std::fs::write(&lock, "1\n").unwrap();
-    match shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)) {
-        Err(LmdError::Shard { reason, .. }) => {
-            assert!(reason.contains("being written by process 1"), "{reason}")
-        }
-        other => panic!("expected a refusal, got {other:?}"),
-    }
-    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "1\n");
-    assert!(!path.exists());
-    // A lock left by a process that has exited is taken over, and removed afterwards.
+    // A lock file left by a process that has exited (the kernel released its lock) is taken.
     let mut child = std::process::Command::new("true").spawn().unwrap();
     let dead = child.id();
     child.wait().unwrap();
-    std::fs::write(&lock, format!("{dead}\n")).unwrap();
+    std::fs::write(
+        &lock,
+        format!("process {dead} on host here since 2020-01-01T00:00:00Z\n"),
+    )
+    .unwrap();
     let (m, s) = shard_moments(&encs, &texts, &opts(), Shard::WHOLE, &path, &settings(4)).unwrap();
     assert_eq!((m.n(), s), (8, ShardStatus::Computed { replaced: vec![] }));
-    assert!(!lock.exists());
+    // The writer is done: its lock file (which may stay) names nobody and is free.
+    assert_eq!(std::fs::read_to_string(&lock).unwrap_or_default(), "");
+    drop(files::FolderLock::acquire(&lock, "shard").unwrap());
 }
 
 /// Moments of width 2048 after `k` deterministic rows (a file of 33 MB: its write takes long

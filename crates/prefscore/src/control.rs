@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corr::{correlation, top_tokens, CorrOptions, Method};
 use crate::sample::{mean, quantile_sorted, rng_for, sample_sd};
-use crate::{Error, Result, ScoreKind, TokenStats};
+use crate::{PrefscoreError, Result, ScoreKind, TokenStats};
 
 /// A seeded random partition of `0..n` into two halves of sizes ⌈n/2⌉ and ⌊n/2⌋, each sorted
 /// (e.g. hidden-unit indices of a single-tower model for two pseudo-towers).
@@ -70,7 +70,7 @@ pub fn own_positions(
         st.check_single(targets, lp)?;
     }
     if side.len() != targets.len() {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "{} sides for {} targets",
             side.len(),
             targets.len()
@@ -124,10 +124,12 @@ pub fn split_null(
     seed: u64,
 ) -> Result<NullDistribution> {
     if replicates == 0 {
-        return Err(Error::invalid("split_null needs at least one replicate"));
+        return Err(PrefscoreError::invalid(
+            "split_null needs at least one replicate",
+        ));
     }
     if freq.len() != vocab_size {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "frequency list of length {} for a vocabulary of {vocab_size}",
             freq.len()
         )));

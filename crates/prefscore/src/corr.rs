@@ -6,7 +6,7 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::sample::{rng_for, Bootstrap, Interval};
-use crate::{Error, Result};
+use crate::{PrefscoreError, Result};
 
 /// Which correlation coefficient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,20 +55,20 @@ pub fn ranks(x: &[f64]) -> Vec<f64> {
 
 pub(crate) fn check_pairs(x: &[f64], y: &[f64]) -> Result<()> {
     if x.len() != y.len() {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "correlation of {} values with {} values",
             x.len(),
             y.len()
         )));
     }
     if x.len() < 3 {
-        return Err(Error::NotEnoughData(format!(
+        return Err(PrefscoreError::NotEnoughData(format!(
             "a correlation needs at least 3 pairs, got {}",
             x.len()
         )));
     }
     if let Some(&v) = x.iter().chain(y).find(|v| !v.is_finite()) {
-        return Err(Error::BadValue {
+        return Err(PrefscoreError::BadValue {
             what: "correlation input".into(),
             value: v,
         });
@@ -95,7 +95,7 @@ fn pearson_unchecked(x: &[f64], y: &[f64]) -> Result<f64> {
 fn finish(sxy: f64, sxx: f64, syy: f64, n: f64, mx: f64, my: f64) -> Result<f64> {
     let constant = |ss: f64, m: f64| ss <= 1e-24 * n * (1.0 + m * m);
     if constant(sxx, mx) || constant(syy, my) {
-        return Err(Error::Undefined(
+        return Err(PrefscoreError::Undefined(
             "correlation with a constant variable".into(),
         ));
     }
@@ -271,7 +271,7 @@ pub fn correlation(
     check_pairs(x, y)?;
     opts.bootstrap.check()?;
     if stream >= MAX_STREAM {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "correlation stream {stream} must lie below 2^39 (streams above are the reliabilities')"
         )));
     }
@@ -384,7 +384,7 @@ pub fn correlate_with_frequency(
 
 fn check_vocab(lens: &[usize], freq_len: usize) -> Result<()> {
     if lens.iter().any(|&l| l != freq_len) {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "score vectors of lengths {lens:?} and a frequency list of length {freq_len} must all cover the same vocabulary"
         )));
     }
@@ -449,7 +449,9 @@ pub fn pairwise(
     opts: &CorrOptions,
 ) -> Result<CorrelationMatrix> {
     if runs.len() < 2 {
-        return Err(Error::invalid("a pairwise table needs at least 2 runs"));
+        return Err(PrefscoreError::invalid(
+            "a pairwise table needs at least 2 runs",
+        ));
     }
     let lens: Vec<usize> = runs.iter().map(|(_, s)| s.len()).collect();
     check_vocab(&lens, freq.len())?;

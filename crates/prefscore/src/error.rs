@@ -2,7 +2,7 @@
 
 /// Everything the statistics can refuse.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Error {
+pub enum PrefscoreError {
     /// Inconsistent or unusable arguments (length mismatch, token id out of range, K < 2 ...).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -23,10 +23,10 @@ pub enum Error {
 }
 
 /// Result type of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = PrefscoreError> = std::result::Result<T, E>;
 
-impl Error {
+impl PrefscoreError {
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        Error::InvalidArgument(msg.into())
+        Self::InvalidArgument(msg.into())
     }
 }

@@ -40,7 +40,7 @@ pub use corr::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, spearman,
     top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method, MAX_STREAM,
 };
-pub use error::{Error, Result};
+pub use error::{PrefscoreError, Result};
 pub use profile::sorted_profile;
 pub use reliability::{
     disattenuate, disattenuated_correlation, partial_correlation, partial_on_log_frequency,

@@ -1,6 +1,6 @@
 //! Score profiles of several runs in one run's order (Fig. 3 of the two-tower paper).
 
-use crate::{Error, Result};
+use crate::{PrefscoreError, Result};
 
 /// The tokens among `tokens` scored in `by` and in every one of `runs`, sorted by `by`'s score
 /// ascending (ties by token id), and each run's scores in that order: the curves of Fig. 3
@@ -11,7 +11,7 @@ pub fn sorted_profile(
     tokens: &[u32],
 ) -> Result<(Vec<u32>, Vec<Vec<f64>>)> {
     if runs.iter().any(|r| r.len() != by.len()) {
-        return Err(Error::invalid(
+        return Err(PrefscoreError::invalid(
             "all score vectors must cover the same vocabulary",
         ));
     }

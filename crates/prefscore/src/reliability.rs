@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corr::{check_pairs, coefficient, ranks, Resampler};
 use crate::sample::{rng_for, Bootstrap, Interval};
-use crate::{pearson, Error, Method, Result, ScoreKind, Scores, TokenStats};
+use crate::{pearson, Method, PrefscoreError, Result, ScoreKind, Scores, TokenStats};
 
 /// Default minimum number of occurrences (in every run) of a token kept by
 /// [`tokens_with_min_count`].
@@ -108,13 +108,15 @@ pub fn split_half(
     kind: ScoreKind,
 ) -> Result<[Scores; 2]> {
     if log_probs.len() != 2 {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "split_half needs the log-probs of exactly 2 towers, got {}",
             log_probs.len()
         )));
     }
     if targets.is_empty() {
-        return Err(Error::NotEnoughData("split_half of no positions".into()));
+        return Err(PrefscoreError::NotEnoughData(
+            "split_half of no positions".into(),
+        ));
     }
     // Validates every input before any half is built.
     let mut full = TokenStats::new(vocab_size, 2)?;
@@ -168,8 +170,8 @@ pub fn spearman_brown(r_half: f64) -> f64 {
 /// the corrected value, drawn from `boot.seed`.
 ///
 /// Errors: as [`split_half`]; an empty token set or fewer than 3 kept tokens
-/// ([`Error::NotEnoughData`]); duplicate or out-of-vocabulary ids ([`Error::InvalidArgument`]);
-/// halves with constant scores ([`Error::Undefined`]).
+/// ([`PrefscoreError::NotEnoughData`]); duplicate or out-of-vocabulary ids ([`PrefscoreError::InvalidArgument`]);
+/// halves with constant scores ([`PrefscoreError::Undefined`]).
 pub fn split_half_reliability(
     targets: &[u32],
     log_probs: &[&[f32]],
@@ -201,8 +203,8 @@ pub fn split_half_reliability(
 /// token id, `None` = unscored), e.g. the same frozen towers with their heads retrained under a
 /// second seed, over `tokens` scored in both. No Spearman–Brown step: each vector already is a
 /// full-length measurement, so `half_r == r`. Interval and errors as
-/// [`split_half_reliability`], plus a length mismatch ([`Error::InvalidArgument`]) and a
-/// non-finite score ([`Error::BadValue`]).
+/// [`split_half_reliability`], plus a length mismatch ([`PrefscoreError::InvalidArgument`]) and a
+/// non-finite score ([`PrefscoreError::BadValue`]).
 pub fn retest_reliability(
     a: &[Option<f64>],
     a_retest: &[Option<f64>],
@@ -247,9 +249,9 @@ pub fn disattenuate(r_ab: f64, r_aa: f64, r_bb: f64) -> Option<f64> {
 /// [`disattenuate`] on the results (no joint interval then).
 ///
 /// Errors: vectors of different lengths, duplicate or out-of-vocabulary ids
-/// ([`Error::InvalidArgument`]); an empty token set or fewer than 3 kept tokens
-/// ([`Error::NotEnoughData`]); non-finite scores ([`Error::BadValue`]); a constant vector
-/// ([`Error::Undefined`]).
+/// ([`PrefscoreError::InvalidArgument`]); an empty token set or fewer than 3 kept tokens
+/// ([`PrefscoreError::NotEnoughData`]); non-finite scores ([`PrefscoreError::BadValue`]); a constant vector
+/// ([`PrefscoreError::Undefined`]).
 pub fn disattenuated_correlation(
     a: &[Option<f64>],
     a_retest: &[Option<f64>],
@@ -305,10 +307,10 @@ pub fn disattenuated_correlation(
 /// residuals of `x` and `y` after least-squares regression on `z`. For [`Method::Spearman`] all
 /// three are replaced by their (average) ranks first.
 ///
-/// Errors: different lengths ([`Error::InvalidArgument`]); fewer than 4 triples (with 3 the
-/// residuals are collinear and the value is always ±1; [`Error::NotEnoughData`]); non-finite
-/// values ([`Error::BadValue`]); a constant variable, or `x` or `y` an exact linear function of
-/// `z` (nothing left to correlate; [`Error::Undefined`]).
+/// Errors: different lengths ([`PrefscoreError::InvalidArgument`]); fewer than 4 triples (with 3 the
+/// residuals are collinear and the value is always ±1; [`PrefscoreError::NotEnoughData`]); non-finite
+/// values ([`PrefscoreError::BadValue`]); a constant variable, or `x` or `y` an exact linear function of
+/// `z` (nothing left to correlate; [`PrefscoreError::Undefined`]).
 pub fn partial_correlation(x: &[f64], y: &[f64], z: &[f64], method: Method) -> Result<f64> {
     Ok(partial_parts(x, y, z, method)?.3)
 }
@@ -318,7 +320,7 @@ fn partial_parts(x: &[f64], y: &[f64], z: &[f64], method: Method) -> Result<(f64
     check_pairs(x, y)?;
     check_pairs(x, z)?;
     if x.len() < 4 {
-        return Err(Error::NotEnoughData(format!(
+        return Err(PrefscoreError::NotEnoughData(format!(
             "a partial correlation needs at least 4 triples, got {}",
             x.len()
         )));
@@ -331,7 +333,7 @@ fn partial_parts(x: &[f64], y: &[f64], z: &[f64], method: Method) -> Result<(f64
     let (vx, vy) = (1.0 - rxz * rxz, 1.0 - ryz * ryz);
     // 1 − r² this small means a residual of pure rounding: the ratio would be noise.
     if vx <= 1e-10 || vy <= 1e-10 {
-        return Err(Error::Undefined(
+        return Err(PrefscoreError::Undefined(
             "partial correlation with a variable that is a linear function of the covariate".into(),
         ));
     }
@@ -343,7 +345,7 @@ fn partial_parts(x: &[f64], y: &[f64], z: &[f64], method: Method) -> Result<(f64
 /// [`partial_correlation`] with z = ln `freq[token]`, over the `tokens` scored in both. Does the
 /// runs' agreement go beyond both following frequency?
 ///
-/// A kept token with frequency 0 is an error ([`Error::BadValue`], ln 0 is undefined) rather
+/// A kept token with frequency 0 is an error ([`PrefscoreError::BadValue`], ln 0 is undefined) rather
 /// than silently skipped: it means `freq` and the scores come from different data (a token
 /// scored by a run is a target there, so it occurs), and skipping would quietly change the
 /// token set. Other errors as [`partial_correlation`] and [`retest_reliability`].
@@ -355,7 +357,7 @@ pub fn partial_on_log_frequency(
     method: Method,
 ) -> Result<PartialCorrelation> {
     if freq.len() != a.len() {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "a frequency list of length {} for score vectors of length {}",
             freq.len(),
             a.len()
@@ -365,7 +367,7 @@ pub fn partial_on_log_frequency(
     let z = kept
         .iter()
         .map(|&t| match freq[t as usize] {
-            0 => Err(Error::BadValue {
+            0 => Err(PrefscoreError::BadValue {
                 what: format!("frequency of token {t} (ln 0 is undefined)"),
                 value: 0.0,
             }),
@@ -403,32 +405,32 @@ fn pick(vectors: &[&[Option<f64>]], tokens: &[u32]) -> Result<(Vec<u32>, Vec<Vec
     let len = vectors[0].len();
     if vectors.iter().any(|v| v.len() != len) {
         let lens: Vec<usize> = vectors.iter().map(|v| v.len()).collect();
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "score vectors of lengths {lens:?} must all cover the same vocabulary"
         )));
     }
     if tokens.is_empty() {
-        return Err(Error::NotEnoughData("empty token set".into()));
+        return Err(PrefscoreError::NotEnoughData("empty token set".into()));
     }
     let mut seen = vec![false; len];
     let mut kept = Vec::with_capacity(tokens.len());
     for &t in tokens {
         let i = t as usize;
         if i >= len {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "token {t} outside the vocabulary of {len}"
             )));
         }
         // A repeated id would silently weigh that token twice.
         if std::mem::replace(&mut seen[i], true) {
-            return Err(Error::invalid(format!("token {t} listed twice")));
+            return Err(PrefscoreError::invalid(format!("token {t} listed twice")));
         }
         let mut all = true;
         for v in vectors {
             match v[i] {
                 // Scores are never NaN: a non-finite value is a corrupted vector, not "unseen".
                 Some(s) if !s.is_finite() => {
-                    return Err(Error::BadValue {
+                    return Err(PrefscoreError::BadValue {
                         what: format!("score of token {t}"),
                         value: s,
                     })

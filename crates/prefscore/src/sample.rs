@@ -4,7 +4,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{PrefscoreError, Result};
 
 /// Arithmetic mean (NaN-free callers only; `None` for an empty slice).
 pub(crate) fn mean(x: &[f64]) -> Option<f64> {
@@ -96,7 +96,7 @@ impl Default for Bootstrap {
 impl Bootstrap {
     pub(crate) fn check(&self) -> Result<()> {
         if !(self.level > 0.0 && self.level < 1.0) {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "bootstrap level {} must lie in (0, 1)",
                 self.level
             )));

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result, TokenStats};
+use crate::{PrefscoreError, Result, TokenStats};
 
 /// How a tower's typical probability of a token is summarised before taking the difference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -66,7 +66,7 @@ impl TokenStats {
     /// unchanged.
     pub fn scores(&self, kind: ScoreKind) -> Result<Scores> {
         if self.n_towers() != 2 {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "scores() needs exactly 2 towers (got {}); use scores_vs_rest for K > 2",
                 self.n_towers()
             )));
@@ -115,7 +115,7 @@ impl TokenStats {
     /// For K = 2 both reduce to eq. 4 (the second entry is then the first negated).
     pub fn scores_vs_rest(&self, kind: ScoreKind) -> Result<Vec<Scores>> {
         if self.n_towers() < 2 {
-            return Err(Error::invalid("scores need at least 2 towers"));
+            return Err(PrefscoreError::invalid("scores need at least 2 towers"));
         }
         self.primary_order()
             .into_iter()
@@ -138,7 +138,7 @@ impl TokenStats {
     /// Two distinct tower indices of these statistics.
     fn check_pair(&self, first: usize, second: usize) -> Result<()> {
         if first >= self.n_towers() || second >= self.n_towers() || first == second {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "towers ({first}, {second}) must be two distinct indices below {}",
                 self.n_towers()
             )));

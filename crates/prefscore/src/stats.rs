@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Error, Result};
+use crate::{PrefscoreError, Result};
 
 /// Largest log-probability accepted as "0 up to rounding" (log-softmax in f32 can return a few
 /// ulps above 0); anything larger is refused as not a log-probability.
@@ -70,7 +70,7 @@ impl TokenStats {
     /// Validate a batch before touching any state.
     fn check_batch(&self, targets: &[u32], log_probs: &[&[f32]]) -> Result<()> {
         if log_probs.len() != self.n_towers {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "got log-probs of {} towers, statistics have {}",
                 log_probs.len(),
                 self.n_towers
@@ -78,7 +78,7 @@ impl TokenStats {
         }
         for (k, lp) in log_probs.iter().enumerate() {
             if lp.len() != targets.len() {
-                return Err(Error::invalid(format!(
+                return Err(PrefscoreError::invalid(format!(
                     "tower {k} has {} log-probs for {} targets",
                     lp.len(),
                     targets.len()
@@ -95,7 +95,7 @@ impl TokenStats {
             .enumerate()
             .find(|(_, &t)| t as usize >= self.vocab_size)
         {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "target {t} at position {i} is outside the vocabulary of {}",
                 self.vocab_size
             )));
@@ -130,7 +130,7 @@ impl TokenStats {
     /// Check targets and one tower's log-probs (for callers building statistics by hand).
     pub(crate) fn check_single(&self, targets: &[u32], log_probs: &[f32]) -> Result<()> {
         if log_probs.len() != targets.len() {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "{} log-probs for {} targets",
                 log_probs.len(),
                 targets.len()
@@ -143,7 +143,7 @@ impl TokenStats {
     /// Add `other` (statistics of other positions, same vocabulary and towers) into `self`.
     pub fn merge(&mut self, other: &TokenStats) -> Result<()> {
         if other.vocab_size != self.vocab_size || other.n_towers != self.n_towers {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "cannot merge statistics of {}x{} (vocab x towers) into {}x{}",
                 other.vocab_size, other.n_towers, self.vocab_size, self.n_towers
             )));
@@ -275,7 +275,7 @@ impl TokenStats {
                 .iter()
                 .any(|&k| k >= self.n_towers || std::mem::replace(&mut seen[k], true))
         {
-            return Err(Error::invalid(format!(
+            return Err(PrefscoreError::invalid(format!(
                 "{order:?} is not a permutation of the {} towers",
                 self.n_towers
             )));
@@ -315,7 +315,7 @@ struct RawStats {
 }
 
 impl TryFrom<RawStats> for TokenStats {
-    type Error = Error;
+    type Error = PrefscoreError;
 
     fn try_from(r: RawStats) -> Result<Self> {
         let cells = cells(r.vocab_size, r.n_towers)?;
@@ -325,7 +325,7 @@ impl TryFrom<RawStats> for TokenStats {
                 .all(|&l| l == cells)
             && r.tower_count.len() == cells;
         if !lens_ok {
-            return Err(Error::invalid(
+            return Err(PrefscoreError::invalid(
                 "serialised TokenStats has inconsistent sizes",
             ));
         }
@@ -344,12 +344,12 @@ impl TryFrom<RawStats> for TokenStats {
 /// The number of (tower, token) cells, refusing zero sizes and a product that overflows.
 fn cells(vocab_size: usize, n_towers: usize) -> Result<usize> {
     if vocab_size == 0 || n_towers == 0 {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "TokenStats needs vocab_size > 0 and n_towers > 0 (got {vocab_size}, {n_towers})"
         )));
     }
     vocab_size.checked_mul(n_towers).ok_or_else(|| {
-        Error::invalid(format!(
+        PrefscoreError::invalid(format!(
             "TokenStats of {vocab_size} tokens and {n_towers} towers overflows usize"
         ))
     })
@@ -363,7 +363,7 @@ fn check_log_probs(lp: &[f32], k: usize) -> Result<()> {
         .find(|(_, &l)| !l.is_finite() || l > LOGP_TOLERANCE)
     {
         None => Ok(()),
-        Some((i, &l)) => Err(Error::BadValue {
+        Some((i, &l)) => Err(PrefscoreError::BadValue {
             what: format!("log-prob of tower {k}, position {i} (must be finite and <= 0)"),
             value: l as f64,
         }),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::corr::ranks;
 use crate::sample::{mean, quantile_sorted, sample_sd, Bootstrap, Interval};
-use crate::{Error, Result};
+use crate::{PrefscoreError, Result};
 
 /// The scores of one tag's tokens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,7 +45,7 @@ pub fn by_tag<T: std::fmt::Display>(
 ) -> Result<Vec<TagSummary>> {
     boot.check()?;
     if scores.len() != tags.len() {
-        return Err(Error::invalid(format!(
+        return Err(PrefscoreError::invalid(format!(
             "{} scores but {} tags: both are indexed by token id",
             scores.len(),
             tags.len()
@@ -56,7 +56,9 @@ pub fn by_tag<T: std::fmt::Display>(
     for &a in tokens {
         let i = a as usize;
         if i >= scores.len() {
-            return Err(Error::invalid(format!("token {a} outside the vocabulary")));
+            return Err(PrefscoreError::invalid(format!(
+                "token {a} outside the vocabulary"
+            )));
         }
         if let (Some(s), Some(t)) = (scores[i], &tags[i]) {
             if s.is_finite() {
@@ -97,7 +99,7 @@ pub fn by_tag<T: std::fmt::Display>(
 fn check_distinct(ids: &[u32], what: &str) -> Result<()> {
     let mut seen = std::collections::BTreeSet::new();
     match ids.iter().find(|&&a| !seen.insert(a)) {
-        Some(a) => Err(Error::invalid(format!(
+        Some(a) => Err(PrefscoreError::invalid(format!(
             "token {a} is listed twice in {what}"
         ))),
         None => Ok(()),
@@ -163,7 +165,7 @@ pub fn group_summary(
         })
         .collect();
     if scored.is_empty() {
-        return Err(Error::NotEnoughData(
+        return Err(PrefscoreError::NotEnoughData(
             "no scored token in the reference set".into(),
         ));
     }

@@ -2,7 +2,7 @@
 
 use prefscore::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, sorted_profile,
-    spearman, top_tokens, Bootstrap, CorrOptions, Error, Method, MAX_STREAM,
+    spearman, top_tokens, Bootstrap, CorrOptions, Method, PrefscoreError, MAX_STREAM,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -41,26 +41,35 @@ fn pearson_and_spearman_match_hand_results() {
 fn correlation_errors() {
     assert!(matches!(
         pearson(&[1.0, 2.0], &[1.0, 2.0]),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
-    assert!(matches!(pearson(&X, &[1.0; 5]), Err(Error::Undefined(_))));
-    assert!(matches!(spearman(&X, &[1.0; 5]), Err(Error::Undefined(_))));
+    assert!(matches!(
+        pearson(&X, &[1.0; 5]),
+        Err(PrefscoreError::Undefined(_))
+    ));
+    assert!(matches!(
+        spearman(&X, &[1.0; 5]),
+        Err(PrefscoreError::Undefined(_))
+    ));
     // A constant whose mean is not exact in binary still counts as constant.
-    assert!(matches!(pearson(&X, &[0.1; 5]), Err(Error::Undefined(_))));
+    assert!(matches!(
+        pearson(&X, &[0.1; 5]),
+        Err(PrefscoreError::Undefined(_))
+    ));
     assert!(matches!(
         pearson(&[1e3 / 3.0; 5], &X),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
     // Small but real variation is kept.
     let tiny: Vec<f64> = X.iter().map(|v| v * 1e-6).collect();
     close(pearson(&tiny, &Y).unwrap(), pearson(&X, &Y).unwrap(), 1e-9);
     assert!(matches!(
         pearson(&X, &Y[..4]),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         pearson(&X, &[1.0, 2.0, f64::NAN, 4.0, 5.0]),
-        Err(Error::BadValue { .. })
+        Err(PrefscoreError::BadValue { .. })
     ));
     let bad_level = CorrOptions {
         bootstrap: Bootstrap {
@@ -199,7 +208,7 @@ fn correlate_uses_the_top_n_frequent_scored_tokens() {
     let none = vec![None; 9];
     assert!(matches!(
         correlate(&a, &none, &freq, 4, Method::Pearson, &opts),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
 }
 

@@ -3,7 +3,8 @@
 use prefscore::{
     disattenuate, disattenuated_correlation, partial_correlation, partial_on_log_frequency,
     pearson, ranks, retest_reliability, spearman_brown, split_half, split_half_reliability,
-    tokens_with_min_count, Bootstrap, Error, Method, ScoreKind, TokenStats, DEFAULT_MIN_COUNT,
+    tokens_with_min_count, Bootstrap, Method, PrefscoreError, ScoreKind, TokenStats,
+    DEFAULT_MIN_COUNT,
 };
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -304,27 +305,27 @@ fn split_half_errors() {
     let kind = ScoreKind::ArithmeticMean;
     assert!(matches!(
         split_half(&targets, &[&lp, &lp, &lp], 2, kind),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         split_half(&[], &[&[], &[]], 2, kind),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     assert!(matches!(
         split_half(&targets, &[&lp, &lp[..2]], 2, kind),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         split_half(&targets, &[&lp, &[-1.0, f32::NAN, -1.0]], 2, kind),
-        Err(Error::BadValue { .. })
+        Err(PrefscoreError::BadValue { .. })
     ));
     assert!(matches!(
         split_half(&[0, 5, 0], &[&lp, &lp], 2, kind),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         split_half(&targets, &[&lp, &lp], 0, kind),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         split_half_reliability(
@@ -336,7 +337,7 @@ fn split_half_errors() {
             Method::Pearson,
             &boot(0, 0)
         ),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     // Identical towers: every half score is 0, a constant.
     let (t, [l0, _], _) = planted_positions(10, 4, 1);
@@ -350,7 +351,7 @@ fn split_half_errors() {
             Method::Pearson,
             &boot(0, 0)
         ),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
 }
 
@@ -436,7 +437,7 @@ fn partial_on_log_frequency_removes_a_shared_frequency_effect() {
     f0[5] = 0;
     assert!(matches!(
         partial_on_log_frequency(&a, &b, &f0, &tokens, Method::Pearson),
-        Err(Error::BadValue { value, .. }) if value == 0.0
+        Err(PrefscoreError::BadValue { value, .. }) if value == 0.0
     ));
 }
 
@@ -452,28 +453,28 @@ fn reliability_errors() {
     // Length mismatch.
     assert!(matches!(
         retest_reliability(&a, &b[..4], &all, m, &bt),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         disattenuated_correlation(&a, &b, &a, &b[..4], &all, m, &bt),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         partial_on_log_frequency(&a, &b, &[1, 2, 3], &all, m),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         partial_correlation(&[1.0, 2.0, 3.0, 4.0], &[1.0, 2.0, 3.0], &[1.0; 4], m),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     // Empty token set, and too few scored tokens.
     assert!(matches!(
         retest_reliability(&a, &b, &[], m, &bt),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     assert!(matches!(
         disattenuated_correlation(&a, &b, &a, &b, &[], m, &bt),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     let mut sparse = a.clone();
     sparse[0] = None;
@@ -481,57 +482,57 @@ fn reliability_errors() {
     sparse[2] = None;
     assert!(matches!(
         retest_reliability(&sparse, &b, &all, m, &bt),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     assert!(matches!(
         partial_correlation(&[1.0, 2.0, 3.0], &[1.0, 3.0, 2.0], &[2.0, 1.0, 3.0], m),
-        Err(Error::NotEnoughData(_))
+        Err(PrefscoreError::NotEnoughData(_))
     ));
     // Zero variance.
     assert!(matches!(
         retest_reliability(&a, &constant, &all, m, &bt),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
     assert!(matches!(
         disattenuated_correlation(&a, &b, &b, &constant, &all, Method::Spearman, &bt),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
     let x = [1.0, 2.0, 3.0, 5.0, 4.0];
     let y = [2.0, 1.0, 4.0, 3.0, 6.0];
     assert!(matches!(
         partial_correlation(&x, &y, &[7.0; 5], m),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
     // x an exact linear function of z: no residual left.
     let z: Vec<f64> = x.iter().map(|v| 3.0 * v - 1.0).collect();
     assert!(matches!(
         partial_correlation(&x, &y, &z, m),
-        Err(Error::Undefined(_))
+        Err(PrefscoreError::Undefined(_))
     ));
     // NaN.
     let mut nan = a.clone();
     nan[2] = Some(f64::NAN);
     assert!(matches!(
         retest_reliability(&a, &nan, &all, m, &bt),
-        Err(Error::BadValue { .. })
+        Err(PrefscoreError::BadValue { .. })
     ));
     assert!(matches!(
         partial_correlation(&x, &y, &[1.0, 2.0, f64::NAN, 3.0, 1.0], m),
-        Err(Error::BadValue { .. })
+        Err(PrefscoreError::BadValue { .. })
     ));
     // Bad token ids and bootstrap level.
     assert!(matches!(
         retest_reliability(&a, &b, &[0, 1, 2, 9], m, &bt),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     assert!(matches!(
         retest_reliability(&a, &b, &[0, 1, 2, 1], m, &bt),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     let bad = Bootstrap { level: 1.0, ..bt };
     assert!(matches!(
         retest_reliability(&a, &b, &all, m, &bad),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
 }
 

@@ -1,6 +1,6 @@
 //! TokenStats and scores against hand-computed values; tower swaps; bad input.
 
-use prefscore::{Error, ScoreKind, TokenStats};
+use prefscore::{PrefscoreError, ScoreKind, TokenStats};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -138,7 +138,10 @@ fn merge_equals_one_pass() {
     empty.merge(&one).unwrap();
     assert_eq!(empty, one, "merging into empty statistics copies them");
     let wrong = TokenStats::new(21, 3).unwrap();
-    assert!(matches!(a.merge(&wrong), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        a.merge(&wrong),
+        Err(PrefscoreError::InvalidArgument(_))
+    ));
 }
 
 #[test]
@@ -191,7 +194,7 @@ fn more_than_two_towers_score_each_against_the_rest() {
     );
     assert!(matches!(
         st.scores(ScoreKind::ArithmeticMean),
-        Err(Error::InvalidArgument(_))
+        Err(PrefscoreError::InvalidArgument(_))
     ));
     // K = 2: the tower against the rest is eq. 4.
     let two = hand_stats(false);
@@ -221,7 +224,7 @@ fn bad_input_is_refused_without_partial_updates() {
     bad(st.add(&[0, 3], &[&[-1.0, -1.0], &[-1.0, -1.0]])); // token out of range
     assert!(matches!(
         st.add(&[0, 1], &[&[-1.0, f32::NAN], &[-1.0, -1.0]]),
-        Err(Error::BadValue { .. })
+        Err(PrefscoreError::BadValue { .. })
     ));
     bad(st.add(&[0], &[&[f32::NEG_INFINITY], &[-1.0]]));
     bad(st.add(&[0], &[&[0.5], &[-1.0]])); // not a log-probability

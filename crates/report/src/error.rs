@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong while writing a table or drawing a plot.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum ReportError {
     /// Reading or writing `path` failed.
     #[error("i/o error on {path}: {source}")]
     Io {
@@ -23,19 +23,27 @@ pub enum Error {
 }
 
 /// Result type of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
-impl Error {
-    /// An [`Error::Io`] for `path`.
+impl From<files::FilesError> for ReportError {
+    /// A failed atomic write ([`files`]) as a [`ReportError::Io`] naming the file.
+    fn from(e: files::FilesError) -> Self {
+        let (path, source) = e.into_io();
+        Self::Io { path, source }
+    }
+}
+
+impl ReportError {
+    /// A [`ReportError::Io`] for `path`.
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
+        Self::Io {
             path: path.into(),
             source,
         }
     }
 
-    /// An [`Error::InvalidArgument`] from anything printable.
+    /// A [`ReportError::InvalidArgument`] from anything printable.
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        Error::InvalidArgument(msg.into())
+        Self::InvalidArgument(msg.into())
     }
 }

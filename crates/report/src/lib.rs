@@ -6,23 +6,22 @@
 //! Plots: [`heatmap`], [`line_plot`], [`scatter`], [`histogram_grid`], [`bar_chart`] and
 //! [`matrix_image`] write PNG or SVG, chosen by the path's extension. Text is drawn with the
 //! DejaVu Sans font compiled into the binary, so no system fonts are needed.
-//! Files: [`replace_file`] writes a result whole or not at all; [`LockFile`] keeps one writer
-//! per result.
+//! Files: every table and figure is written whole or not at all ([`files::write_atomic`]).
+//! Progress: [`Progress`] says whether long loops draw bars and where messages go (the caller's
+//! choice; the libraries never print).
 
 #![deny(missing_docs)]
 
 mod error;
-mod lock_file;
 mod plot;
-mod replace;
+mod progress;
 mod table;
 
-pub use error::{Error, Result};
-pub use lock_file::LockFile;
+pub use error::{ReportError, Result};
 pub use plot::{
     bar_chart, category_interval_plot, heatmap, histogram_grid, interval_grid, interval_plot,
     line_plot, matrix_image, register_fonts, scatter, word_grid, HeatmapOptions, HistogramOptions,
     IntervalGroup, IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, Series, WordPanel,
 };
-pub use replace::{replace_file, replace_file_with};
+pub use progress::Progress;
 pub use table::{Cell, Table, DEFAULT_PRECISION};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Default number of decimals printed for [`Cell::Num`] in Markdown.
 pub const DEFAULT_PRECISION: usize = 4;
@@ -126,11 +126,11 @@ impl Cell {
             Value::Number(n) => match n.as_i64() {
                 Some(i) if !n.is_f64() => Cell::Int(i),
                 _ => Cell::Num(n.as_f64().ok_or_else(|| {
-                    Error::invalid(format!("table cell {n} is not representable as f64"))
+                    ReportError::invalid(format!("table cell {n} is not representable as f64"))
                 })?),
             },
             other => {
-                return Err(Error::invalid(format!(
+                return Err(ReportError::invalid(format!(
                     "table cell must be a string, number or null, got {other}"
                 )))
             }
@@ -215,7 +215,7 @@ impl Table {
     ) -> Result<Table> {
         let (r, c) = (row_labels.len(), col_labels.len());
         if values.len() != r * c {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "matrix values have length {}, expected {r} x {c} = {}",
                 values.len(),
                 r * c
@@ -260,7 +260,7 @@ impl Table {
     /// Append a row, refusing one whose length differs from the header's.
     pub fn try_push_row(&mut self, row: Vec<Cell>) -> Result<&mut Self> {
         if row.len() != self.header.len() {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "row has {} cells, header has {} columns",
                 row.len(),
                 self.header.len()
@@ -293,7 +293,7 @@ impl Table {
     pub fn validate(&self) -> Result<()> {
         match self.rows.iter().position(|r| r.len() != self.header.len()) {
             None => Ok(()),
-            Some(i) => Err(Error::invalid(format!(
+            Some(i) => Err(ReportError::invalid(format!(
                 "row {i} has {} cells, header has {} columns",
                 self.rows[i].len(),
                 self.header.len()
@@ -406,12 +406,12 @@ impl Table {
         let header = v
             .get("header")
             .and_then(Value::as_array)
-            .ok_or_else(|| Error::invalid("table JSON has no `header` array"))?
+            .ok_or_else(|| ReportError::invalid("table JSON has no `header` array"))?
             .iter()
             .map(|h| {
-                h.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| Error::invalid("table JSON header entries must be strings"))
+                h.as_str().map(str::to_string).ok_or_else(|| {
+                    ReportError::invalid("table JSON header entries must be strings")
+                })
             })
             .collect::<Result<Vec<_>>>()?;
         let mut t = Table::new(header);
@@ -420,7 +420,7 @@ impl Table {
         // Tables written before `precision` was saved read with the default.
         if let Some(p) = v.get("precision").filter(|p| !p.is_null()) {
             t.precision = p.as_u64().filter(|&p| p <= MAX_PRECISION).ok_or_else(|| {
-                Error::invalid(format!(
+                ReportError::invalid(format!(
                     "table JSON precision must be a whole number of decimals up to \
                          {MAX_PRECISION}, got {p}"
                 ))
@@ -429,11 +429,11 @@ impl Table {
         let rows = v
             .get("rows")
             .and_then(Value::as_array)
-            .ok_or_else(|| Error::invalid("table JSON has no `rows` array"))?;
+            .ok_or_else(|| ReportError::invalid("table JSON has no `rows` array"))?;
         for r in rows {
             let cells = r
                 .as_array()
-                .ok_or_else(|| Error::invalid("table JSON rows must be arrays"))?
+                .ok_or_else(|| ReportError::invalid("table JSON rows must be arrays"))?
                 .iter()
                 .map(Cell::from_json)
                 .collect::<Result<Vec<_>>>()?;
@@ -447,13 +447,13 @@ impl Table {
     pub fn write_all(&self, dir: &Path, stem: &str) -> Result<Vec<PathBuf>> {
         self.validate()?;
         if stem.is_empty() || stem.contains(['/', '\\']) {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "file stem {stem:?} must be a non-empty plain file name"
             )));
         }
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| ReportError::io(dir, e))?;
         let json = serde_json::to_string_pretty(&self.to_json())
-            .map_err(|e| Error::invalid(format!("table not serialisable: {e}")))?;
+            .map_err(|e| ReportError::invalid(format!("table not serialisable: {e}")))?;
         let outputs = [
             ("csv", self.to_csv()),
             ("md", self.to_markdown()),
@@ -462,7 +462,7 @@ impl Table {
         let mut paths = Vec::with_capacity(3);
         for (ext, text) in outputs {
             let path = dir.join(format!("{stem}.{ext}"));
-            crate::replace_file(&path, text.as_bytes(), |p, e| Error::io(p, e))?;
+            files::write_atomic(&path, text.as_bytes())?;
             paths.push(path);
         }
         Ok(paths)

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use report::{
     bar_chart, category_interval_plot, heatmap, histogram_grid, interval_grid, interval_plot,
-    line_plot, matrix_image, scatter, Error, HeatmapOptions, HistogramOptions, IntervalGroup,
-    IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, Series,
+    line_plot, matrix_image, scatter, HeatmapOptions, HistogramOptions, IntervalGroup,
+    IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, ReportError, Series,
 };
 
 /// Output directory: `LMSPLIT_REPORT_OUT` if set, else a temporary directory kept alive by the
@@ -138,7 +138,8 @@ fn heatmap_rejects_bad_input() {
     let l2 = vec!["a".to_string(), "b".to_string()];
     let v = [0.0; 4];
     let o = HeatmapOptions::default();
-    let bad = |r: report::Result<()>| assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
+    let bad =
+        |r: report::Result<()>| assert!(matches!(r, Err(ReportError::InvalidArgument(_))), "{r:?}");
     bad(heatmap(&dir.join("h.jpg"), &v, 2, 2, &l2, &l2, &o));
     bad(heatmap(&dir.join("h"), &v, 2, 2, &l2, &l2, &o));
     bad(heatmap(&dir.join("h.png"), &v[..3], 2, 2, &l2, &l2, &o));
@@ -222,22 +223,22 @@ fn xy_plots_reject_bad_input() {
     let p = dir.join("x.png");
     assert!(matches!(
         line_plot(&p, &[], &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let ragged = [Series::new("s", vec![1.0, 2.0], vec![1.0])];
     assert!(matches!(
         scatter(&p, &ragged, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let nan = [Series::new("s", vec![1.0, 2.0], vec![1.0, f64::NAN])];
     assert!(matches!(
         line_plot(&p, &nan, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let ok = [Series::from_y("s", vec![1.0, 2.0])];
     assert!(matches!(
         line_plot(&dir.join("x.pdf"), &ok, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
 }
 
@@ -285,17 +286,17 @@ fn histogram_grid_rejects_bad_input() {
     let none: [(&str, &[f64]); 0] = [];
     assert!(matches!(
         histogram_grid(&dir.join("h.png"), &none, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let all_nan: [(&str, &[f64]); 1] = [("a", &[f64::NAN])];
     assert!(matches!(
         histogram_grid(&dir.join("h.png"), &all_nan, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let ok: [(&str, &[f64]); 1] = [("a", &[1.0])];
     assert!(matches!(
         histogram_grid(&dir.join("h.gif"), &ok, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
 }
 
@@ -343,15 +344,15 @@ fn bar_chart_rejects_bad_input() {
     let p = dir.join("b.png");
     assert!(matches!(
         bar_chart(&p, &[], &[], &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(matches!(
         bar_chart(&p, &["a".to_string()], &[1.0, 2.0], &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(matches!(
         bar_chart(&p, &["a".to_string()], &[f64::INFINITY], &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
 }
 
@@ -399,20 +400,20 @@ fn matrix_image_rejects_bad_input() {
     let p = dir.join("m.png");
     assert!(matches!(
         matrix_image(&p, &[1.0; 5], 2, 3, None, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(matches!(
         matrix_image(&p, &[], 0, 3, None, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     let one = vec!["a".to_string()];
     assert!(matches!(
         matrix_image(&p, &[1.0; 6], 2, 3, Some(&one), &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(matches!(
         matrix_image(&dir.join("m.bmp"), &[1.0; 6], 2, 3, None, &o),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
 }
 

@@ -1,6 +1,6 @@
 //! Tables: CSV quoting, Markdown layout, JSON round trip, files on disk.
 
-use report::{Cell, Error, Table};
+use report::{Cell, ReportError, Table};
 
 fn sample() -> Table {
     let mut t = Table::new(vec!["model".into(), "R²".into(), "n".into()])
@@ -99,7 +99,7 @@ fn json_keeps_the_markdown_precision() {
         let mut v = t.to_json();
         v["precision"] = bad.clone();
         assert!(
-            matches!(Table::from_json(&v), Err(Error::InvalidArgument(_))),
+            matches!(Table::from_json(&v), Err(ReportError::InvalidArgument(_))),
             "precision {bad} was accepted"
         );
     }
@@ -110,7 +110,7 @@ fn json_rejects_malformed_input() {
     let bad = serde_json::json!({"header": ["a"], "rows": [[{"x": 1}]]});
     assert!(matches!(
         Table::from_json(&bad),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(Table::from_json(&serde_json::json!({"rows": []})).is_err());
 }
@@ -149,7 +149,7 @@ fn ragged_rows_are_refused() {
     let mut t = Table::new(vec!["a".into(), "b".into()]);
     assert!(matches!(
         t.try_push_row(vec![1i64.into()]),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     t.push_row(vec![1i64.into()]);
     // Printing pads the short row ...
@@ -158,7 +158,7 @@ fn ragged_rows_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(
         t.write_all(dir.path(), "t"),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
     assert!(t.write_all(dir.path(), "").is_err());
 }
@@ -170,7 +170,7 @@ fn write_all_reports_io_errors_with_path() {
     std::fs::write(&file, "x").unwrap();
     let err = sample().write_all(&file.join("sub"), "t").unwrap_err();
     match err {
-        Error::Io { path, .. } => assert!(path.starts_with(&file)),
+        ReportError::Io { path, .. } => assert!(path.starts_with(&file)),
         other => panic!("expected Io, got {other:?}"),
     }
 }
@@ -186,7 +186,7 @@ fn matrix_tables() {
     t.validate().unwrap();
     assert!(matches!(
         Table::matrix("x", &names, &names, &[1.0]),
-        Err(Error::InvalidArgument(_))
+        Err(ReportError::InvalidArgument(_))
     ));
 }
 

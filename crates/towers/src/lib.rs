@@ -22,7 +22,6 @@ mod data;
 mod elmo;
 mod embedding;
 mod error;
-mod finished;
 mod fused_attention;
 mod fused_layer_norm;
 #[cfg(feature = "cuda")]
@@ -37,7 +36,6 @@ mod gelu_cuda;
 mod joint_head;
 mod layers;
 mod linear_nll;
-mod log_agreement;
 mod loss;
 mod lstm;
 #[cfg(any(test, feature = "test-support"))]
@@ -68,10 +66,6 @@ pub use cuda_switch::{
 };
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
-pub use finished::finished_elsewhere;
-pub use log_agreement::{
-    compare_logs, LogAgreement, LogDifference, DETERMINED_FIELDS, GRAD_NORM_RTOL,
-};
 pub use loss::NllPass;
 #[cfg(any(test, feature = "test-support"))]
 pub use markov::{MarkovSource, SYN_MASK, SYN_PAD};

@@ -4,7 +4,6 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -29,16 +28,6 @@ pub struct LoggedUpdate {
     /// start or resume) began, its validations and checkpoints included.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_s: Option<f64>,
-}
-
-/// The lines of the metrics log at `path` that parse as `T`, in order; `None` when there is no
-/// log. A line that does not parse (another kind of line, or one being written) is passed over.
-pub(crate) fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Option<Vec<T>>> {
-    Ok(read_log(path)?.map(|text| {
-        text.lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }))
 }
 
 /// The text of the metrics log at `path`; `None` when there is none.

@@ -5,7 +5,6 @@
 //! `first_piece`, so this module depends on no tokenizer.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -168,7 +167,7 @@ impl PosLexicon {
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let json = serde_json::to_vec(self).expect("a lexicon serializes to JSON");
-        crate::replace::replace_file(path, |w| w.write_all(&json))
+        Ok(files::write_atomic(path, &json)?)
     }
 
     /// Loads a lexicon saved by [`PosLexicon::save`]; malformed JSON gives

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::Write;
 use std::path::Path;
 
 use rand::seq::SliceRandom;
@@ -318,7 +317,7 @@ impl PerceptronTagger {
     /// (temporary file, then rename).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        crate::replace::replace_file(path, |w| w.write_all(&self.to_bytes()))
+        Ok(files::write_atomic(path, &self.to_bytes())?)
     }
 
     /// Loads a model saved by [`PerceptronTagger::save`]; a truncated or corrupt file gives

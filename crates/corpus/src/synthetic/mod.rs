@@ -226,7 +226,7 @@ impl SyntheticCorpus {
     /// [`SyntheticCorpus::write_text_to`] a file (written to a temporary file, then renamed).
     pub fn write_text(&self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
-        crate::replace::replace_file(path, |w| self.write_text_to(w))
+        Ok(files::write_atomic_with(path, |w| self.write_text_to(w))?)
     }
 
     /// The whole corpus as one string (the content of [`SyntheticCorpus::write_text`]).

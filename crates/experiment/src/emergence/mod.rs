@@ -10,25 +10,20 @@
 //! of the first model's runs with another model's, at the same point: the raw Pearson
 //! correlation with its bootstrap interval and the correlation disattenuated by the head-seed
 //! reliabilities (as in the main tables) with its interval. This module only reads scores;
-//! [`class_trends`] says whether agreement still rises, [`write_emergence`] draws it, and
-//! [`merge_curves`] joins several studies' curves, read back from their tables, into one.
+//! [`class_trends`] says whether agreement still rises, and [`write_emergence`] draws it.
 
 use prefscore::{CorrOptions, Interval, ScoreKind};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, paired_scores, select_tokens, RunScores, TokenSelection};
 use crate::run::{HeadQuality, ScoredRun};
-use crate::snapshots::SnapshotScores;
 use crate::Result;
 
-mod merge;
 mod trends;
 mod write;
 
-pub use merge::{merge_curves, read_study_curve, StudyCurve};
 pub use trends::{class_trends, ClassTrend};
-pub(crate) use write::fraction_name;
-pub use write::{write_emergence, write_merged_emergence};
+pub use write::write_emergence;
 
 /// What the emergence analysis covers.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,51 +142,40 @@ pub(crate) struct RunCurve {
     pub label: String,
     /// The run's model.
     pub model: String,
-    /// Its snapshots' points in order, then its end (fraction 1) when `ended`.
+    /// Its snapshots' points in order, then its end (fraction 1).
     pub points: Vec<RunPoint>,
-    /// Whether the run has finished, its last point being its end.
-    pub ended: bool,
 }
 
-/// The points of the snapshots `snaps` of the run `label` (model `model`) scored on the set
-/// `scoring`, under `kind`.
-pub(crate) fn snapshot_points(
-    label: &str,
-    model: &str,
-    scoring: &crate::scoring::ScoringSetId,
-    snaps: &[SnapshotScores],
-    kind: ScoreKind,
-) -> Result<Vec<RunPoint>> {
-    snaps
-        .iter()
-        .map(|snap| {
-            let scores = RunScores::from_logprobs(
-                label.to_string(),
-                model.to_string(),
-                scoring.clone(),
-                snap.logprobs.clone(),
-                snap.retest.as_ref(),
-                snap.flagged(),
-                kind,
-            )?;
-            Ok((snap.fraction, snap.tokens, scores, snap.heads.clone()))
-        })
-        .collect()
-}
-
-/// The curve of a finished run: its snapshots, then its end.
+/// The curve of a finished run under `kind`: its snapshots, then its end.
 pub(crate) fn finished_curve(run: &ScoredRun, kind: ScoreKind) -> Result<RunCurve> {
     let res = run.result()?;
-    let model = run.record.spec.model_name();
-    let scoring = &run.record.scoring;
-    let mut points = snapshot_points(&run.label, &model, scoring, &run.snapshots, kind)?;
-    let last = RunScores::new(run, kind)?;
-    points.push((1.0, res.phase1.tokens, last, res.heads.clone()));
+    let model = run.manifest.spec.model_name();
+    let mut points = Vec::new();
+    for snap in &run.snapshots {
+        let (label, scoring) = (run.label.clone(), run.manifest.scoring.clone());
+        let (lp, retest) = (snap.logprobs.clone(), snap.retest.as_ref());
+        let scores = RunScores::from_logprobs(
+            label,
+            model.clone(),
+            scoring,
+            lp,
+            retest,
+            snap.flagged(),
+            kind,
+        )?;
+        points.push((snap.fraction, snap.tokens, scores, snap.heads.clone()));
+    }
+    points.push((
+        1.0,
+        res.phase1.tokens,
+        RunScores::new(run, kind)?,
+        res.heads.clone(),
+    ));
+    let label = run.label.clone();
     Ok(RunCurve {
-        label: run.label.clone(),
+        label,
         model,
         points,
-        ended: true,
     })
 }
 
@@ -225,21 +209,9 @@ pub fn emergence(
 ) -> Result<Emergence> {
     let curves = runs
         .iter()
-        .filter(|r| spec.models.contains(&r.record.spec.model_name()))
+        .filter(|r| spec.models.contains(&r.manifest.spec.model_name()))
         .map(|r| finished_curve(r, spec.kind))
         .collect::<Result<Vec<_>>>()?;
-    curve_emergence(&curves, freq, spec, copts)
-}
-
-/// The emergence analysis of [`emergence`] over runs' curves, finished or not (a run still in
-/// phase 1 has no end: its points have no r with their end, and pairs form at the points both
-/// runs have).
-pub(crate) fn curve_emergence(
-    curves: &[RunCurve],
-    freq: &[u64],
-    spec: &EmergenceSpec,
-    copts: &CorrOptions,
-) -> Result<Emergence> {
     let sel = spec.selection;
     let copts = CorrOptions {
         bootstrap: copts.bootstrap,
@@ -257,8 +229,8 @@ pub(crate) fn curve_emergence(
         kind: Some(spec.kind),
         ..Emergence::default()
     };
-    for run in curves {
-        let end = run.points.last().filter(|_| run.ended).map(|p| &p.2);
+    for run in &curves {
+        let end = run.points.last().map(|p| &p.2);
         for (fraction, tokens, s, q) in &run.points {
             let toks = select_tokens(&[s], freq, sel);
             let (pearson, boot) = (prefscore::Method::Pearson, &r_only.bootstrap);

@@ -6,7 +6,7 @@ use prefscore::{Interval, ScoreKind};
 use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions};
 
 use super::trends::{class_trends, orientations, signs_at, ClassTrend, Orientations};
-use super::{sorted_fractions, Emergence, EmergencePair, EmergencePoint, StudyCurve};
+use super::{sorted_fractions, Emergence, EmergencePair, EmergencePoint};
 use crate::orientation::label_sign;
 use crate::Result;
 
@@ -19,35 +19,7 @@ use crate::Result;
 /// `fig_emergence_heads.png` (each run's primary share, mean head gap, head-seed reliability and
 /// r with its own end at each fraction). Returns the files.
 pub fn write_emergence(e: &Emergence, out: &Path) -> Result<Vec<PathBuf>> {
-    write_with_note(e, &machines_note(e), out)
-}
-
-/// Writes the curve of several studies merged ([`super::merge_curves`]) as [`write_emergence`]
-/// does, the table's note naming the studies and their tables in place of the heads' machines
-/// (a merged curve has pairs only, so no heads figure). Returns the files.
-pub fn write_merged_emergence(
-    e: &Emergence,
-    studies: &[StudyCurve],
-    out: &Path,
-) -> Result<Vec<PathBuf>> {
-    let sources: Vec<String> = studies
-        .iter()
-        .map(|s| {
-            let tables: Vec<String> = s.sources.iter().map(|p| p.display().to_string()).collect();
-            format!("{} ({})", s.study, tables.join(" + "))
-        })
-        .collect();
-    let note = format!(
-        "pairs of the studies {}, each run named <study>/<run>; their runs' rows, the machines \
-         of their heads and the runs' tokens and times are in each study's own tables",
-        sources.join(", ")
-    );
-    write_with_note(e, &note, out)
-}
-
-/// The table (its note opened by `provenance`) and the figures of [`write_emergence`].
-fn write_with_note(e: &Emergence, provenance: &str, out: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = emergence_table(e, provenance).write_all(out, "emergence")?;
+    let mut files = emergence_table(e).write_all(out, "emergence")?;
     files.extend(correlation_figures(e, out)?);
     files.extend(heads_figure(e, out)?);
     Ok(files)
@@ -277,7 +249,7 @@ pub(crate) fn fraction_name(f: f64) -> String {
 /// The emergence table: a row per run at each point, per pair at each point, and per class's
 /// trend; `provenance` (which machines trained the heads, or which studies the pairs come
 /// from) opens its note.
-fn emergence_table(e: &Emergence, provenance: &str) -> report::Table {
+fn emergence_table(e: &Emergence) -> report::Table {
     let level = e.interval_level();
     let cols = [
         "what",
@@ -297,7 +269,7 @@ fn emergence_table(e: &Emergence, provenance: &str) -> report::Table {
     ];
     let mut t = report::Table::new(cols.map(String::from).to_vec())
         .with_title("How the preference emerges: runs and run pairs at phase-1 snapshots")
-        .with_note(format!("{}; scores: {}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", provenance, kind_name(e.kind)))
+        .with_note(format!("scores: {}; value: share won by the primary tower (runs) or raw Pearson r (pairs); disattenuated by the head-seed reliabilities (both shown as a / b for pairs), bootstrap {level} intervals over tokens; r with its end: Pearson of a run's scores at that point with its own scores at the end, both in the end's tower order (negative: its towers traded sides later); primary tower: the tower (1 or 2) of higher mean target probability at that point (eq. 3), whose scores the value and the pairs' r put first, so a change of primary tower flips the sign of the run's pairs but not its r with its end; head gap: head NLL minus joint NLL (nats); trend rows: mean disattenuated r of a class at the last two points, rising when the gain exceeds the mean half-width of the end's intervals; oriented: each pair's r times its runs' signs in the orientation of that point's raw r (controls_orientation's rule), so pairs whose towers took opposite sides do not cancel and a late swap of sides does not read as a rise; one sign per run for all of that point's pairs together, so a pair stays negative where its runs' other pairs outweigh it (three runs that cannot all agree)", kind_name(e.kind)))
         .with_precision(3);
     for p in &e.points {
         t.push_row(point_row(p));
@@ -319,41 +291,6 @@ fn kind_name(kind: Option<ScoreKind>) -> &'static str {
         ScoreKind::ArithmeticMean => "log of the arithmetic mean probability (eq. 4)",
         ScoreKind::GeometricMean => "mean log probability (the released code's)",
     }
-}
-
-/// Which machine trained the heads of which points, e.g. "heads trained on cpu ...: gpt-s0 at
-/// 1/8, 1/4; on cuda:0 ...: gpt-s1 at 1/8" (a run's points may mix machines: a lent GPU's
-/// call cut short leaves some to the CPU).
-fn machines_note(e: &Emergence) -> String {
-    fn machine(p: &EmergencePoint) -> &str {
-        p.heads
-            .machine
-            .as_deref()
-            .unwrap_or("a machine not recorded")
-    }
-    let at = |f: f64| match f == 1.0 {
-        true => "the end".to_string(),
-        false => fraction_name(f),
-    };
-    let parts: Vec<String> = first_seen(e.points.iter().map(machine))
-        .into_iter()
-        .map(|m| {
-            let on: Vec<&EmergencePoint> = e.points.iter().filter(|p| machine(p) == m).collect();
-            let runs: Vec<String> = first_seen(on.iter().map(|p| p.label.as_str()))
-                .into_iter()
-                .map(|l| {
-                    let f: Vec<String> = on
-                        .iter()
-                        .filter(|p| p.label == l)
-                        .map(|p| at(p.fraction))
-                        .collect();
-                    format!("{l} at {}", f.join(", "))
-                })
-                .collect();
-            format!("{m}: {}", runs.join("; "))
-        })
-        .collect();
-    format!("heads trained on {}", parts.join("; on "))
 }
 
 /// An empty number cell.
@@ -548,7 +485,7 @@ mod tests {
                 model: "gpt".into(),
                 fraction,
                 tokens: 0,
-                heads: crate::record::HeadQuality {
+                heads: crate::manifest::HeadQuality {
                     nll: vec![5.0, 5.0],
                     joint_nll: 4.9,
                     gap: gap.to_vec(),
@@ -556,7 +493,6 @@ mod tests {
                     above_unigram: false,
                     steps: 977,
                     stopped_early: false,
-                    machine: None,
                 },
                 share_primary: share,
                 head_seed: rel,
@@ -575,20 +511,6 @@ mod tests {
             ],
             pairs: Vec::new(),
         };
-        // Which machine trained which point's heads, grouped by machine in order of appearance.
-        let mut mixed = e.clone();
-        for (p, m) in mixed
-            .points
-            .iter_mut()
-            .zip([Some("cpu"), Some("cpu"), Some("gpu"), None])
-        {
-            p.heads.machine = m.map(String::from);
-        }
-        assert_eq!(
-            machines_note(&mixed),
-            "heads trained on cpu: gpt-s0 at 1/2, the end; on gpu: gpt-s1 at 1/2; on a machine \
-             not recorded: gpt-s1 at the end"
-        );
         let panels = heads_panels(&e);
         let titles: Vec<&str> = panels.iter().map(|p| p.title.as_str()).collect();
         assert_eq!(

@@ -13,7 +13,7 @@ use corpus::Tokenizer;
 
 use crate::data::CorpusData;
 use crate::error::io_at;
-use crate::run::{shared_embedding, trained_model, ScoredRun};
+use crate::run::{shared_embedding, ScoredRun};
 use crate::{ExperimentError, Result};
 
 /// What the word-group analysis uses.
@@ -158,7 +158,7 @@ pub fn word_groups(
 ) -> Result<(IcaGroups, Vec<u32>, WordGroupOutputs)> {
     let emb = match &run.model {
         Some(m) => shared_embedding(m)?,
-        None => shared_embedding(&trained_model(run, data, &candle_core::Device::Cpu)?)?,
+        None => shared_embedding(&run.trained_model(data, &candle_core::Device::Cpu)?)?,
     };
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let scores = crate::analysis::RunScores::new(run, ScoreKind::ArithmeticMean)?;

@@ -12,7 +12,7 @@ use super::{
     abbreviate, axis_style, check_range, label_style, max_text_width, plot_err, render,
     series_colour, ticker, title_style, Figure, PlotOptions,
 };
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// The y range of bars from 0 to each value, padded on the sides that have bars; all zero
 /// values get [0, 1] (an empty range would draw nothing).
@@ -30,17 +30,17 @@ fn auto_range(values: &[f64]) -> (f64, f64) {
 /// rotated when they do not fit under their bar. `opts.x_range` is ignored.
 pub fn bar_chart(path: &Path, labels: &[String], values: &[f64], opts: &PlotOptions) -> Result<()> {
     if values.is_empty() {
-        return Err(Error::invalid("bar_chart needs at least one value"));
+        return Err(ReportError::invalid("bar_chart needs at least one value"));
     }
     if labels.len() != values.len() {
-        return Err(Error::invalid(format!(
+        return Err(ReportError::invalid(format!(
             "bar_chart has {} labels for {} values",
             labels.len(),
             values.len()
         )));
     }
     if values.iter().any(|v| !v.is_finite()) {
-        return Err(Error::invalid("bar_chart values must be finite"));
+        return Err(ReportError::invalid("bar_chart values must be finite"));
     }
     let y_range = match opts.y_range {
         Some(r) => check_range(r, "y_range")?,

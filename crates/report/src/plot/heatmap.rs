@@ -12,7 +12,7 @@ use super::{
     abbreviate, check_range, finite_range, label_style, max_text_width, plot_err, render, Figure,
     FONT,
 };
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Longest label drawn in full; longer ones are shortened with an ellipsis.
 const MAX_LABEL_CHARS: usize = 30;
@@ -46,19 +46,19 @@ pub fn heatmap(
     opts: &HeatmapOptions,
 ) -> Result<()> {
     if n_rows == 0 || n_cols == 0 {
-        return Err(Error::invalid(
+        return Err(ReportError::invalid(
             "heatmap needs at least one row and one column",
         ));
     }
     if values.len() != n_rows * n_cols {
-        return Err(Error::invalid(format!(
+        return Err(ReportError::invalid(format!(
             "heatmap values have length {}, expected {n_rows} x {n_cols} = {}",
             values.len(),
             n_rows * n_cols
         )));
     }
     if row_labels.len() != n_rows || col_labels.len() != n_cols {
-        return Err(Error::invalid(format!(
+        return Err(ReportError::invalid(format!(
             "heatmap has {n_rows} x {n_cols} cells but {} row labels and {} column labels",
             row_labels.len(),
             col_labels.len()

@@ -10,7 +10,7 @@ use super::{
     axis_style, check_range, finite_range, label_style, plot_err, render, series_colour, ticker,
     title_style, Figure,
 };
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Bins used when [`HistogramOptions::bins`] is 0.
 const DEFAULT_BINS: usize = 30;
@@ -40,12 +40,14 @@ pub fn histogram_grid<S: AsRef<str>, V: AsRef<[f64]>>(
     opts: &HistogramOptions,
 ) -> Result<()> {
     if groups.is_empty() {
-        return Err(Error::invalid("histogram_grid needs at least one group"));
+        return Err(ReportError::invalid(
+            "histogram_grid needs at least one group",
+        ));
     }
     let range = match opts.range {
         Some(r) => check_range(r, "histogram range")?,
         None => finite_range(groups.iter().flat_map(|(_, v)| v.as_ref().iter().copied()))
-            .ok_or_else(|| Error::invalid("histogram_grid: no finite values in any group"))?,
+            .ok_or_else(|| ReportError::invalid("histogram_grid: no finite values in any group"))?,
     };
     let bins = if opts.bins == 0 {
         DEFAULT_BINS

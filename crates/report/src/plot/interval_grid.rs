@@ -12,7 +12,7 @@ use super::intervals::{
     IntervalGroup,
 };
 use super::{max_text_width, plot_err, render, series_colour, title_style, Figure};
-use crate::{Error, PlotOptions, Result};
+use crate::{PlotOptions, ReportError, Result};
 
 /// One panel of [`interval_grid`]: its title and its groups.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -38,11 +38,13 @@ pub fn interval_grid(
     opts: &PlotOptions,
 ) -> Result<()> {
     if panels.is_empty() {
-        return Err(Error::invalid("interval grid needs at least one panel"));
+        return Err(ReportError::invalid(
+            "interval grid needs at least one panel",
+        ));
     }
     for panel in panels {
         check_groups(positions, &panel.groups)
-            .map_err(|e| Error::invalid(format!("panel {:?}: {e}", panel.title)))?;
+            .map_err(|e| ReportError::invalid(format!("panel {:?}: {e}", panel.title)))?;
     }
     let y_range = y_range(panels.iter().flat_map(|p| &p.groups), opts)?;
     let columns = match columns {

@@ -18,7 +18,7 @@ use super::{
     axis_style, check_range, finite_range, label_style, max_text_width, plot_err, render,
     series_colour, ticker, title_style, Figure,
 };
-use crate::{Error, PlotOptions, Result};
+use crate::{PlotOptions, ReportError, Result};
 
 /// One measured point: its x position (an index into the plot's positions), value and interval.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -98,14 +98,14 @@ fn draw_intervals(
 /// is not finite or not ordered.
 pub(super) fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Result<()> {
     if positions.is_empty() || groups.iter().all(|g| g.points.is_empty()) {
-        return Err(Error::invalid(
+        return Err(ReportError::invalid(
             "interval plot needs at least one position and one point",
         ));
     }
     for g in groups {
         for p in &g.points {
             if p.at >= positions.len() {
-                return Err(Error::invalid(format!(
+                return Err(ReportError::invalid(format!(
                     "group {:?}: point at position {} of {}",
                     g.name,
                     p.at,
@@ -114,7 +114,7 @@ pub(super) fn check_groups(positions: &[String], groups: &[IntervalGroup]) -> Re
             }
             let (lo, hi) = p.interval.unwrap_or((p.y, p.y));
             if !(p.y.is_finite() && lo.is_finite() && hi.is_finite() && lo <= hi) {
-                return Err(Error::invalid(format!(
+                return Err(ReportError::invalid(format!(
                     "group {:?}: a point or interval is not finite or not ordered",
                     g.name
                 )));
@@ -139,7 +139,7 @@ pub(super) fn y_range<'g>(
     match opts.y_range {
         Some(r) => check_range(r, "y_range"),
         None => Ok(pad(
-            finite_range(ends).ok_or_else(|| Error::invalid("no finite values"))?
+            finite_range(ends).ok_or_else(|| ReportError::invalid("no finite values"))?
         )),
     }
 }

@@ -10,7 +10,7 @@ use super::{
     axis_style, check_range, finite_range, label_style, plot_err, render, series_colour, ticker,
     title_style, Figure,
 };
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Default figure size in pixels.
 pub(crate) const DEFAULT_SIZE: (u32, u32) = (900, 600);
@@ -78,11 +78,13 @@ enum Mark {
 
 fn xy_plot(path: &Path, series: &[Series], opts: &PlotOptions, mark: Mark) -> Result<()> {
     if series.is_empty() || series.iter().all(|s| s.x.is_empty()) {
-        return Err(Error::invalid("plot needs at least one non-empty series"));
+        return Err(ReportError::invalid(
+            "plot needs at least one non-empty series",
+        ));
     }
     for s in series {
         if s.x.len() != s.y.len() {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "series {:?} has {} x values but {} y values",
                 s.name,
                 s.x.len(),
@@ -90,7 +92,7 @@ fn xy_plot(path: &Path, series: &[Series], opts: &PlotOptions, mark: Mark) -> Re
             )));
         }
         if s.x.iter().chain(&s.y).any(|v| !v.is_finite()) {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "series {:?} has non-finite values (filter them out first)",
                 s.name
             )));
@@ -99,13 +101,13 @@ fn xy_plot(path: &Path, series: &[Series], opts: &PlotOptions, mark: Mark) -> Re
     let x_range = match opts.x_range {
         Some(r) => check_range(r, "x_range")?,
         None => finite_range(series.iter().flat_map(|s| s.x.iter().copied()))
-            .ok_or_else(|| Error::invalid("no finite x values"))?,
+            .ok_or_else(|| ReportError::invalid("no finite x values"))?,
     };
     let y_range = match opts.y_range {
         Some(r) => check_range(r, "y_range")?,
         None => pad(
             finite_range(series.iter().flat_map(|s| s.y.iter().copied()))
-                .ok_or_else(|| Error::invalid("no finite y values"))?,
+                .ok_or_else(|| ReportError::invalid("no finite y values"))?,
         ),
     };
     render(

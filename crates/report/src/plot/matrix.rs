@@ -13,7 +13,7 @@ use super::{
     abbreviate, check_range, finite_range, label_style, max_text_width, plot_err, render, tick,
     Figure,
 };
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Row labels shown when [`MatrixOptions::max_row_labels`] is 0.
 const DEFAULT_ROW_LABELS: usize = 40;
@@ -48,12 +48,12 @@ pub fn matrix_image(
     opts: &MatrixOptions,
 ) -> Result<()> {
     if n_rows == 0 || n_cols == 0 {
-        return Err(Error::invalid(
+        return Err(ReportError::invalid(
             "matrix_image needs at least one row and one column",
         ));
     }
     if values.len() != n_rows * n_cols {
-        return Err(Error::invalid(format!(
+        return Err(ReportError::invalid(format!(
             "matrix_image values have length {}, expected {n_rows} x {n_cols} = {}",
             values.len(),
             n_rows * n_cols
@@ -61,7 +61,7 @@ pub fn matrix_image(
     }
     if let Some(l) = row_labels {
         if l.len() != n_rows {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "matrix_image has {n_rows} rows but {} row labels",
                 l.len()
             )));

@@ -26,7 +26,7 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// Font family every plot uses; registered from the embedded DejaVu Sans bytes.
 pub(crate) const FONT: &str = "sans-serif";
@@ -76,16 +76,16 @@ pub(crate) fn format_of(path: &Path) -> Result<Format> {
     {
         Some("png") => Ok(Format::Png),
         Some("svg") => Ok(Format::Svg),
-        _ => Err(Error::invalid(format!(
+        _ => Err(ReportError::invalid(format!(
             "plot path {} must end in .png or .svg",
             path.display()
         ))),
     }
 }
 
-/// Turn any plotters error into [`Error::Plot`].
-pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> Error {
-    Error::Plot(e.to_string())
+/// Turn any plotters error into [`ReportError::Plot`].
+pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> ReportError {
+    ReportError::Plot(e.to_string())
 }
 
 /// A figure that can draw itself on any plotters backend.
@@ -99,13 +99,13 @@ pub(crate) trait Figure {
 }
 
 /// Render `fig` to `path` as PNG or SVG (by extension), creating the parent directory. The
-/// figure is drawn in memory and the file replaced whole ([`crate::replace_file`]): a drawing
+/// figure is drawn in memory and the file replaced whole ([`files::write_atomic`]): a drawing
 /// that fails, or a process killed while writing, leaves the previous figure as it was.
 pub(crate) fn render(path: &Path, fig: &impl Figure) -> Result<()> {
     let format = format_of(path)?;
     ensure_fonts();
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        std::fs::create_dir_all(dir).map_err(|e| ReportError::io(dir, e))?;
     }
     let size = fig.size();
     let bytes = match format {
@@ -130,12 +130,12 @@ pub(crate) fn render(path: &Path, fig: &impl Figure) -> Result<()> {
             svg.into_bytes()
         }
     };
-    crate::replace_file(path, &bytes, |p, e| Error::io(p, e))
+    Ok(files::write_atomic(path, &bytes)?)
 }
 
 /// An 8-bit RGB image of `size` as PNG bytes.
 fn encode_png(rgb: &[u8], size: (u32, u32)) -> Result<Vec<u8>> {
-    let err = |e: png::EncodingError| Error::Plot(format!("encoding the PNG: {e}"));
+    let err = |e: png::EncodingError| ReportError::Plot(format!("encoding the PNG: {e}"));
     let mut out = Vec::new();
     let mut enc = png::Encoder::new(&mut out, size.0, size.1);
     enc.set_color(png::ColorType::Rgb);
@@ -212,7 +212,7 @@ pub(crate) fn check_range(range: (f64, f64), what: &str) -> Result<(f64, f64)> {
     if lo.is_finite() && hi.is_finite() && hi > lo {
         Ok(range)
     } else {
-        Err(Error::invalid(format!(
+        Err(ReportError::invalid(format!(
             "{what} ({lo}, {hi}) must be finite with min < max"
         )))
     }

@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{plot_err, render, series_colour, title_style, Figure, FONT};
-use crate::{Error, Result};
+use crate::{ReportError, Result};
 
 /// One panel: a title and its `(word, weight)` pairs (weights > 0, drawn strongest first).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -30,13 +30,13 @@ const PANEL: (u32, u32) = (230, 260);
 /// largest weight the largest size); at most 10 words a panel.
 pub fn word_grid(path: &Path, panels: &[WordPanel], columns: usize, title: &str) -> Result<()> {
     if panels.is_empty() || columns == 0 {
-        return Err(Error::invalid(
+        return Err(ReportError::invalid(
             "word_grid needs a panel and at least one column",
         ));
     }
     for p in panels {
         if p.words.iter().any(|(_, w)| !(w.is_finite() && *w > 0.0)) {
-            return Err(Error::invalid(format!(
+            return Err(ReportError::invalid(format!(
                 "panel {:?}: weights must be finite and positive",
                 p.title
             )));
