@@ -194,7 +194,6 @@ pub fn select_tokens(runs: &[&RunScores], freq: &[u64], sel: TokenSelection) -> 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairComparison {
     /// The two runs' models (`RunSpec::model_name`).
-    #[serde(default)]
     pub models: [String; 2],
     /// First run.
     pub a: String,

@@ -39,8 +39,7 @@ pub struct RunControl {
     /// Spearman correlation of the scores with the frequency rank.
     pub spearman_vs_frequency_rank: f64,
     /// Pearson correlation of the scores with the run's predictability of each token
-    /// ([`predictability`]); absent in records written before it was computed.
-    #[serde(default)]
+    /// ([`predictability`]).
     pub pearson_vs_predictability: Option<f64>,
     /// Mean of the split-null replicates' correlations.
     pub null_mean: f64,

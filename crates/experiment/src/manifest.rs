@@ -81,18 +81,6 @@ pub enum Stage {
     Done,
 }
 
-impl std::fmt::Display for Stage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Stage::Phase1 => "phase 1",
-            Stage::Heads => "heads",
-            Stage::RetestHeads => "retest heads",
-            Stage::SnapshotHeads => "snapshot heads",
-            Stage::Done => "done",
-        })
-    }
-}
-
 /// How well the heads of a run fit, measured on the validation batches.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HeadQuality {
@@ -174,7 +162,6 @@ pub struct RunResult {
     /// Phase-1 snapshots.
     pub snapshots: Vec<Snapshot>,
     /// The snapshots' heads scored so far.
-    #[serde(default)]
     pub snapshot_heads: Vec<SnapshotHeads>,
 }
 

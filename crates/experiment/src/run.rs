@@ -3,12 +3,9 @@
 //! validation NLL stops improving, and again with the retest head seed), the scoring of every
 //! head on the study's [`ScoringSet`], and the heads of every phase-1 snapshot.
 //!
-//! A run lives in one folder ([`crate::manifest`]): `manifest.json`, `scores.safetensors`
-//! ([`crate::scores_file`]), a copy of its tokenizer, and the checkpoints. The same spec reuses
-//! the folder; new head settings retrain the heads on the kept phase 1; a larger budget under
-//! the constant schedule continues phase 1 (either way the old heads and scores move to
-//! `superseded/NNN/`, never deleted); any other spec is refused. [`ScoredRun::load`] reads a
-//! finished run from its folder alone, wherever it lies.
+//! A run lives in one folder ([`crate::manifest`]). The same spec reuses it; new head settings
+//! retrain the heads on the kept phase 1; a larger budget under the constant schedule continues
+//! phase 1 (the old heads and scores move to `superseded/NNN/`); any other spec is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -65,7 +62,7 @@ impl ScoredRun {
         let manifest = read_manifest(dir)?;
         if !manifest.finished() {
             return Err(ExperimentError::Unfinished {
-                runs: vec![format!("{} ({})", manifest.id, manifest.stage)],
+                runs: vec![format!("{} (stage {:?})", manifest.id, manifest.stage)],
                 total: 1,
             });
         }
@@ -192,8 +189,7 @@ impl Workspace {
     }
 }
 
-/// Trains, resumes or reuses the run `spec` in `dir` on the corpus of `ws` and scores it on
-/// `scoring` (see [`Workspace::ensure_run`], the public entry).
+/// [`Workspace::ensure_run`].
 fn ensure_run(
     spec: &RunSpec,
     dir: &Path,

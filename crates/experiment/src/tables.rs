@@ -29,13 +29,10 @@ pub struct StudyRun {
     /// Whether the run was reused.
     pub reused: bool,
     /// Token positions of phase 1.
-    #[serde(default)]
     pub phase1_tokens: u64,
     /// Phase 1's throughput (`towers::TrainSummary::tokens_per_s`).
-    #[serde(default)]
     pub phase1_tokens_per_s: f64,
     /// The device that last trained the run ([`crate::Manifest::device`]).
-    #[serde(default)]
     pub device: String,
 }
 
@@ -161,8 +158,8 @@ pub fn pairs_table(
     .with_note(
         "disattenuated = r / sqrt(r_aa r_bb) with head-seed (test-retest) reliabilities; \
          split-half reliabilities Spearman-Brown corrected; paper: the paper's Pearson for the \
-         same cell of its Table 2 (base-size models, about a day of training each), where it \
-         has one; flagged: a head of a run ended no better than the unigram model",
+         same kind of pair in its Table 2 (ELMo, GPT, Bert-base, Bert-large ×2), where it ran \
+         one; flagged: a head of a run ended no better than the unigram model",
     )
     .with_precision(3);
     for p in pairs {
@@ -216,16 +213,11 @@ pub fn write_pairs(
 /// The paper's Pearson correlation of the preference scores for a pair of models (He &
 /// Toyoizumi, Table 2), where the paper ran that kind of pair; `None` where it did not.
 ///
-/// The paper's Table 2 has five runs: ELMo, GPT, Bert-base and two runs of Bert-large. Its
-/// cells: Bert-large run 1 × run 2 0.94 (its only seed-to-seed cell, given here to two seeds of
-/// one BERT size), Bert-base × Bert-large 0.72, ELMo × GPT 0.91, Bert-large × GPT 0.57–0.63 and
-/// × ELMo 0.57–0.61, Bert-base × GPT 0.26 and × ELMo 0.27. It has no GPT × GPT and no
-/// ELMo × ELMo cell, and no GPT or ELMo at a second size, so those pairs give `None`. A model
-/// name ending in `_large` (`bert_large`, `gpt_large`) is the large size, any other (`bert`,
-/// `bert_base`) the base size: the paper's ELMo and GPT are base-size, and the protocols'
-/// `bert` (`peer_small`, `base_2tower`) is nearer Bert-base. ELMo in either mode (`elmo`,
-/// `elmo_released`) takes the paper's ELMo value: which mode the paper's runs were in is what
-/// the study tests.
+/// Its five runs (ELMo, GPT, Bert-base, Bert-large ×2) give: Bert-large × Bert-large 0.94 (its
+/// only seed-to-seed cell, given to two seeds of one BERT size), Bert-base × Bert-large 0.72,
+/// ELMo × GPT 0.91, Bert-large × GPT 0.57–0.63 and × ELMo 0.57–0.61, Bert-base × GPT 0.26 and
+/// × ELMo 0.27; nothing for GPT × GPT, ELMo × ELMo or a second GPT or ELMo size. A name ending
+/// in `_large` is the large size, any other the base size; ELMo in either mode is ELMo.
 pub fn paper_table2(model_a: &str, model_b: &str) -> Option<&'static str> {
     // (family, large size)
     fn kind(model: &str) -> (&str, bool) {

@@ -45,13 +45,10 @@ pub struct WordGroupSummary {
     /// Whether the ICA met its convergence rule.
     pub converged: bool,
     /// Steps the ICA took.
-    #[serde(default)]
     pub steps: usize,
     /// Its final off-diagonal residual.
-    #[serde(default)]
     pub residual: f64,
     /// Share of source values in [−1, 1] (paper: 80%).
-    #[serde(default)]
     pub within_unit: f64,
     /// Share of words in no cluster.
     pub none: f64,

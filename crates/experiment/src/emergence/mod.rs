@@ -61,17 +61,12 @@ pub struct EmergencePoint {
     /// the selection (1 at the end), both in the end's tower order (eq. 4 with the end's primary
     /// tower first): how much of the run's final division it already has. A negative value
     /// means its towers later traded sides; a change of the eq. 3 primary tower alone (see
-    /// `primary_tower`) leaves it unchanged. None in files written before it; in files written
-    /// before 27 Nov 2026, 23:00 UTC, each point was in its own eq. 3 order, so a change of
-    /// primary tower flipped its sign.
-    #[serde(default)]
+    /// `primary_tower`) leaves it unchanged.
     pub with_end: Option<f64>,
     /// The tower (0 or 1) that eq. 3 makes primary at this point: the one with the higher mean
-    /// probability of the target. None in files written before 27 Nov 2026, 23:00 UTC.
-    #[serde(default)]
+    /// probability of the target.
     pub primary_tower: Option<usize>,
     /// A head of this point, main or retest, ended no better than the unigram model.
-    #[serde(default)]
     pub flagged: bool,
 }
 
@@ -103,7 +98,6 @@ pub struct EmergencePair {
     /// Its bootstrap interval.
     pub disattenuated_interval: Option<Interval>,
     /// A head of either run at this point ended no better than the unigram model.
-    #[serde(default)]
     pub flagged: bool,
 }
 
@@ -115,9 +109,7 @@ pub struct Emergence {
     /// Every same-model pair, and every pair of a reference-model run with another model's, at
     /// every common point.
     pub pairs: Vec<EmergencePair>,
-    /// The score the curve follows (files written before 28 Nov 2026 hold none: the arithmetic
-    /// mean, the only one then).
-    #[serde(default)]
+    /// The score the curve follows.
     pub kind: Option<ScoreKind>,
 }
 
