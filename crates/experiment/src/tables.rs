@@ -458,7 +458,7 @@ mod tests {
             serde_json::json!({"raw": r, "rel_a": 0.9, "rel_b": 0.8, "value": v, "interval": null, "n": 100})
         });
         serde_json::from_value(serde_json::json!({
-            "a": a, "b": b, "selection": "top-5000", "tokens": 100,
+            "a": a, "b": b, "models": ["gpt", "gpt"], "selection": "top-5000", "tokens": 100,
             "pearson": corr("Pearson"), "spearman": corr("Spearman"),
             "reliability_head_seed": [0.9, 0.8], "reliability_split_half": [0.7, 0.6],
             "disattenuated": d, "partial_log_freq": r, "flagged": false
