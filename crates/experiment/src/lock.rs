@@ -16,11 +16,6 @@ pub const WRITER_LOCK: &str = "writer.lock";
 /// File name of a study data folder's creation lock.
 pub const DATA_LOCK: &str = "create.lock";
 
-/// Takes the lock file `path` for `what`, or [`ExperimentError::Locked`] naming its holder.
-pub fn acquire(path: &Path, what: &str) -> Result<FolderLock> {
-    FolderLock::acquire(path, what).map_err(ExperimentError::from)
-}
-
 /// Takes the lock file `path` for `what`, waiting while another process holds it (polling
 /// every `poll`); a stop request while waiting is [`ExperimentError::Interrupted`].
 pub fn acquire_waiting(path: &Path, what: &str, poll: Duration) -> Result<FolderLock> {
@@ -48,8 +43,8 @@ mod tests {
     fn a_second_writer_is_refused_naming_the_holder_and_a_waiter_gets_the_lock_once_freed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(WRITER_LOCK);
-        let held = acquire(&path, "run").unwrap();
-        let e = acquire(&path, "run").unwrap_err();
+        let held = FolderLock::acquire(&path, "run").unwrap();
+        let e = ExperimentError::from(FolderLock::acquire(&path, "run").unwrap_err());
         assert!(matches!(e, ExperimentError::Locked { .. }), "{e}");
         assert!(
             e.to_string().contains(&std::process::id().to_string()),

@@ -66,7 +66,8 @@ impl ScoredRun {
                 total: 1,
             });
         }
-        scored_run(manifest, dir, None, true)
+        let file = ScoresFile::load(&dir.join(SCORES_FILE))?;
+        scored_run(manifest, dir, file, None, true)
     }
 
     /// [`ScoredRun::load`] of every folder of `dirs`, in order; where some have not finished,
@@ -130,15 +131,15 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     Ok(m)
 }
 
-/// The run of `manifest` in `dir` with its scores read from its scores file.
+/// The run of `manifest` in `dir` with its scores from `file`, its scores file.
 fn scored_run(
     manifest: Manifest,
     dir: &Path,
+    file: ScoresFile,
     model: Option<TwoTowerLm>,
     reused: bool,
 ) -> Result<ScoredRun> {
     let path = dir.join(SCORES_FILE);
-    let file = ScoresFile::load(&path)?;
     if file.scoring != manifest.scoring.fingerprint {
         return Err(ExperimentError::Mismatch {
             run: format!("run {}", manifest.id),
@@ -219,20 +220,20 @@ fn ensure_run(
     spec.model_config(ws.data().padded_vocab())?;
     std::fs::create_dir_all(dir).map_err(io_at(dir))?;
     // Held until this function returns: one writer per run folder.
-    let _lock = crate::lock::acquire(&dir.join(WRITER_LOCK), "run")?;
+    let _lock = files::FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
     let mut m = open_manifest(spec, dir, ws.data(), scoring, opts)?;
     let snapshots_left = opts.snapshot_heads && snapshots_left(&m);
     let reused = m.finished() && !snapshots_left;
-    let mut model = None;
-    if !reused {
-        model = train_and_score(&mut m, dir, ws.data(), scoring, opts)?;
-    }
+    let (file, model) = match reused {
+        true => (ScoresFile::load(&dir.join(SCORES_FILE))?, None),
+        false => train_and_score(&mut m, dir, ws.data(), scoring, opts)?,
+    };
     let model = match (model, opts.need_model) {
         (Some(m), true) => Some(m),
         (None, true) => Some(final_model(spec, dir, ws.data(), &opts.device)?),
         (_, false) => None,
     };
-    scored_run(m, dir, model, reused)
+    scored_run(m, dir, file, model, reused)
 }
 
 /// Whether the run of `m` has phase-1 snapshots whose heads are not scored yet.
@@ -373,14 +374,14 @@ fn supersede(saved: &Manifest, dir: &Path) -> Result<Option<PathBuf>> {
 /// and the retest heads with their scores, then the snapshots' heads (with
 /// [`RunOptions::snapshot_heads`]). The manifest is saved after each stage and the scores file
 /// after each head set, so a stop loses at most the stage in progress (its training resumes
-/// from its checkpoint). Returns the model when phase 1 was loaded.
+/// from its checkpoint). Returns the scores file, and the model when phase 1 was loaded.
 fn train_and_score(
     m: &mut Manifest,
     dir: &Path,
     data: &CorpusData,
     scoring: &ScoringSet,
     opts: &RunOptions,
-) -> Result<Option<TwoTowerLm>> {
+) -> Result<(ScoresFile, Option<TwoTowerLm>)> {
     let spec = m.spec.clone();
     let valid = validation_batches(&spec, data)?;
     let scores_path = dir.join(SCORES_FILE);
@@ -403,10 +404,7 @@ fn train_and_score(
         let mut heads_of = |seed: u64, folder: &str, set: &str| -> Result<HeadQuality> {
             let (heads, q) =
                 train_heads_in(&spec, &trained, data, &valid, seed, &dir.join(folder), opts)?;
-            if !scores.sets.contains_key(set) {
-                scores.insert(set, &score(&trained, &heads, scoring)?)?;
-                scores.save(&scores_path)?;
-            }
+            scores.ensure(set, &scores_path, || score(&trained, &heads, scoring))?;
             Ok(q)
         };
         let heads = heads_of(spec.head_seed, HEADS_DIR, MAIN)?;
@@ -443,7 +441,7 @@ fn train_and_score(
         )?;
     }
     save(m, Stage::Done)?;
-    Ok(model)
+    Ok((scores, model))
 }
 
 /// SHA-256 (hex) of the run's final phase-1 weights.

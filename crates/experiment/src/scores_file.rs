@@ -93,6 +93,21 @@ impl ScoresFile {
         Ok(())
     }
 
+    /// Adds the head set `name` computed by `score` and saves the file at `path`, unless the
+    /// file holds it already (a resumed run does not score a set twice).
+    pub fn ensure(
+        &mut self,
+        name: &str,
+        path: &Path,
+        score: impl FnOnce() -> Result<PositionLogProbs>,
+    ) -> Result<()> {
+        if !self.sets.contains_key(name) {
+            self.insert(name, &score()?)?;
+            self.save(path)?;
+        }
+        Ok(())
+    }
+
     /// The head set `name` as log-probabilities, `None` when the file has no such set.
     pub fn get(&self, name: &str) -> Option<PositionLogProbs> {
         self.sets.get(name).map(|logp| PositionLogProbs {

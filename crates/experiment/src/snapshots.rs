@@ -110,10 +110,7 @@ pub(crate) fn score_snapshots(
             let heads_dir = folder.join(format!("heads-{seed}"));
             let (heads, q) = train_heads_in(&spec, &model, data, &valid, seed, &heads_dir, opts)?;
             let set = snapshot_set(snap.step, retest);
-            if !scores.sets.contains_key(&set) {
-                scores.insert(&set, &score(&model, &heads, scoring)?)?;
-                scores.save(scores_path)?;
-            }
+            scores.ensure(&set, scores_path, || score(&model, &heads, scoring))?;
             Ok(q)
         };
         let heads = heads_of(spec.head_seed, false)?;
