@@ -41,14 +41,14 @@ use lmsplit::corpus::TokenBatch;
 use lmsplit::heads::{FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use lmsplit::towers::BatchSource;
 use lmsplit::towers::{
-    clip_factor, grad_norm, AdamW, AdamWConfig, Budget, MarkovSource, ModelConfig, Style,
+    clip_factor, grad_norm, AdamW, AdamWConfig, Budget, MarkovSource, ModelConfig, Preset, Style,
     TrainConfig, Trainer, TwoTowerLm,
 };
 
 mod common;
 
 fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
-    let tiny = ModelConfig::preset(style, "tiny").unwrap();
+    let tiny = ModelConfig::preset(style, Preset::Tiny).unwrap();
     let mut small = tiny.clone();
     small.vocab_size = 8192;
     small.max_positions = 128;
@@ -84,7 +84,7 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     {
         v.push((
             "base_2tower",
-            ModelConfig::preset(style, "base_2tower").unwrap(),
+            ModelConfig::preset(style, Preset::Base2Tower).unwrap(),
             4,
             128,
         ));
@@ -210,7 +210,7 @@ fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
 /// The `cpu` protocol's model and batch: the `peer_small` preset with the paper's vocabulary
 /// (V 30,528), B 16, T 128.
 fn head_shape(style: Style) -> (ModelConfig, usize, usize) {
-    let mut cfg = ModelConfig::preset(style, "peer_small").unwrap();
+    let mut cfg = ModelConfig::preset(style, Preset::PeerSmall).unwrap();
     cfg.vocab_size = 30528;
     (cfg, 16, 128)
 }

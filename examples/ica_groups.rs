@@ -20,7 +20,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use lmsplit::experiment::groups::FitRows;
-use lmsplit::experiment::{word_groups, CorpusData, ExperimentError, ScoredRun, WordGroupSettings};
+use lmsplit::experiment::{
+    word_groups, write_word_groups, CorpusData, ExperimentError, ScoredRun, WordGroupSettings,
+};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -70,7 +72,8 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         },
         ..WordGroupSettings::default()
     };
-    let (g, tokens, files) = word_groups(&run, &data, &settings, &args.out)?;
+    let (g, tokens) = word_groups(&run, &data, &settings)?;
+    let files = write_word_groups(&g, &tokens, &data, &settings, &args.out)?;
     let cc = &g.counts;
     println!(
         "{}: PCA d = {} of {} words; ICA {} steps, converged: {}",

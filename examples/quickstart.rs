@@ -28,14 +28,14 @@ use std::time::Instant;
 use clap::Parser;
 use lmsplit::experiment::analysis::RunScores;
 use lmsplit::experiment::pos::{lexicon, TagSource};
-use lmsplit::experiment::tables::pos_figure;
+use lmsplit::experiment::tables::{pos_tags, write_pos};
 use lmsplit::experiment::{
-    word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec, ScoredRun,
-    ScoringSpec, WordGroupSettings, Workspace,
+    word_groups, write_word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec,
+    ScoredRun, ScoringSpec, WordGroupSettings, Workspace,
 };
 use lmsplit::lmd::study::planted_check;
 use lmsplit::prefscore::{Bootstrap, ScoreKind};
-use lmsplit::towers::Style;
+use lmsplit::towers::{Preset, Style};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -80,7 +80,7 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
         data.tok.vocab_size(),
         ws.dir().display()
     );
-    let mut spec = RunSpec::new(args.style, "tiny", corpus).with_seed(args.seed);
+    let mut spec = RunSpec::new(args.style, Preset::Tiny, corpus).with_seed(args.seed);
     spec.phase1.budget_tokens = args.budget_tokens;
     let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(64))?;
     let opts = RunOptions {
@@ -111,9 +111,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
     let tags = lexicon(&data, &TagSource::Gold, false)?.to_dense(data.padded_vocab());
     let title = "Preference score per word class (synthetic corpus, gold tags)";
-    let (per_tag, pos_files) = pos_figure(
-        &scores, &data.freq, &tags, TOP_TOKENS, &boot, title, &args.out,
-    )?;
+    let per_tag = pos_tags(&scores, &data.freq, &tags, TOP_TOKENS, &boot)?;
+    let pos_files = write_pos(&scores, &per_tag, title, &args.out)?;
     println!("[3] preference by word class: {}", pos_files[1].display());
 
     // 4. ICA word groups of the shared embedding
@@ -123,7 +122,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         bootstrap: boot,
         ..WordGroupSettings::default()
     };
-    let (g, _, ica_files) = word_groups(&run, &data, &settings, &args.out.join("ica"))?;
+    let (g, tokens) = word_groups(&run, &data, &settings)?;
+    let ica_files = write_word_groups(&g, &tokens, &data, &settings, &args.out.join("ica"))?;
     let cc = &g.counts;
     println!(
         "[4] ICA (d = {}, {} steps, converged: {}): {:.0}% of words in no cluster\n{}",

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
+use lmsplit::corpus::Format;
 use lmsplit::experiment::analysis::{select_tokens, RunScores, TokenSelection};
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
@@ -29,7 +30,7 @@ use lmsplit::experiment::{
 };
 use lmsplit::heads::HeadInput;
 use lmsplit::prefscore::{Bootstrap, Method, ScoreKind};
-use lmsplit::towers::{ElmoMode, Schedule, Style};
+use lmsplit::towers::{ElmoMode, Preset, Schedule, Style};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -40,13 +41,13 @@ struct Args {
     style: Style,
     /// Model preset: tiny, peer_small, base_2tower, large_2tower, paper (bert also paper_large).
     #[arg(long, default_value = "tiny")]
-    preset: String,
+    preset: Preset,
     /// "synthetic" or a text file / folder.
     #[arg(long, default_value = "synthetic")]
     corpus: String,
     /// Corpus format for a path: plain, lines, wikitext, folder, jsonl[:field].
     #[arg(long, default_value = "plain")]
-    format: String,
+    format: Format,
     /// Vocabulary: bert-base-uncased (the paper's, from `--shared`), trained-8k, trained:<N>,
     /// or a tokenizer file (vocab.txt or tokenizer.json) or a folder holding one; default: a
     /// WordPiece vocabulary of `--train-vocab` pieces trained on the training documents and
@@ -151,13 +152,13 @@ fn head_input(s: &str) -> Result<HeadInput, ExperimentError> {
 fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
     let mut corpus = match args.corpus.as_str() {
         "synthetic" => CorpusSpec::synthetic(args.documents, 0),
-        path => CorpusSpec::text(path, &args.format, None),
+        path => CorpusSpec::text(path, args.format.clone(), None),
     };
     corpus.train_vocab = args.train_vocab;
     if let Some(t) = &args.tokenizer {
         corpus = corpus.with_vocabulary(&Vocabulary::parse(t, &args.shared)?);
     }
-    let mut r = RunSpec::new(args.style, &args.preset, corpus)
+    let mut r = RunSpec::new(args.style, args.preset, corpus)
         .with_seed(args.seed)
         .with_elmo_mode(args.elmo_mode);
     r.phase1.budget_tokens = args.budget_tokens;

@@ -6,15 +6,16 @@ mod common;
 use std::path::PathBuf;
 
 use common::tiny_spec;
+use lmsplit::corpus::Format;
 use lmsplit::experiment::{
-    CorpusData, CorpusSpec, ExperimentError, Protocol, ScoredRun, ScoringSpec, ScoringText,
+    Corpus, CorpusData, CorpusSpec, ExperimentError, Protocol, ScoredRun, ScoringSpec, ScoringText,
     StudySpec,
 };
 
 #[test]
 fn a_missing_corpus_or_tokenizer_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let spec = CorpusSpec::text("/nope/corpus.txt", "plain", None);
+    let spec = CorpusSpec::text("/nope/corpus.txt", Format::Plain, None);
     let err = CorpusData::load(&spec, dir.path()).unwrap_err();
     assert!(matches!(err, ExperimentError::Missing { .. }), "{err:?}");
     assert!(err.to_string().contains("/nope/corpus.txt"), "{err}");
@@ -30,7 +31,7 @@ fn a_corpus_too_small_to_hold_out_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let text = dir.path().join("one.txt");
     std::fs::write(&text, "a single document\n").unwrap();
-    let spec = CorpusSpec::text(text.display().to_string(), "plain", None);
+    let spec = CorpusSpec::text(text, Format::Plain, None);
     let err = CorpusData::load(&spec, &dir.path().join("data")).unwrap_err();
     assert!(
         matches!(
@@ -70,7 +71,7 @@ fn a_missing_scoring_corpus_is_named() {
     let spec = ScoringSpec {
         text: Some(ScoringText {
             paths: vec!["/nope/scoring.txt".into()],
-            format: "plain".into(),
+            format: Format::Plain,
         }),
         ..ScoringSpec::new(32)
     };
@@ -93,5 +94,11 @@ fn invalid_settings_and_protocols_are_refused() {
     );
     // The cpu protocol reads the shared data; its spec names the paths it will need.
     let cpu = StudySpec::protocol(Protocol::Cpu, std::path::Path::new("/nope")).unwrap();
-    assert!(cpu.corpus.corpus.starts_with("/nope/"));
+    let Corpus::Text { path, .. } = &cpu.corpus.source else {
+        panic!(
+            "the cpu protocol reads a text corpus: {:?}",
+            cpu.corpus.source
+        )
+    };
+    assert!(path.starts_with("/nope/"), "{}", path.display());
 }

@@ -8,7 +8,7 @@ use lmsplit::experiment::scores_file::{ScoresFile, MAIN};
 use lmsplit::experiment::{
     run_status, ExperimentError, Manifest, ScoredRun, ScoringSet, ScoringSpec, Stage, Workspace,
 };
-use lmsplit::towers::Schedule;
+use lmsplit::towers::{Preset, Schedule};
 
 #[test]
 fn a_finished_run_is_reused_with_identical_scores() {
@@ -140,12 +140,16 @@ fn a_run_naming_another_corpus_than_its_workspace_is_refused() {
 }
 
 #[test]
-fn a_run_of_an_unknown_preset_is_refused_before_anything_is_written() {
+fn a_run_of_a_preset_its_style_lacks_is_refused_before_anything_is_written() {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = tiny_spec(0);
-    spec.preset = "nope".into();
+    // Only BERT has the paper's BERT-large.
+    spec.preset = Preset::PaperLarge;
     let err = run_in(&spec, dir.path(), "run").unwrap_err();
-    assert!(err.to_string().contains("unknown preset \"nope\""), "{err}");
+    assert!(
+        err.to_string().contains("no preset paper_large for"),
+        "{err}"
+    );
     // No record was left for the corrected call to be refused against.
     assert!(!dir.path().join("run").exists());
     run_in(&tiny_spec(0), dir.path(), "run").unwrap();

@@ -6,12 +6,13 @@ mod common;
 
 use common::{quiet, shared};
 use lmsplit::experiment::spec::Vocabulary;
+use lmsplit::experiment::study::StudyContext;
 use lmsplit::experiment::{
     analyze, run_study, CorpusData, ExperimentError, Manifest, Protocol, ScoredRun, ScoringSet,
     Stage, StudySpec,
 };
 use lmsplit::prefscore::ScoreKind;
-use lmsplit::towers::{ElmoMode, Style};
+use lmsplit::towers::{ElmoMode, Preset, Style};
 
 #[test]
 fn smoke_study_runs_end_to_end_and_is_reused() {
@@ -114,6 +115,24 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         }
     }
     assert!(compared >= 20, "{compared} tables compared");
+    // Computing writes nothing: the analysis of the copies toward a folder that does not exist
+    // leaves it absent, and holds the written study's numbers.
+    let data = CorpusData::for_runs(&loaded, &tables.join("data")).unwrap();
+    let never = elsewhere.path().join("never");
+    let silent = lmsplit::experiment::Progress::silent();
+    let ctx = StudyContext::new(&spec, &data, &loaded, &never, &silent).unwrap();
+    let computed = ctx.compute(true).unwrap();
+    assert!(!never.exists(), "compute wrote into {}", never.display());
+    let c = &computed.outcome;
+    assert!(c.outputs.is_empty() && c.pos.len() == 3 && c.runs.len() == 3);
+    let rs = |o: &lmsplit::experiment::StudyOutcome| -> Vec<(String, f64)> {
+        o.pairs
+            .iter()
+            .map(|(k, p)| (k.clone(), p.pearson.r))
+            .collect()
+    };
+    assert_eq!(rs(c), rs(&out));
+    assert_eq!(c.controls.len(), out.controls.len());
     // The tables of the smoke study as the 0.1 layer wrote them (tests/fixtures/smoke-tables):
     // every cell the same but the paper column (now a cell only where the paper has that
     // kind of pair); numbers within one unit of their last printed digit (another CPU's
@@ -447,10 +466,7 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         }
     );
     let large = spec.runs.last().unwrap();
-    assert_eq!(
-        (large.style, large.preset.as_str()),
-        (Style::Gpt, "peer_large")
-    );
+    assert_eq!((large.style, large.preset), (Style::Gpt, Preset::PeerLarge));
     // The 8k vocabulary of the earlier CPU results, by name.
     let eight = spec.with_vocabulary(&Vocabulary::Trained(8192));
     assert!(eight

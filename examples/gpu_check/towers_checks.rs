@@ -5,8 +5,8 @@ use candle_core::{DType, Device, Tensor, Var};
 use lmsplit::corpus::TokenBatch;
 use lmsplit::towers::nn::{linear_cross_entropy, lstm_recurrence, score_log_probs};
 use lmsplit::towers::{
-    AdamW, AdamWConfig, BatchSource, Budget, MarkovSource, ModelConfig, NllPass, ParamStore, Style,
-    TrainConfig, Trainer, TwoTowerLm,
+    AdamW, AdamWConfig, BatchSource, Budget, MarkovSource, ModelConfig, NllPass, ParamStore,
+    Preset, Style, TrainConfig, Trainer, TwoTowerLm,
 };
 
 use crate::compare::{host, loss_deviation, max_abs, rel_max_diff, worst};
@@ -57,7 +57,7 @@ impl Shape {
     /// tokens. `wide`: 4x the width and vocabulary (H 128, FFN 512, 4 heads, V 256; ELMo H 64,
     /// cell 128), 8 × 64 tokens (ELMo 8 × 32), so GEMMs span several GPU tiles.
     pub fn new(style: Style, name: &str) -> Result<Self, BoxError> {
-        let mut cfg = ModelConfig::preset(style, "tiny")?;
+        let mut cfg = ModelConfig::preset(style, Preset::Tiny)?;
         let (batch_size, seq_len) = match name {
             "tiny" => (8, 32),
             "wide" => {

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use lmsplit::experiment::{
     CorpusSpec, Result, RunOptions, RunSpec, ScoredRun, ScoringSpec, Workspace,
 };
-use lmsplit::towers::Style;
+use lmsplit::towers::{Preset, Style};
 
 /// A tiny GPT run on 120 synthetic documents: seconds on a CPU.
 pub fn tiny_spec(seed: u64) -> RunSpec {
     let mut corpus = CorpusSpec::synthetic(120, 0);
     corpus.train_vocab = 256;
-    let mut r = RunSpec::new(Style::Gpt, "tiny", corpus).with_seed(seed);
+    let mut r = RunSpec::new(Style::Gpt, Preset::Tiny, corpus).with_seed(seed);
     r.phase1.budget_tokens = 6_000;
     r.phase1.seq_len = 32;
     r.phase1.batch_size = 8;

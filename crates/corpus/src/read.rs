@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CorpusError, Result};
 
-/// How a corpus file (or folder) is laid out.
+/// How a corpus file (or folder) is laid out (in JSON by its lowercase name).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Format {
     /// Plain text; documents are separated by one or more blank lines.
     Plain,
@@ -83,6 +84,13 @@ impl Format {
                 }
             },
         })
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = CorpusError;
+    fn from_str(name: &str) -> Result<Self> {
+        Self::parse(name)
     }
 }
 

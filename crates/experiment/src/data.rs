@@ -11,7 +11,7 @@ use towers::Style;
 
 use crate::error::{io_at, save_atomic, write_bytes_atomic};
 use crate::lock::{FolderLock, DATA_LOCK};
-use crate::spec::CorpusSpec;
+use crate::spec::{Corpus, CorpusSpec};
 use crate::{ExperimentError, Result};
 
 /// File beside a trained `tokenizer.json` saying what it was trained for.
@@ -28,16 +28,15 @@ struct TrainedFrom {
 
 impl TrainedFrom {
     fn of(spec: &CorpusSpec) -> Self {
-        let synthetic = spec.corpus == "synthetic";
+        // Only the synthetic corpus is generated from a count and a seed.
+        let (synthetic_documents, seed) = match spec.source {
+            Corpus::Synthetic { documents, seed } => (documents, seed),
+            Corpus::Text { .. } => (0, 0),
+        };
         TrainedFrom {
             train_vocab: spec.train_vocab,
-            // Only the synthetic corpus is generated from these.
-            synthetic_documents: if synthetic {
-                spec.synthetic_documents
-            } else {
-                0
-            },
-            seed: if synthetic { spec.seed } else { 0 },
+            synthetic_documents,
+            seed,
         }
     }
 
@@ -106,23 +105,25 @@ impl CorpusData {
     /// complete (written through a temporary file and a rename).
     pub fn load(spec: &CorpusSpec, data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_at(data_dir))?;
-        let docs = if spec.is_synthetic() {
-            let path = data_dir.join("synthetic.txt");
-            write_synthetic(spec, &path)?;
-            read_documents(&path, Format::Plain)?
-        } else {
-            let p = Path::new(&spec.corpus);
-            if !p.exists() {
-                return Err(ExperimentError::Missing {
-                    path: p.to_path_buf(),
-                    what: "the corpus text file or folder".into(),
-                });
+        let docs = match &spec.source {
+            Corpus::Synthetic { documents, seed } => {
+                let path = data_dir.join("synthetic.txt");
+                write_synthetic(*documents, *seed, &path)?;
+                read_documents(&path, Format::Plain)?
             }
-            read_documents(p, Format::parse(&spec.format)?)?
+            Corpus::Text { path, format } => {
+                if !path.exists() {
+                    return Err(ExperimentError::Missing {
+                        path: path.clone(),
+                        what: "the corpus text file or folder".into(),
+                    });
+                }
+                read_documents(path, format.clone())?
+            }
         };
         if docs.len() < 2 {
             return Err(ExperimentError::too_little(
-                format!("the corpus {} (documents: train + held-out)", spec.corpus),
+                format!("{} (documents: train + held-out)", spec.source),
                 docs.len(),
                 2,
             ));
@@ -230,9 +231,9 @@ pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
 
 /// Writes the synthetic corpus text of `spec` to `path` unless the file already holds it: a
 /// reader in another process never sees the file change or half written.
-fn write_synthetic(spec: &CorpusSpec, path: &Path) -> Result<()> {
+fn write_synthetic(documents: usize, seed: u64, path: &Path) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let bytes = synthetic_corpus(spec)?.text().into_bytes();
+    let bytes = synthetic_corpus(documents, seed)?.text().into_bytes();
     if std::fs::read(path).is_ok_and(|old| old == bytes) {
         return Ok(());
     }
@@ -243,11 +244,12 @@ fn write_synthetic(spec: &CorpusSpec, path: &Path) -> Result<()> {
     write_bytes_atomic(path, &bytes)
 }
 
-/// The synthetic corpus of a spec (its documents carry gold UPOS tags).
-pub fn synthetic_corpus(spec: &CorpusSpec) -> Result<SyntheticCorpus> {
+/// The synthetic corpus of `documents` documents from `seed` ([`Corpus::Synthetic`]; its
+/// documents carry gold UPOS tags).
+pub fn synthetic_corpus(documents: usize, seed: u64) -> Result<SyntheticCorpus> {
     Ok(SyntheticCorpus::new(SyntheticConfig {
-        seed: spec.seed,
-        n_documents: spec.synthetic_documents,
+        seed,
+        n_documents: documents,
         ..SyntheticConfig::default()
     })?)
 }
@@ -309,10 +311,7 @@ mod tests {
             train_vocab: 512,
             ..spec.clone()
         };
-        let other_text = CorpusSpec {
-            seed: 1,
-            ..spec.clone()
-        };
+        let other_text = CorpusSpec::synthetic(60, 1);
         for (bad, want) in [
             (smaller, "trained for 1024 pieces"),
             (other_text, "of seed 0"),

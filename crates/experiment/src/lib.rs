@@ -56,11 +56,11 @@ pub mod workspace;
 
 pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
-pub use groups::{word_groups, WordGroupOutputs, WordGroupSettings};
+pub use groups::{word_groups, write_word_groups, WordGroupOutputs, WordGroupSettings};
 pub use manifest::{HeadQuality, Manifest, RunId, RunOptions, RunResult, Stage};
 pub use progress::Progress;
 pub use run::{read_manifest, run_status, shared_embedding, ScoredRun};
 pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
-pub use spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
+pub use spec::{Corpus, CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
 pub use study::{analyze, run_study, Protocol, StudyOutcome, StudySpec};
 pub use workspace::Workspace;

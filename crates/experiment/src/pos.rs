@@ -8,6 +8,7 @@ use corpus::{PerceptronTagger, PosLexicon, SentenceSplitter, TaggerConfig, Token
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::data::{synthetic_corpus, CorpusData};
+use crate::spec::Corpus;
 use crate::{ExperimentError, Result};
 
 /// Where a study's tags come from.
@@ -40,7 +41,11 @@ impl TagSource {
 pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<PosLexicon> {
     match source {
         TagSource::Gold => {
-            let sentences: Vec<_> = synthetic_corpus(&data.spec)?.sentences().collect();
+            let Corpus::Synthetic { documents, seed } = data.spec.source else {
+                let why = "gold word classes exist only for the synthetic corpus";
+                return Err(ExperimentError::bad_setting("tags", "gold", why));
+            };
+            let sentences: Vec<_> = synthetic_corpus(documents, seed)?.sentences().collect();
             Ok(PosLexicon::from_tagged(&sentences, |w| {
                 data.tok.first_piece(w)
             })?)
@@ -105,7 +110,7 @@ fn tag_documents(
 
 /// Fig. 4's numbers for one run, computed and not written: the arithmetic-mean preference score
 /// (eq. 4) of the `top_n` most frequent training tokens, summarised per tag of `tags`, with
-/// bootstrap intervals ([`crate::tables::pos_figure`] writes the same as a table and figure).
+/// bootstrap intervals ([`crate::tables::write_pos`] writes them as a table and figure).
 pub fn preference_by_tag(
     run: &crate::ScoredRun,
     data: &CorpusData,
@@ -114,12 +119,6 @@ pub fn preference_by_tag(
 ) -> Result<Vec<prefscore::TagSummary>> {
     let scores = crate::analysis::RunScores::new(run, prefscore::ScoreKind::ArithmeticMean)?;
     let dense = lexicon(data, tags, false)?.to_dense(data.padded_vocab());
-    let values = &scores.scores.values;
-    let top = prefscore::top_tokens(&data.freq, top_n, &[values]);
-    Ok(prefscore::by_tag(
-        values,
-        &dense,
-        &top,
-        &prefscore::Bootstrap::default(),
-    )?)
+    let boot = prefscore::Bootstrap::default();
+    crate::tables::pos_tags(&scores, &data.freq, &dense, top_n, &boot)
 }

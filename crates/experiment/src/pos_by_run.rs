@@ -33,8 +33,8 @@ pub const PAPER_DIRECTIONS: [(&str, Tower); 5] = [
 /// Classes with fewer tokens than this are left out of the ranks and the table.
 pub const MIN_TOKENS: usize = 20;
 
-/// One run's summaries per tag (as [`crate::tables::pos_figure`] returns them).
-#[derive(Debug, Clone)]
+/// One run's summaries per tag (as [`crate::tables::pos_tags`] returns them).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct RunTags {
     /// The run's label.
     pub label: String,

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use corpus::Format;
 use prefscore::ScoreKind;
 use serde::{Deserialize, Serialize};
-use towers::{ElmoMode, Style};
+use towers::{ElmoMode, Preset, Style};
 
 use crate::analysis::TokenSelection;
 use crate::emergence::EmergenceSpec;
@@ -97,7 +98,7 @@ impl StudySpec {
 
 /// A run maker: `style` and `seed` at `preset` on `corpus`, with the study's phase settings.
 fn run_maker<'a>(
-    preset: &'a str,
+    preset: Preset,
     corpus: &'a CorpusSpec,
     phase1: &'a Phase1Settings,
     heads: &'a HeadSettings,
@@ -147,7 +148,7 @@ fn smoke() -> StudySpec {
         ..HeadSettings::default()
     };
     let runs = {
-        let run = run_maker("tiny", &corpus, &phase1, &heads);
+        let run = run_maker(Preset::Tiny, &corpus, &phase1, &heads);
         vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)]
     };
     StudySpec {
@@ -182,14 +183,14 @@ fn smoke() -> StudySpec {
 fn real_text(gpu: bool, shared: &Path) -> StudySpec {
     let wiki = shared.join("wikitext-2/train.txt");
     // The paper's vocabulary: bert-base-uncased WordPiece (V 30,522, lowercased).
-    let corpus = CorpusSpec::text(wiki.display().to_string(), "wikitext", None)
+    let corpus = CorpusSpec::text(wiki, Format::WikiText, None)
         .with_vocabulary(&Vocabulary::bert_base_uncased(shared));
     let scoring = ScoringSpec {
         text: Some(ScoringText {
             paths: ["wiki.valid.tokens", "wiki.test.tokens"]
                 .map(|f| shared.join("wikitext-103-valid-test").join(f))
                 .to_vec(),
-            format: "wikitext".into(),
+            format: Format::WikiText,
         }),
         ..ScoringSpec::new(128)
     };
@@ -251,14 +252,14 @@ fn real_text_runs(gpu: bool, corpus: &CorpusSpec) -> Vec<RunSpec> {
         ..HeadSettings::default()
     };
     let (preset, large) = match gpu {
-        true => ("base_2tower", "large_2tower"),
-        false => ("peer_small", "peer_large"),
+        true => (Preset::Base2Tower, Preset::Large2Tower),
+        false => (Preset::PeerSmall, Preset::PeerLarge),
     };
     let make = run_maker(preset, corpus, &phase1, &heads);
     let run = |style, seed| heads_in_targets(make(style, seed));
     let released = |seed| run(Style::Elmo, seed).with_elmo_mode(ElmoMode::AsReleased);
     let mut gpt_large = run(Style::Gpt, 0).named("gpt_large");
-    gpt_large.preset = large.into();
+    gpt_large.preset = large;
     // The headline cells first (the paper's 0.94 and 0.91), then BERT, the full BiLSTM and
     // the size pair: `--only` and resumption follow this order.
     vec![

@@ -53,14 +53,13 @@ pub struct ScoringSpec {
     pub text: Option<ScoringText>,
 }
 
-/// A scoring corpus: files (or folders) of one format (`corpus::Format::parse`: plain, lines,
-/// wikitext, folder, jsonl\[:field\]), read in order.
+/// A scoring corpus: files (or folders) of one format, read in order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScoringText {
     /// Files or folders.
     pub paths: Vec<PathBuf>,
     /// Their format.
-    pub format: String,
+    pub format: corpus::Format,
 }
 
 impl ScoringSpec {
@@ -80,7 +79,6 @@ impl ScoringSpec {
         let Some(t) = &self.text else {
             return Ok(data.held_out().to_vec());
         };
-        let format = corpus::Format::parse(&t.format)?;
         let mut docs = Vec::new();
         for path in &t.paths {
             if !path.exists() {
@@ -89,7 +87,7 @@ impl ScoringSpec {
                     what: "a scoring corpus file".into(),
                 });
             }
-            docs.extend(corpus::read_documents(path, format.clone())?);
+            docs.extend(corpus::read_documents(path, t.format.clone())?);
         }
         Ok(docs)
     }

@@ -4,30 +4,58 @@
 
 use std::path::{Path, PathBuf};
 
+use corpus::Format;
 use heads::HeadInput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use towers::{ElmoMode, ModelConfig, Schedule, Style};
+use towers::{ElmoMode, ModelConfig, Preset, Schedule, Style};
 
 use crate::{ExperimentError, Result};
+
+/// The text of a study: the embedded generator, or files of one format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Corpus {
+    /// The embedded synthetic corpus (documents with gold word classes).
+    Synthetic {
+        /// Documents generated.
+        documents: usize,
+        /// The generator's seed.
+        seed: u64,
+    },
+    /// A text file or folder.
+    Text {
+        /// The file or folder.
+        path: PathBuf,
+        /// How it is laid out.
+        format: Format,
+    },
+}
+
+impl std::fmt::Display for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Corpus::Synthetic { documents, seed } => {
+                write!(
+                    f,
+                    "the synthetic corpus ({documents} documents, seed {seed})"
+                )
+            }
+            Corpus::Text { path, .. } => write!(f, "the corpus {}", path.display()),
+        }
+    }
+}
 
 /// Where the text and the tokenizer of a run come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CorpusSpec {
-    /// `"synthetic"` (the embedded generator with gold word classes) or a text file / folder.
-    pub corpus: String,
-    /// Format of a corpus path: plain, lines, wikitext, folder, jsonl\[:field\]
-    /// (`corpus::Format::parse`).
-    pub format: String,
-    /// Documents of the synthetic corpus.
-    pub synthetic_documents: usize,
+    /// The text.
+    pub source: Corpus,
     /// Tokenizer file (`vocab.txt` or `tokenizer.json`); `None`: a WordPiece vocabulary of
     /// `train_vocab` pieces trained once on the training documents and saved beside the data.
     pub tokenizer: Option<PathBuf>,
     /// WordPiece size when a vocabulary is trained.
     pub train_vocab: usize,
-    /// Seed of the synthetic corpus.
-    pub seed: u64,
 }
 
 impl CorpusSpec {
@@ -35,30 +63,23 @@ impl CorpusSpec {
     /// vocabulary trained on it.
     pub fn synthetic(documents: usize, seed: u64) -> Self {
         Self {
-            corpus: "synthetic".into(),
-            format: "plain".into(),
-            synthetic_documents: documents,
+            source: Corpus::Synthetic { documents, seed },
             tokenizer: None,
             train_vocab: 1024,
-            seed,
         }
     }
 
-    /// A text file or folder of `format` with a given tokenizer (`None`: train one).
-    pub fn text(path: impl Into<String>, format: &str, tokenizer: Option<PathBuf>) -> Self {
+    /// A text file or folder of `format` with a given tokenizer (`None`: train an
+    /// 8,192-piece one).
+    pub fn text(path: impl Into<PathBuf>, format: Format, tokenizer: Option<PathBuf>) -> Self {
         Self {
-            corpus: path.into(),
-            format: format.into(),
-            synthetic_documents: 0,
+            source: Corpus::Text {
+                path: path.into(),
+                format,
+            },
             tokenizer,
             train_vocab: 8192,
-            seed: 0,
         }
-    }
-
-    /// Whether this is the embedded synthetic corpus.
-    pub fn is_synthetic(&self) -> bool {
-        self.corpus == "synthetic"
     }
 
     /// The same text with another vocabulary.
@@ -230,8 +251,8 @@ impl Default for HeadSettings {
 pub struct RunSpec {
     /// Tower style.
     pub style: Style,
-    /// Model preset (`towers::ModelConfig::preset`: tiny, peer_small, base_2tower, ...).
-    pub preset: String,
+    /// Model size ([`towers::ModelConfig::preset`]).
+    pub preset: Preset,
     /// Text and tokenizer.
     pub corpus: CorpusSpec,
     /// Phase 1.
@@ -257,10 +278,10 @@ pub struct RunSpec {
 
 impl RunSpec {
     /// A run of `style` at `preset` on `corpus` with default settings and seed 0.
-    pub fn new(style: Style, preset: &str, corpus: CorpusSpec) -> Self {
+    pub fn new(style: Style, preset: Preset, corpus: CorpusSpec) -> Self {
         Self {
             style,
-            preset: preset.into(),
+            preset,
             corpus,
             phase1: Phase1Settings::default(),
             heads: HeadSettings::default(),
@@ -312,7 +333,7 @@ impl RunSpec {
     /// The model configuration for a tokenizer of `vocab_size` pieces (padded to a multiple of
     /// 8 by the caller).
     pub fn model_config(&self, padded_vocab: usize) -> Result<ModelConfig> {
-        let mut cfg = ModelConfig::preset(self.style, &self.preset)?;
+        let mut cfg = ModelConfig::preset(self.style, self.preset)?;
         cfg.vocab_size = padded_vocab;
         cfg.max_positions = cfg.max_positions.max(self.phase1.seq_len);
         cfg.elmo_mode = self.elmo_mode;
@@ -420,7 +441,7 @@ mod tests {
 
     #[test]
     fn diff_names_nested_fields() {
-        let a = RunSpec::new(Style::Gpt, "tiny", CorpusSpec::synthetic(100, 0));
+        let a = RunSpec::new(Style::Gpt, Preset::Tiny, CorpusSpec::synthetic(100, 0));
         let mut b = a.clone();
         b.phase1.lr = 1e-3;
         b.heads.patience = 9;
@@ -431,7 +452,7 @@ mod tests {
     #[test]
     fn labels_name_the_model_and_old_records_read_as_full_elmo() {
         let c = CorpusSpec::synthetic(100, 0);
-        let elmo = RunSpec::new(Style::Elmo, "tiny", c.clone()).with_seed(1);
+        let elmo = RunSpec::new(Style::Elmo, Preset::Tiny, c.clone()).with_seed(1);
         assert_eq!(elmo.label(), "elmo-s1");
         let released = elmo.clone().with_elmo_mode(ElmoMode::AsReleased);
         assert_eq!(released.label(), "elmo_released-s1");
@@ -439,9 +460,9 @@ mod tests {
             released.model_config(64).unwrap().elmo_mode,
             ElmoMode::AsReleased
         );
-        let large = RunSpec::new(Style::Gpt, "peer_large", c.clone()).named("gpt_large");
+        let large = RunSpec::new(Style::Gpt, Preset::PeerLarge, c.clone()).named("gpt_large");
         assert_eq!(large.label(), "gpt_large-s0");
-        assert!(RunSpec::new(Style::Gpt, "tiny", c.clone())
+        assert!(RunSpec::new(Style::Gpt, Preset::Tiny, c.clone())
             .with_elmo_mode(ElmoMode::AsReleased)
             .validate()
             .is_err());

@@ -1,7 +1,8 @@
 //! A two-tower study: several runs (styles × seeds) on one corpus, each scored on its style's
 //! fixed scoring set (the run stage), then the analysis units over the scored runs (`units`:
 //! pairs with the noise ceiling, runs and POS, controls, word pieces, word groups, the agreement
-//! curve), their tables, figures and a JSON summary written to one folder.
+//! curve) computed from the loaded scores ([`StudyContext::compute`]) and then written as
+//! tables, figures and a JSON summary into one folder ([`StudyContext::write`]).
 
 use std::path::Path;
 
@@ -16,8 +17,9 @@ use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
 pub use crate::tables::StudyRun;
-pub use crate::units::{kind_name, StudyOutcome, WordGroupSummary};
-use crate::units::{StudyContext, UNITS};
+pub use crate::units::{
+    kind_name, Analysis, GroupAnalysis, StudyContext, StudyOutcome, WordGroupSummary,
+};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
@@ -76,12 +78,10 @@ fn analyze_with(
         .runs
         .iter()
         .all(|r| runs.iter().any(|s| s.label == r.label()));
-    let mut outcome = StudyOutcome::new(complete, out.to_path_buf());
-    for (_, unit) in UNITS {
-        unit(&ctx, &mut outcome)?;
-    }
-    write_json_atomic(&out.join("study.json"), &outcome)?;
-    Ok(outcome)
+    let mut analysis = ctx.compute(complete)?;
+    ctx.write(&mut analysis)?;
+    write_json_atomic(&out.join("study.json"), &analysis.outcome)?;
+    Ok(analysis.outcome)
 }
 
 /// No two runs of an analysis share a label (the tables name runs by it).

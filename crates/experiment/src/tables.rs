@@ -44,30 +44,37 @@ impl StudyRun {
     }
 }
 
-/// Fig. 4 for one run: the scores of the `top_n` most frequent training tokens summarised per
-/// tag (`tags`: one tag per token id), written to `out` as the table `pos_<label>` and the
-/// figure `fig4_pos_<label>.png`. Returns the summary and the files.
-pub fn pos_figure<T: std::fmt::Display>(
+/// Fig. 4's numbers for one run: the scores of the `top_n` most frequent training tokens
+/// summarised per tag (`tags`: one tag per token id), with bootstrap intervals `boot`.
+pub fn pos_tags<T: std::fmt::Display>(
     scores: &crate::analysis::RunScores,
     freq: &[u64],
     tags: &[Option<T>],
     top_n: usize,
     boot: &prefscore::Bootstrap,
+) -> Result<Vec<prefscore::TagSummary>> {
+    let top = prefscore::top_tokens(freq, top_n, &[&scores.scores.values]);
+    Ok(prefscore::by_tag(&scores.scores.values, tags, &top, boot)?)
+}
+
+/// Fig. 4 for one run ([`pos_tags`]'s summaries `per_tag` of `scores`) written to `out` as the
+/// table `pos_<label>` and the figure `fig4_pos_<label>.png`; returns the files.
+pub fn write_pos(
+    scores: &crate::analysis::RunScores,
+    per_tag: &[prefscore::TagSummary],
     title: &str,
     out: &Path,
-) -> Result<(Vec<prefscore::TagSummary>, Vec<std::path::PathBuf>)> {
-    let top = prefscore::top_tokens(freq, top_n, &[&scores.scores.values]);
-    let per_tag = prefscore::by_tag(&scores.scores.values, tags, &top, boot)?;
+) -> Result<Vec<std::path::PathBuf>> {
     let title = match scores.flagged {
         true => format!("{title} [FLAGGED: a head no better than unigram]"),
         false => title.to_string(),
     };
-    let t = tag_table(&per_tag, &title);
+    let t = tag_table(per_tag, &title);
     let mut files = t.write_all(out, &format!("pos_{}", scores.label))?;
     let fig = out.join(format!("fig4_pos_{}.png", scores.label));
-    tag_histograms(&fig, &per_tag, &title)?;
+    tag_histograms(&fig, per_tag, &title)?;
     files.push(fig);
-    Ok((per_tag, files))
+    Ok(files)
 }
 
 /// Table of `prefscore::by_tag` results: per tag n, mean score with interval, share primary.

@@ -1,6 +1,7 @@
-//! The analysis units of a study. Each unit reads the scored runs (through [`StudyContext`]),
-//! computes one kind of result, writes its tables and figures, and records the result in the
-//! [`StudyOutcome`]; `run_study` runs [`UNITS`] in order. Adding a table is adding a unit here.
+//! The analysis units of a study, in two halves. [`StudyContext::compute`] runs each unit's
+//! computation over the loaded runs ([`UNITS`], in order) into an [`Analysis`] and writes
+//! nothing; [`StudyContext::write`] draws every table and figure from it. Adding a table is
+//! adding a unit and its writer here.
 
 use std::path::{Path, PathBuf};
 
@@ -10,13 +11,15 @@ use serde::{Deserialize, Serialize};
 use crate::analysis::{compare_all, PairComparison, RunScores, TokenSelection};
 use crate::controls::{
     controls_table, predictability_pairs, predictability_pairs_table, run_controls, score_figures,
-    scored_predictability, RunControl,
+    scored_predictability, PredictabilityPair, RunControl,
 };
 use crate::data::CorpusData;
 use crate::emergence::{emergence, write_emergence, Emergence};
-use crate::groups::{groups_by_run, groups_by_run_tables, word_groups};
+use crate::groups::{
+    groups_by_run, groups_by_run_tables, word_groups, write_word_groups, GroupsByRun, IcaGroups,
+};
 use crate::orientation::{
-    orientation, orientation_table, oriented_cells_table, Orientation, MAX_RUNS,
+    orientation, orientation_table, oriented_cells_table, Orientation, OrientedCells, MAX_RUNS,
 };
 use crate::pieces::{piece_classes, piece_control, piece_tables, PieceControl};
 use crate::pos::{lexicon, TagSource};
@@ -27,7 +30,9 @@ use crate::run::ScoredRun;
 use crate::split_scoring::{
     split_scoring_figure, split_scoring_pairs, split_scoring_table, Deal, SplitScoringPair,
 };
-use crate::tables::{pos_figure, runs_table, table4, table4_figure, write_pairs, StudyRun};
+use crate::tables::{
+    pos_tags, runs_table, table4, table4_figure, write_pairs, write_pos, StudyRun,
+};
 use crate::Result;
 
 /// Split-null replicates per run in the controls table.
@@ -58,7 +63,7 @@ pub struct WordGroupSummary {
     pub mean: f64,
 }
 
-/// What a study produced.
+/// What a study produced: every number of its tables (`study.json`), and the files written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StudyOutcome {
     /// Whether the tables cover every run of the study (else a subset, see [`crate::study::run_study`]).
@@ -69,8 +74,15 @@ pub struct StudyOutcome {
     pub runs: Vec<StudyRun>,
     /// Every pair of runs, per score kind and token selection.
     pub pairs: Vec<(String, PairComparison)>,
+    /// Fig. 4 per run: the main score's summaries per UPOS tag over the top tokens.
+    pub pos: Vec<RunTags>,
     /// Per run: frequency correlations and the split null (first score kind).
     pub controls: Vec<RunControl>,
+    /// Predictability across pairs: how alike two runs' per-token predictabilities are beside
+    /// how alike their scores are (top tokens, first score kind).
+    pub predictability: Vec<PredictabilityPair>,
+    /// Each pair's agreement with each tower scored on its own half of the text, both deals.
+    pub split_scoring: Vec<SplitScoringPair>,
     /// The ICA cluster statistics of the word-group run (paper: 13% of words in no cluster,
     /// 45% in exactly one, 1.45 per word).
     pub word_groups: Option<WordGroupSummary>,
@@ -78,6 +90,8 @@ pub struct StudyOutcome {
     pub emergence: Option<Emergence>,
     /// The word-piece control (first score kind; WordPiece vocabularies only).
     pub pieces: Option<PieceControl>,
+    /// The word-piece pairs under [`StudyOutcome::orientation`].
+    pub pieces_oriented: Option<Vec<OrientedCells>>,
     /// The orientation that makes the runs agree most (top tokens, first score kind), when
     /// there are at least two pairs and at most `orientation::MAX_RUNS` runs.
     pub orientation: Option<Orientation>,
@@ -93,14 +107,50 @@ impl StudyOutcome {
             tables,
             runs: Vec::new(),
             pairs: Vec::new(),
+            pos: Vec::new(),
             controls: Vec::new(),
+            predictability: Vec::new(),
+            split_scoring: Vec::new(),
             word_groups: None,
             emergence: None,
             pieces: None,
+            pieces_oriented: None,
             orientation: None,
             outputs: Vec::new(),
         }
     }
+
+    /// The pairs of score kind `kname` and token selection `sel`.
+    pub fn pairs_of(&self, kname: &str, sel: &str) -> Vec<PairComparison> {
+        self.pairs
+            .iter()
+            .filter(|(k, p)| k == kname && p.selection == sel)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+}
+
+/// The ICA word groups of one run with the words they were found among and their means on
+/// every run of the study.
+pub struct GroupAnalysis {
+    /// The run the groups were found on.
+    pub label: String,
+    /// The groups (Table 3).
+    pub groups: IcaGroups,
+    /// The analysed words, most frequent first.
+    pub tokens: Vec<u32>,
+    /// The groups scored on every run of the study.
+    pub by_run: GroupsByRun,
+}
+
+/// Every result of a study's analyses, computed from the loaded runs ([`StudyContext::compute`]);
+/// [`StudyContext::write`] writes it.
+pub struct Analysis {
+    /// The numbers of every table.
+    pub outcome: StudyOutcome,
+    /// The word groups, when the study asks for them (not in `study.json`: their sources are a
+    /// matrix over the analysed words).
+    pub groups: Option<GroupAnalysis>,
 }
 
 /// What every unit reads: the study, its data and scored runs, their scores per score kind
@@ -159,18 +209,45 @@ impl<'a> StudyContext<'a> {
         self.scores.first().map(|(k, rs)| (*k, rs.as_slice()))
     }
 
-    /// Writes `t` as `<stem>.{csv,md,json}` into the tables folder, says it, records the files.
-    fn write(&self, t: &report::Table, stem: &str, o: &mut StudyOutcome) -> Result<()> {
-        o.outputs.extend(t.write_all(self.out, stem)?);
+    /// Writes `t` as `<stem>.{csv,md,json}` into `dir`, says it, records the files.
+    fn table(&self, t: &report::Table, dir: &Path, stem: &str, o: &mut StudyOutcome) -> Result<()> {
+        o.outputs.extend(t.write_all(dir, stem)?);
         self.progress.say(|| t.to_markdown());
+        Ok(())
+    }
+
+    /// Every unit's results over the runs ([`UNITS`], in order); nothing is written (a tagger
+    /// named by the spec is trained once and kept in its cache).
+    pub fn compute(&self, complete: bool) -> Result<Analysis> {
+        let mut a = Analysis {
+            outcome: StudyOutcome::new(complete, self.out.to_path_buf()),
+            groups: None,
+        };
+        for (_, unit) in UNITS {
+            unit(self, &mut a)?;
+        }
+        Ok(a)
+    }
+
+    /// Every table and figure of `a` into the tables folder ([`WRITERS`], in order), the
+    /// files recorded in `a.outcome.outputs`.
+    pub fn write(&self, a: &mut Analysis) -> Result<()> {
+        std::fs::create_dir_all(self.out).map_err(crate::error::io_at(self.out))?;
+        for (_, writer) in WRITERS {
+            writer(self, a)?;
+        }
         Ok(())
     }
 }
 
-/// One analysis unit.
-pub type Unit = fn(&StudyContext<'_>, &mut StudyOutcome) -> Result<()>;
+/// One analysis unit: computes into the [`Analysis`], writes nothing.
+pub type Unit = fn(&StudyContext<'_>, &mut Analysis) -> Result<()>;
 
-/// The units of a study, in the order `run_study` runs them.
+/// One unit's writer: its tables and figures from the [`Analysis`].
+pub type Writer = fn(&StudyContext<'_>, &mut Analysis) -> Result<()>;
+
+/// The units of a study, in the order [`StudyContext::compute`] runs them (controls read the
+/// pairs; word pieces read the orientation).
 pub const UNITS: [(&str, Unit); 6] = [
     ("pairs", pairs),
     ("runs and POS", runs_and_pos),
@@ -180,32 +257,53 @@ pub const UNITS: [(&str, Unit); 6] = [
     ("emergence", emergence_unit),
 ];
 
+/// The writers, in the order [`StudyContext::write`] runs them.
+pub const WRITERS: [(&str, Writer); 6] = [
+    ("pairs", write_pairs_unit),
+    ("runs and POS", write_runs_and_pos),
+    ("controls", write_controls),
+    ("word pieces", write_pieces),
+    ("word groups", write_groups),
+    ("emergence", write_emergence_unit),
+];
+
 /// Every pair of runs under every score kind and token selection (Tables 2 and 4).
-fn pairs(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+fn pairs(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
     for (kind, rs) in &ctx.scores {
         let kname = kind_name(*kind);
-        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
         for sel in &ctx.spec.selections {
             let these = compare_all(rs, &ctx.data.freq, *sel, *kind, &ctx.copts)?;
-            let (t, files) = write_pairs(&these, &labels, kname, *sel, ctx.out)?;
-            ctx.progress.say(|| t.to_markdown());
-            o.outputs.extend(files);
-            o.pairs
+            a.outcome
+                .pairs
                 .extend(these.into_iter().map(|p| (kname.to_string(), p)));
         }
     }
     Ok(())
 }
 
+fn write_pairs_unit(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    for (kind, rs) in &ctx.scores {
+        let kname = kind_name(*kind);
+        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+        for sel in &ctx.spec.selections {
+            let these = a.outcome.pairs_of(kname, &sel.to_string());
+            let (t, files) = write_pairs(&these, &labels, kname, *sel, ctx.out)?;
+            ctx.progress.say(|| t.to_markdown());
+            a.outcome.outputs.extend(files);
+        }
+    }
+    Ok(())
+}
+
 /// The runs table (heads against the joint head and the unigram model) and Fig. 4 per run.
-fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+fn runs_and_pos(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
     let Some((_, rs)) = ctx.main() else {
         return Ok(());
     };
     let tags = resolve_tags(&ctx.spec.tags, ctx.out);
     let lex = lexicon(ctx.data, &tags, ctx.progress.bars())?;
     let dense = lex.to_dense(ctx.data.padded_vocab());
-    let mut by_run = Vec::new();
+    let o = &mut a.outcome;
     for (r, s) in ctx.runs.iter().zip(rs) {
         let res = r.result()?;
         o.runs.push(StudyRun {
@@ -221,49 +319,69 @@ fn runs_and_pos(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             phase1_tokens_per_s: res.phase1.tokens_per_s,
             device: r.manifest.device.clone(),
         });
+        let boot = &ctx.copts.bootstrap;
+        o.pos.push(RunTags {
+            label: s.label.clone(),
+            tags: pos_tags(s, &ctx.data.freq, &dense, TOP_TOKENS, boot)?,
+        });
+    }
+    Ok(())
+}
+
+fn write_runs_and_pos(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    let Some((_, rs)) = ctx.main() else {
+        return Ok(());
+    };
+    let o = &mut a.outcome;
+    for (s, tags) in rs.iter().zip(&o.pos) {
         let title = format!(
             "Preference score per UPOS tag, {} ({})",
             s.label,
             ctx.spec.tags.describe()
         );
-        let boot = &ctx.copts.bootstrap;
-        let (tags, files) =
-            pos_figure(s, &ctx.data.freq, &dense, TOP_TOKENS, boot, &title, ctx.out)?;
-        o.outputs.extend(files);
-        by_run.push(RunTags {
-            label: s.label.clone(),
-            tags,
-        });
+        o.outputs.extend(write_pos(s, &tags.tags, &title, ctx.out)?);
     }
     // Fig. 4 tag by tag across runs, beside the paper's directions.
-    if by_run.len() > 1 {
+    if o.pos.len() > 1 {
         let title = format!(
             "Preference score per UPOS class across runs, top {TOP_TOKENS} tokens ({})",
             ctx.spec.tags.describe()
         );
-        o.outputs
-            .extend(write_pos_by_run(&by_run, &title, ctx.out)?);
+        o.outputs.extend(write_pos_by_run(&o.pos, &title, ctx.out)?);
     }
-    ctx.write(&runs_table(&o.runs), "runs", o)
+    let t = runs_table(&o.runs);
+    ctx.table(&t, ctx.out, "runs", o)
 }
 
-/// Frequency correlations and the split null per run, and the score figures (Figs. 3, 8).
-fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
-    let Some((kind, rs)) = ctx.main() else {
+/// The main score kind's name and the pairs of its first selection (the frequency control's
+/// and the split null's) and of the top tokens (the controls across pairs and Table 4).
+fn main_pairs(
+    ctx: &StudyContext<'_>,
+    o: &StudyOutcome,
+) -> Option<(ScoreKind, Vec<PairComparison>, Vec<PairComparison>)> {
+    let (kind, _) = ctx.main()?;
+    let kname = kind_name(kind);
+    let first = match ctx.spec.selections.first() {
+        Some(s) => o.pairs_of(kname, &s.to_string()),
+        None => Vec::new(),
+    };
+    let top = o.pairs_of(kname, &TokenSelection::TopFrequent(TOP_TOKENS).to_string());
+    Some((kind, first, top))
+}
+
+/// Frequency correlations and the split null per run; predictability, split scoring and the
+/// orientation across pairs (the paper's top 5000 tokens).
+fn controls(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    let (Some((_, rs)), Some((kind, main, top_pairs))) = (ctx.main(), main_pairs(ctx, &a.outcome))
+    else {
         return Ok(());
     };
-    let (kname, sel0) = (kind_name(kind), ctx.spec.selections.first());
-    let main: Vec<PairComparison> = o
-        .pairs
-        .iter()
-        .filter(|(k, p)| k == kname && sel0.is_some_and(|s| p.selection == s.to_string()))
-        .map(|(_, p)| p.clone())
-        .collect();
     let freq = &ctx.data.freq;
     let preds = rs
         .iter()
         .map(scored_predictability)
         .collect::<Result<Vec<_>>>()?;
+    let o = &mut a.outcome;
     o.controls = run_controls(
         rs,
         &preds,
@@ -274,46 +392,11 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         NULL_REPLICATES,
         &ctx.copts,
     )?;
-    o.outputs
-        .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(ctx.out, "controls")?);
-    // Predictability across pairs and Table 4, over the same tokens as the frequency control
-    // (the paper's top 5000).
-    let top = TokenSelection::TopFrequent(TOP_TOKENS).to_string();
-    let top_pairs: Vec<PairComparison> = o
-        .pairs
-        .iter()
-        .filter(|(k, p)| k == kname && p.selection == top)
-        .map(|(_, p)| p.clone())
-        .collect();
     let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
-    let pp = predictability_pairs(&labels, &preds, &top_pairs, freq, TOP_TOKENS)?;
-    if !pp.is_empty() {
-        let t = predictability_pairs_table(&pp);
-        o.outputs
-            .extend(t.write_all(ctx.out, "controls_predictability_pairs")?);
-    }
-    let mut split = Vec::new();
+    o.predictability = predictability_pairs(&labels, &preds, &top_pairs, freq, TOP_TOKENS)?;
     for deal in Deal::BOTH {
-        split.extend(split_scoring_pairs(rs, &top_pairs, freq, TOP_TOKENS, deal)?);
-    }
-    if !split.is_empty() {
-        let t = split_scoring_table(&split, TOP_TOKENS);
-        o.outputs
-            .extend(t.write_all(ctx.out, "controls_split_scoring")?);
-        // The figure for the first pair of one model (seeds), else the first pair.
-        let same = |p: &&SplitScoringPair| {
-            let model = |l: &str| rs.iter().find(|r| r.label == l).map(|r| &r.model);
-            model(&p.a) == model(&p.b)
-        };
-        let p = split.iter().find(same).unwrap_or(&split[0]);
-        let fig = ctx.out.join("fig_split_scoring.png");
-        let deals: Vec<(Deal, usize)> = split
-            .iter()
-            .filter(|q| (&q.a, &q.b) == (&p.a, &p.b))
-            .map(|q| (q.deal, q.blocks))
-            .collect();
-        split_scoring_figure(rs, &p.a, &p.b, &deals, freq, TOP_TOKENS, &fig)?;
-        o.outputs.push(fig);
+        o.split_scoring
+            .extend(split_scoring_pairs(rs, &top_pairs, freq, TOP_TOKENS, deal)?);
     }
     if top_pairs.len() >= 2 && rs.len() > MAX_RUNS {
         ctx.progress.say(|| {
@@ -324,13 +407,59 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             )
         });
     } else if top_pairs.len() >= 2 {
-        let orient = orientation(rs, &top_pairs, freq, TOP_TOKENS, NULL_REPLICATES)?;
-        let t = orientation_table(&orient, TOP_TOKENS);
+        o.orientation = Some(orientation(
+            rs,
+            &top_pairs,
+            freq,
+            TOP_TOKENS,
+            NULL_REPLICATES,
+        )?);
+    }
+    Ok(())
+}
+
+/// The controls' tables, Table 4 and the score figures (Figs. 3, 8).
+fn write_controls(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    let (Some((_, rs)), Some((kind, _, top_pairs))) = (ctx.main(), main_pairs(ctx, &a.outcome))
+    else {
+        return Ok(());
+    };
+    let (kname, freq, out) = (kind_name(kind), &ctx.data.freq, ctx.out);
+    let o = &mut a.outcome;
+    o.outputs
+        .extend(controls_table(&o.controls, NULL_REPLICATES).write_all(out, "controls")?);
+    if !o.predictability.is_empty() {
+        let t = predictability_pairs_table(&o.predictability);
         o.outputs
-            .extend(t.write_all(ctx.out, "controls_orientation")?);
-        o.orientation = Some(orient);
+            .extend(t.write_all(out, "controls_predictability_pairs")?);
+    }
+    if let Some(first) = o.split_scoring.first() {
+        let t = split_scoring_table(&o.split_scoring, TOP_TOKENS);
+        o.outputs
+            .extend(t.write_all(out, "controls_split_scoring")?);
+        // The figure for the first pair of one model (seeds), else the first pair.
+        let same = |p: &&SplitScoringPair| {
+            let model = |l: &str| rs.iter().find(|r| r.label == l).map(|r| &r.model);
+            model(&p.a) == model(&p.b)
+        };
+        let p = o.split_scoring.iter().find(same).unwrap_or(first);
+        let fig = out.join("fig_split_scoring.png");
+        let deals: Vec<(Deal, usize)> = o
+            .split_scoring
+            .iter()
+            .filter(|q| (&q.a, &q.b) == (&p.a, &p.b))
+            .map(|q| (q.deal, q.blocks))
+            .collect();
+        split_scoring_figure(rs, &p.a, &p.b, &deals, freq, TOP_TOKENS, &fig)?;
+        o.outputs.push(fig);
+    }
+    if let Some(orient) = &o.orientation {
+        let t = orientation_table(orient, TOP_TOKENS);
+        o.outputs.extend(t.write_all(out, "controls_orientation")?);
     }
     if !top_pairs.is_empty() {
+        let labels: Vec<String> = rs.iter().map(|r| r.label.clone()).collect();
+        let top = TokenSelection::TopFrequent(TOP_TOKENS).to_string();
         let vs_freq: Vec<Option<f64>> = labels
             .iter()
             .map(|l| {
@@ -339,68 +468,61 @@ fn controls(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
             })
             .collect();
         let t = table4(&labels, &top_pairs, &vs_freq, &top);
-        o.outputs.extend(t.write_all(ctx.out, "table4_spearman")?);
-        let fig = ctx.out.join(format!("fig_table4_spearman_{kname}.png"));
+        o.outputs.extend(t.write_all(out, "table4_spearman")?);
+        let fig = out.join(format!("fig_table4_spearman_{kname}.png"));
         let title = format!("Table 4: Spearman ρ, {kname}, {top}");
         table4_figure(&labels, &top_pairs, &vs_freq, &title, &fig)?;
         o.outputs.push(fig);
     }
-    o.outputs
-        .extend(score_figures(rs, freq, TOP_TOKENS, ctx.out)?);
+    o.outputs.extend(score_figures(rs, freq, TOP_TOKENS, out)?);
     Ok(())
 }
 
 /// The word-piece control (WordPiece vocabularies only).
-fn pieces(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+fn pieces(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
     let Some((_, rs)) = ctx.main() else {
         return Ok(());
     };
     let classes = piece_classes(&ctx.data.tok, ctx.data.padded_vocab())?;
+    let o = &mut a.outcome;
     o.pieces = piece_control(rs, &ctx.data.freq, &classes, TOP_TOKENS)?;
-    if let Some(pc) = &o.pieces {
-        let (t, p) = piece_tables(&pc.runs, &pc.pairs, TOP_TOKENS);
-        ctx.write(&t, "pieces_runs", o)?;
-        ctx.write(&p, "pieces_pairs", o)?;
-    }
     if let (Some(pc), Some(orient)) = (&o.pieces, &o.orientation) {
-        let t = oriented_cells_table(&pc.oriented(orient)?, TOP_TOKENS);
-        ctx.write(&t, "pieces_orientation", o)?;
+        o.pieces_oriented = Some(pc.oriented(orient)?);
     }
     Ok(())
 }
 
-/// The ICA word groups of one run (Table 3, Figs. 5, 6), when the study asks for them.
-fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+fn write_pieces(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    let o = &mut a.outcome;
+    let tables = o
+        .pieces
+        .as_ref()
+        .map(|pc| piece_tables(&pc.runs, &pc.pairs, TOP_TOKENS));
+    if let Some((t, p)) = tables {
+        ctx.table(&t, ctx.out, "pieces_runs", o)?;
+        ctx.table(&p, ctx.out, "pieces_pairs", o)?;
+    }
+    if let Some(rows) = &o.pieces_oriented {
+        let t = oriented_cells_table(rows, TOP_TOKENS);
+        ctx.table(&t, ctx.out, "pieces_orientation", o)?;
+    }
+    Ok(())
+}
+
+/// The ICA word groups of one run (Table 3, Figs. 5, 6), when the study asks for them, scored
+/// on every run of the study.
+fn groups(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
     let Some((label, settings)) = &ctx.spec.word_groups else {
         return Ok(());
     };
-    let Some(run) = ctx.runs.iter().find(|r| &r.label == label) else {
+    let (Some(run), Some((_, rs))) = (ctx.runs.iter().find(|r| &r.label == label), ctx.main())
+    else {
         return Ok(());
     };
-    let dir = ctx.out.join(format!("ica_{label}"));
-    let (g, tokens, files) = word_groups(run, ctx.data, settings, &dir)?;
-    // One set of groups, scored on every run of the study.
-    if let Some((_, rs)) = ctx.main() {
-        let runs: Vec<&RunScores> = rs.iter().collect();
-        let by = groups_by_run(&g.groups, &runs, &tokens)?;
-        let (t, a) = groups_by_run_tables(&g.groups, &by);
-        o.outputs.extend(t.write_all(&dir, "table3_by_run")?);
-        o.outputs
-            .extend(a.write_all(&dir, "table3_rank_agreement")?);
-    }
-    o.outputs.extend(
-        files
-            .table3
-            .iter()
-            .cloned()
-            .chain(files.fit.iter().cloned()),
-    );
-    o.outputs.extend(
-        [files.fig5, files.fig6, files.trajectory, files.fig7]
-            .into_iter()
-            .filter(|f| f.is_file()),
-    );
-    o.word_groups = Some(WordGroupSummary {
+    let (g, tokens) = word_groups(run, ctx.data, settings)?;
+    let runs: Vec<&RunScores> = rs.iter().collect();
+    let by_run = groups_by_run(&g.groups, &runs, &tokens)?;
+    a.outcome.word_groups = Some(WordGroupSummary {
         label: label.clone(),
         dim: g.dim,
         converged: g.ica.converged,
@@ -411,11 +533,37 @@ fn groups(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
         exactly_one: g.counts.exactly_one,
         mean: g.counts.mean,
     });
+    a.groups = Some(GroupAnalysis {
+        label: label.clone(),
+        groups: g,
+        tokens,
+        by_run,
+    });
+    Ok(())
+}
+
+fn write_groups(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    let (Some(ga), Some((_, settings))) = (&a.groups, &ctx.spec.word_groups) else {
+        return Ok(());
+    };
+    let dir = ctx.out.join(format!("ica_{}", ga.label));
+    let files = write_word_groups(&ga.groups, &ga.tokens, ctx.data, settings, &dir)?;
+    let o = &mut a.outcome;
+    let (t, r) = groups_by_run_tables(&ga.groups.groups, &ga.by_run);
+    o.outputs.extend(t.write_all(&dir, "table3_by_run")?);
+    o.outputs
+        .extend(r.write_all(&dir, "table3_rank_agreement")?);
+    o.outputs.extend(files.table3.into_iter().chain(files.fit));
+    o.outputs.extend(
+        [files.fig5, files.fig6, files.trajectory, files.fig7]
+            .into_iter()
+            .filter(|f| f.is_file()),
+    );
     Ok(())
 }
 
 /// The agreement curve over the runs' phase-1 snapshots, when the study asks for it.
-fn emergence_unit(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
+fn emergence_unit(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
     let Some(es) = &ctx.spec.emergence else {
         return Ok(());
     };
@@ -426,9 +574,15 @@ fn emergence_unit(ctx: &StudyContext<'_>, o: &mut StudyOutcome) -> Result<()> {
     {
         return Ok(());
     }
-    let e = emergence(ctx.runs, &ctx.data.freq, es, &ctx.copts)?;
-    o.outputs.extend(write_emergence(&e, ctx.out)?);
-    o.emergence = Some(e);
+    a.outcome.emergence = Some(emergence(ctx.runs, &ctx.data.freq, es, &ctx.copts)?);
+    Ok(())
+}
+
+fn write_emergence_unit(ctx: &StudyContext<'_>, a: &mut Analysis) -> Result<()> {
+    if let Some(e) = &a.outcome.emergence {
+        let files = write_emergence(e, ctx.out)?;
+        a.outcome.outputs.extend(files);
+    }
     Ok(())
 }
 

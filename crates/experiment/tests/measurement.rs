@@ -10,7 +10,7 @@ use experiment::data::{batcher, sequences};
 use experiment::run::{train_heads_in, validation_batches};
 use experiment::{CorpusData, CorpusSpec, RunOptions, RunSpec, ScoringSet, ScoringSpec};
 use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
-use towers::{Budget, CorpusSource, Style, TrainConfig, Trainer, TwoTowerLm};
+use towers::{Budget, CorpusSource, Preset, Style, TrainConfig, Trainer, TwoTowerLm};
 
 fn data(dir: &std::path::Path) -> CorpusData {
     let mut spec = CorpusSpec::synthetic(80, 0);
@@ -32,7 +32,7 @@ fn rows(set: &ScoringSet) -> Vec<(Vec<u32>, Vec<u32>)> {
 }
 
 fn model(style: Style, d: &CorpusData, seed: u64) -> TwoTowerLm {
-    let cfg = RunSpec::new(style, "tiny", d.spec.clone())
+    let cfg = RunSpec::new(style, Preset::Tiny, d.spec.clone())
         .model_config(d.padded_vocab())
         .unwrap();
     TwoTowerLm::new(&cfg, &Device::Cpu, seed).unwrap()
@@ -285,7 +285,7 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
 fn heads_stop_when_validation_stops_improving() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(&dir.path().join("data"));
-    let mut spec = RunSpec::new(Style::Gpt, "tiny", d.spec.clone());
+    let mut spec = RunSpec::new(Style::Gpt, Preset::Tiny, d.spec.clone());
     spec.phase1.seq_len = 32;
     spec.phase1.batch_size = 4;
     spec.phase1.eval_batches = 2;

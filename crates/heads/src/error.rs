@@ -23,9 +23,8 @@ pub enum HeadsError {
     /// Heads and model (or inputs) do not fit together.
     #[error("mismatch: {0}")]
     Mismatch(String),
-    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation. A
-    /// caller of [`crate::evaluate_resuming`] was handed the batches done (and may have kept
-    /// them); [`crate::evaluate`] keeps nothing.
+    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation
+    /// ([`crate::evaluate`] keeps nothing: scoring is short beside training).
     #[error("stopped on request while scoring the heads, after {done} of {total} batches; run the same command again to score them")]
     Stopped {
         /// Batches evaluated before the stop.

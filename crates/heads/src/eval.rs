@@ -58,62 +58,6 @@ impl PositionLogProbs {
     }
 }
 
-/// A scoring pass part of the way through: the results of its first `batches_done` batches.
-/// [`evaluate_resuming`] goes on from one, so a long pass that a caller saves now and then
-/// (e.g. as JSON) resumes after a stop with the same numbers as one uninterrupted pass.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PartialEvaluation {
-    /// Batches evaluated so far (those without a target included).
-    pub batches_done: usize,
-    /// Their results.
-    pub scores: PositionLogProbs,
-}
-
-impl PartialEvaluation {
-    /// Nothing evaluated yet, for the K heads of `heads` (`full`: keep whole distributions).
-    pub fn new(heads: &TowerHeads, full: bool) -> Self {
-        let k_n = heads.config().n_towers;
-        Self {
-            batches_done: 0,
-            scores: PositionLogProbs {
-                vocab_size: heads.config().vocab_size,
-                targets: Vec::new(),
-                batch_index: Vec::new(),
-                position: Vec::new(),
-                logp: vec![Vec::new(); k_n],
-                full: full.then(|| vec![Vec::new(); k_n]),
-            },
-        }
-    }
-
-    /// Whether this state can go on with `heads` over `n_batches` batches: the same K, V and
-    /// kind of pass, no more batches done than there are, and one result per target.
-    fn check(&self, heads: &TowerHeads, n_batches: usize) -> Result<()> {
-        let (s, c) = (&self.scores, heads.config());
-        let n = s.targets.len();
-        let fits = s.vocab_size == c.vocab_size
-            && s.logp.len() == c.n_towers
-            && s.logp.iter().all(|l| l.len() == n)
-            && s.batch_index.len() == n
-            && s.position.len() == n
-            && s.full.as_ref().is_none_or(|f| f.len() == c.n_towers)
-            && self.batches_done <= n_batches;
-        match fits {
-            true => Ok(()),
-            false => Err(HeadsError::Mismatch(format!(
-                "a partial scoring of {} batches ({} positions, {} heads, V {}) does not fit {} \
-                 heads (V {}) over {n_batches} batches",
-                self.batches_done,
-                n,
-                s.logp.len(),
-                s.vocab_size,
-                c.n_towers,
-                c.vocab_size
-            ))),
-        }
-    }
-}
-
 /// Evaluates every head of `heads` on the labelled positions of `batches` (the same positions
 /// and masks for all towers); `full` also keeps each head's whole log-distribution.
 pub fn evaluate(
@@ -122,39 +66,26 @@ pub fn evaluate(
     batches: &[TokenBatch],
     full: bool,
 ) -> Result<PositionLogProbs> {
-    let mut state = PartialEvaluation::new(heads, full);
-    evaluate_resuming(model, heads, batches, &mut state, &mut |_, _| Ok(()))?;
-    Ok(state.scores)
-}
-
-/// [`evaluate`] from `state` on: evaluates `batches[state.batches_done..]`, appending to
-/// `state`. After each batch it calls `save(state, false)`, where a caller keeps its progress
-/// as often as it likes; on a stop request ([`towers::request_stop`]) it calls
-/// `save(state, true)` and returns [`HeadsError::Stopped`]. Each batch is scored on its own,
-/// so the result does not depend on where a pass stopped and resumed.
-pub fn evaluate_resuming(
-    model: &TwoTowerLm,
-    heads: &TowerHeads,
-    batches: &[TokenBatch],
-    state: &mut PartialEvaluation,
-    save: &mut dyn FnMut(&PartialEvaluation, bool) -> Result<()>,
-) -> Result<()> {
-    state.check(heads, batches.len())?;
-    while state.batches_done < batches.len() {
-        let bi = state.batches_done;
-        // A scoring pass takes minutes on a CPU: a stop request ends it between batches.
+    let mut out = PositionLogProbs {
+        vocab_size: heads.config().vocab_size,
+        targets: Vec::new(),
+        batch_index: Vec::new(),
+        position: Vec::new(),
+        logp: vec![Vec::new(); heads.config().n_towers],
+        full: full.then(|| vec![Vec::new(); heads.config().n_towers]),
+    };
+    for (bi, b) in batches.iter().enumerate() {
+        // A scoring pass takes minutes on a CPU: a stop request ends it between batches
+        // (the run job scores again from its checkpoint).
         if towers::stop_requested() {
-            save(state, true)?;
             return Err(HeadsError::Stopped {
                 done: bi,
                 total: batches.len(),
             });
         }
-        score_batch(model, heads, &batches[bi], bi, &mut state.scores)?;
-        state.batches_done += 1;
-        save(state, false)?;
+        score_batch(model, heads, b, bi, &mut out)?;
     }
-    Ok(())
+    Ok(out)
 }
 
 /// Appends the results of batch `bi` (nothing when it has no target).

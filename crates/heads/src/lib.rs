@@ -15,6 +15,6 @@ pub mod head;
 pub mod retrain;
 
 pub use error::{HeadsError, Result};
-pub use eval::{evaluate, evaluate_resuming, PartialEvaluation, PositionLogProbs};
+pub use eval::{evaluate, PositionLogProbs};
 pub use head::{Head, HeadConfig, HeadInput, TowerHeads, HEADS_FILE};
 pub use retrain::{retrain, FrozenTowers, RetrainSummary};

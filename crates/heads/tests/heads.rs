@@ -2,17 +2,15 @@
 
 use candle_core::Device;
 use corpus::{TokenBatch, IGNORE_LABEL};
-use heads::{
-    evaluate, evaluate_resuming, retrain, FrozenTowers, HeadConfig, HeadInput, HeadsError,
-    PartialEvaluation, TowerHeads,
-};
+use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use towers::{unigram_entropy, BatchSource};
 use towers::{
-    Budget, ElmoMode, MarkovSource, ModelConfig, Style, TrainConfig, Trainable, Trainer, TwoTowerLm,
+    Budget, ElmoMode, MarkovSource, ModelConfig, Preset, Style, TrainConfig, Trainable, Trainer,
+    TwoTowerLm,
 };
 
 fn tiny(style: Style) -> ModelConfig {
-    ModelConfig::preset(style, "tiny").unwrap()
+    ModelConfig::preset(style, Preset::Tiny).unwrap()
 }
 
 fn src(style: Style, seed: u64) -> MarkovSource {
@@ -174,58 +172,4 @@ fn evaluation_reports_identical_positions_for_all_towers() {
     one.n_towers = 1;
     let other = TwoTowerLm::new(&one, &Device::Cpu, 1).unwrap();
     assert!(evaluate(&other, &h, &bs, false).is_err());
-}
-
-#[test]
-fn a_partial_scoring_that_does_not_fit_the_heads_or_batches_is_refused() {
-    let m = TwoTowerLm::new(&tiny(Style::Gpt), &Device::Cpu, 1).unwrap();
-    let cfg = HeadConfig::for_model(&m, HeadInput::TowerOutput);
-    let h = TowerHeads::new(&cfg, &Device::Cpu, 2).unwrap();
-    let bs = batches(Style::Gpt, 3, 2);
-    let done = {
-        let mut s = PartialEvaluation::new(&h, false);
-        evaluate_resuming(&m, &h, &bs, &mut s, &mut |_, _| Ok(())).unwrap();
-        s
-    };
-    let mut other_v = cfg.clone();
-    other_v.vocab_size += 1;
-    let three_heads = HeadConfig {
-        n_towers: 3,
-        ..cfg.clone()
-    };
-    let mut cut = done.clone();
-    cut.scores.logp[1].pop();
-    let cases = [
-        ("more batches done than given", done.clone(), &bs[..1]),
-        (
-            "another vocabulary",
-            PartialEvaluation::new(&TowerHeads::new(&other_v, &Device::Cpu, 2).unwrap(), false),
-            &bs[..],
-        ),
-        (
-            "three heads",
-            PartialEvaluation::new(
-                &TowerHeads::new(&three_heads, &Device::Cpu, 2).unwrap(),
-                false,
-            ),
-            &bs[..],
-        ),
-        ("a head short of a position", cut, &bs[..]),
-    ];
-    for (what, mut state, given) in cases {
-        match evaluate_resuming(&m, &h, given, &mut state, &mut |_, _| Ok(())) {
-            Err(HeadsError::Mismatch(msg)) => {
-                assert!(msg.contains("partial scoring"), "{what}: {msg}")
-            }
-            other => panic!("{what}: expected a mismatch, got {other:?}"),
-        }
-    }
-    // A finished state over the same batches is already whole: nothing left to score.
-    let mut again = done.clone();
-    evaluate_resuming(&m, &h, &bs, &mut again, &mut |_, _| {
-        panic!("nothing to score")
-    })
-    .unwrap();
-    assert_eq!(again, done);
-    assert_eq!(done.scores, evaluate(&m, &h, &bs, false).unwrap());
 }

@@ -182,7 +182,7 @@ mod tests {
     use crate::{ModelConfig, Style};
 
     fn data(seed: u64, step: u64) -> CheckpointData {
-        let mc = ModelConfig::preset(Style::Gpt, "tiny").unwrap();
+        let mc = ModelConfig::preset(Style::Gpt, crate::Preset::Tiny).unwrap();
         let m = TwoTowerLm::new(&mc, &Device::Cpu, seed).unwrap();
         CheckpointData {
             config: serde_json::to_value(&mc).unwrap(),

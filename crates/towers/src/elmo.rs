@@ -107,14 +107,14 @@ impl Tower for ElmoTower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Style;
+    use crate::config::{Preset, Style};
     use crate::params::ParamStore;
     use crate::test_util::assert_same_op;
     use candle_core::{Device, Var};
 
     #[test]
     fn both_directions_match_the_per_step_graph_values_and_gradients() {
-        let cfg = ModelConfig::preset(Style::Elmo, "tiny").unwrap();
+        let cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
         let store = ParamStore::new(&Device::Cpu, 5);
         let tower = ElmoTower::new(&cfg, store.root().pp("tower")).unwrap();
         let (b, t, h) = (3, 10, cfg.hidden_size);

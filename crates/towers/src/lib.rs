@@ -60,7 +60,7 @@ mod train_config;
 mod transformer;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
-pub use config::{ElmoMode, ModelConfig, Style};
+pub use config::{ElmoMode, ModelConfig, Preset, Style};
 pub use cuda_switch::{
     cuda_kernel_enabled, cuda_kernels_enabled, cuda_kernels_off, CudaKernel, CUDA_KERNELS_ENV,
 };

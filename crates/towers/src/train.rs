@@ -672,7 +672,7 @@ mod tests {
     }
 
     fn setup(seed: u64) -> (ModelConfig, TwoTowerLm, MarkovSource) {
-        let mut mc = ModelConfig::preset(Style::Gpt, "tiny").unwrap();
+        let mut mc = ModelConfig::preset(Style::Gpt, crate::Preset::Tiny).unwrap();
         mc.n_towers = 2;
         let m = TwoTowerLm::new(&mc, &Device::Cpu, seed).unwrap();
         let src = MarkovSource::new(mc.style, 24, 2, 4, 12, 7, 5).unwrap();

@@ -148,19 +148,18 @@ pub fn fit_table(g: &IcaGroups) -> report::Table {
     t
 }
 
-/// Runs the word-group analysis of `run` (its loaded model, or the embedding of its final
-/// phase-1 checkpoint) and writes Table 3, Fig. 5 and Fig. 6 to `out`.
+/// The word-group analysis of `run` (its loaded model, or the embedding of its final
+/// phase-1 checkpoint): the groups and the words they were found among, most frequent first
+/// ([`write_word_groups`] writes them).
 pub fn word_groups(
     run: &ScoredRun,
     data: &CorpusData,
     settings: &WordGroupSettings,
-    out: &Path,
-) -> Result<(IcaGroups, Vec<u32>, WordGroupOutputs)> {
+) -> Result<(IcaGroups, Vec<u32>)> {
     let emb = match &run.model {
         Some(m) => shared_embedding(m)?,
         None => shared_embedding(&run.trained_model(data, &candle_core::Device::Cpu)?)?,
     };
-    std::fs::create_dir_all(out).map_err(io_at(out))?;
     let scores = crate::analysis::RunScores::new(run, ScoreKind::ArithmeticMean)?;
     // The most frequent tokens of the training text, scored or not (special tokens never occur
     // in the counts).
@@ -175,26 +174,37 @@ pub fn word_groups(
         scores: &scores.scores.values,
         tok: &data.tok,
     };
-    let g = ica_groups(&input, settings)?;
+    Ok((ica_groups(&input, settings)?, tokens))
+}
+
+/// Table 3, the fit, Figs. 5, 6 and 7 and the fit's trajectory of [`word_groups`]' result
+/// (`g` found among `tokens` of `data`), written to `out`.
+pub fn write_word_groups(
+    g: &IcaGroups,
+    tokens: &[u32],
+    data: &CorpusData,
+    settings: &WordGroupSettings,
+    out: &Path,
+) -> Result<WordGroupOutputs> {
+    std::fs::create_dir_all(out).map_err(io_at(out))?;
     let table3 = g.table.write_all(out, "table3_ica_groups")?;
     let fig5 = out.join("fig5_ica_loadings.png");
-    loadings_figure(&fig5, &g, &tokens, data, settings.fig_words)?;
+    loadings_figure(&fig5, g, tokens, data, settings.fig_words)?;
     let fig6 = out.join("fig6_cluster_counts.png");
-    cluster_count_figure(&fig6, &g, tokens.len())?;
-    let fit = fit_table(&g).write_all(out, "ica_fit")?;
+    cluster_count_figure(&fig6, g, tokens.len())?;
+    let fit = fit_table(g).write_all(out, "ica_fit")?;
     let trajectory = out.join("fig_ica_trajectory.png");
-    trajectory_figure(&trajectory, &g)?;
+    trajectory_figure(&trajectory, g)?;
     let fig7 = out.join("fig7_group_words.png");
-    group_words_figure(&fig7, &g, &data.tok)?;
-    let outputs = WordGroupOutputs {
+    group_words_figure(&fig7, g, &data.tok)?;
+    Ok(WordGroupOutputs {
         table3,
         fig5,
         fig6,
         fit,
         trajectory,
         fig7,
-    };
-    Ok((g, tokens, outputs))
+    })
 }
 
 /// ICA word groups of an embedding (paper section 5.3) and their preference (Table 3).

@@ -6,8 +6,8 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, MaskingConfig, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{bert_windows, transformer_mask, transformer_sizes, validate_transformer};
-use super::{EmbeddingLayout, Sizes, Tower, TowerStyle, PRESETS};
-use crate::config::ModelConfig;
+use super::{EmbeddingLayout, Sizes, Tower, TowerStyle};
+use crate::config::{ModelConfig, Preset};
 use crate::params::Init;
 use crate::transformer::TransformerTower;
 use crate::Result;
@@ -21,16 +21,12 @@ impl TowerStyle for Bert {
         "bert"
     }
 
-    fn preset_names(&self) -> Vec<&'static str> {
-        PRESETS.iter().copied().chain(["paper_large"]).collect()
-    }
-
-    fn sizes(&self, name: &str) -> Option<Sizes> {
-        match name {
+    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+        match preset {
             // Table 1: BERT-base 12 x 384, FFN 1024, 12 heads; BERT-large 24 x 512, 2048, 16.
-            "paper" => Some(Sizes::transformer(12, 384, 1024, 12)),
-            "paper_large" => Some(Sizes::transformer(24, 512, 2048, 16)),
-            _ => transformer_sizes(name),
+            Preset::Paper => Some(Sizes::transformer(12, 384, 1024, 12)),
+            Preset::PaperLarge => Some(Sizes::transformer(24, 512, 2048, 16)),
+            _ => transformer_sizes(preset),
         }
     }
 

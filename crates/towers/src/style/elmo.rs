@@ -5,8 +5,8 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
-use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle, PRESETS};
-use crate::config::{ElmoMode, ModelConfig};
+use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle};
+use crate::config::{ElmoMode, ModelConfig, Preset};
 use crate::elmo::ElmoTower;
 use crate::params::Init;
 use crate::Result;
@@ -27,19 +27,15 @@ impl TowerStyle for Elmo {
         })
     }
 
-    fn preset_names(&self) -> Vec<&'static str> {
-        PRESETS.to_vec()
-    }
-
-    fn sizes(&self, name: &str) -> Option<Sizes> {
-        Some(match name {
-            "tiny" => Sizes::lstm(2, 16, 32),
-            "peer_small" => Sizes::lstm(2, 128, 512),
-            "peer_large" => Sizes::lstm(2, 256, 1024),
+    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+        Some(match preset {
+            Preset::Tiny => Sizes::lstm(2, 16, 32),
+            Preset::PeerSmall => Sizes::lstm(2, 128, 512),
+            Preset::PeerLarge => Sizes::lstm(2, 256, 1024),
             // The released code: a 256-wide projection of cells 2048 (base) or 4096.
-            "base_2tower" => Sizes::lstm(2, 256, 2048),
-            "large_2tower" | "paper" => Sizes::lstm(2, 256, 4096),
-            _ => return None,
+            Preset::Base2Tower => Sizes::lstm(2, 256, 2048),
+            Preset::Large2Tower | Preset::Paper => Sizes::lstm(2, 256, 4096),
+            Preset::PaperLarge => return None,
         })
     }
 

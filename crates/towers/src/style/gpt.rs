@@ -5,8 +5,8 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{transformer_mask, transformer_sizes, validate_transformer, EmbeddingLayout, Sizes};
-use super::{Tower, TowerStyle, PRESETS};
-use crate::config::ModelConfig;
+use super::{Tower, TowerStyle};
+use crate::config::{ModelConfig, Preset};
 use crate::params::Init;
 use crate::transformer::TransformerTower;
 use crate::Result;
@@ -20,15 +20,11 @@ impl TowerStyle for Gpt {
         "gpt"
     }
 
-    fn preset_names(&self) -> Vec<&'static str> {
-        PRESETS.to_vec()
-    }
-
-    fn sizes(&self, name: &str) -> Option<Sizes> {
-        match name {
+    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+        match preset {
             // Table 1: GPT 12 x 768, FFN 3072, 12 heads.
-            "paper" => Some(Sizes::transformer(12, 768, 3072, 12)),
-            _ => transformer_sizes(name),
+            Preset::Paper => Some(Sizes::transformer(12, 768, 3072, 12)),
+            _ => transformer_sizes(preset),
         }
     }
 

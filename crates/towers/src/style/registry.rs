@@ -2,7 +2,7 @@
 //! what a [`ModelConfig`] asks of its style (widths, checks, presets).
 
 use super::{Bert, Elmo, Gpt, TowerStyle};
-use crate::config::{ElmoMode, ModelConfig, Style};
+use crate::config::{ElmoMode, ModelConfig, Preset, Style};
 use crate::{Result, TowersError};
 
 impl Style {
@@ -80,12 +80,13 @@ impl ModelConfig {
     /// 256, FFN 1024, 4 heads; ELMo cell 1024, H 256: the CPU protocol's size pair), `base_2tower` and `large_2tower` (the
     /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
     /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
-    pub fn preset(style: Style, name: &str) -> Result<Self> {
+    pub fn preset(style: Style, preset: Preset) -> Result<Self> {
         let imp = style.tower_style();
-        let sizes = imp.sizes(name).ok_or_else(|| {
+        let sizes = imp.sizes(preset).ok_or_else(|| {
+            let names: Vec<&str> = imp.presets().iter().map(|p| p.as_str()).collect();
             TowersError::Config(format!(
-                "unknown preset {name:?} for {style:?} ({})",
-                imp.preset_names().join(", ")
+                "no preset {preset} for {style} (it has {})",
+                names.join(", ")
             ))
         })?;
         let mut c = ModelConfig {
@@ -102,7 +103,7 @@ impl ModelConfig {
             layer_norm_eps: 1e-12,
             init_std: 0.02,
         };
-        if name == "tiny" {
+        if preset == Preset::Tiny {
             // Small enough for unit tests on any style.
             c.vocab_size = 64;
             c.max_positions = 64;

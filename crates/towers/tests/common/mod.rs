@@ -3,11 +3,11 @@
 
 use candle_core::Device;
 use towers::BatchSource;
-use towers::{ElmoMode, MarkovSource, ModelConfig, Style, TwoTowerLm};
+use towers::{ElmoMode, MarkovSource, ModelConfig, Preset, Style, TwoTowerLm};
 
 /// Tiny preset of `style`, K towers, vocabulary 64.
 pub fn tiny(style: Style, k: usize) -> ModelConfig {
-    let mut c = ModelConfig::preset(style, "tiny").unwrap();
+    let mut c = ModelConfig::preset(style, Preset::Tiny).unwrap();
     c.n_towers = k;
     c
 }
