@@ -102,11 +102,11 @@ impl RunScores {
         let retest = match retest {
             Some(r) => {
                 if r.targets != logprobs.targets {
-                    return Err(ExperimentError::Mismatch {
-                        run: label.to_string(),
-                        data: "its retest heads".into(),
-                        why: "the retest heads were scored on other positions".into(),
-                    });
+                    return Err(ExperimentError::mismatch(
+                        label.to_string(),
+                        "its retest heads",
+                        "the retest heads were scored on other positions",
+                    ));
                 }
                 Some(stats_of(r)?.raw_scores(kind, scores.towers[0], scores.towers[1])?)
             }

@@ -135,22 +135,18 @@ pub fn predictability(lp: &PositionLogProbs) -> Result<Vec<Option<f64>>> {
 
 /// The log-probabilities of a run that do not fit `data`.
 fn mismatch(data: &str, why: String) -> ExperimentError {
-    ExperimentError::Mismatch {
-        run: "the run's position log-probabilities".into(),
-        data: data.into(),
-        why,
-    }
+    ExperimentError::mismatch("the run's position log-probabilities", data, why)
 }
 
 /// Refuses `preds` that are not one per run.
 fn check_preds(preds: &[Vec<Option<f64>>], runs: usize) -> Result<()> {
     match preds.len() == runs {
         true => Ok(()),
-        false => Err(ExperimentError::Mismatch {
-            run: format!("{runs} runs"),
-            data: format!("{} predictability vectors", preds.len()),
-            why: "one per run, in the runs' order".into(),
-        }),
+        false => Err(ExperimentError::mismatch(
+            format!("{runs} runs"),
+            format!("{} predictability vectors", preds.len()),
+            "one per run, in the runs' order",
+        )),
     }
 }
 

@@ -50,19 +50,19 @@ impl TrainedFrom {
         if saved == *self {
             return Ok(());
         }
-        Err(ExperimentError::Mismatch {
-            run: format!(
+        Err(ExperimentError::mismatch(
+            format!(
                 "a study asking for a trained vocabulary of {} pieces{}",
                 self.train_vocab,
                 synthetic_note(self)
             ),
-            data: tokenizer.display().to_string(),
-            why: format!(
+            tokenizer.display().to_string(),
+            format!(
                 "that vocabulary was trained for {} pieces{}; give the study its own --out",
                 saved.train_vocab,
                 synthetic_note(&saved)
             ),
-        })
+        ))
     }
 }
 
@@ -190,11 +190,11 @@ impl CorpusData {
         };
         let corpus = &first.manifest.spec.corpus;
         if let Some(other) = runs.iter().find(|r| r.manifest.spec.corpus != *corpus) {
-            return Err(ExperimentError::Mismatch {
-                run: format!("run {}", other.label),
-                data: format!("the corpus of run {}", first.label),
-                why: "the runs of one analysis share a corpus and vocabulary".into(),
-            });
+            return Err(ExperimentError::mismatch(
+                format!("run {}", other.label),
+                format!("the corpus of run {}", first.label),
+                "the runs of one analysis share a corpus and vocabulary",
+            ));
         }
         let spec = CorpusSpec {
             tokenizer: Some(first.dir.join(&first.manifest.tokenizer)),
@@ -254,23 +254,6 @@ pub fn synthetic_corpus(documents: usize, seed: u64) -> Result<SyntheticCorpus> 
     })?)
 }
 
-/// The sequences of a style ([`towers::TowerStyle::sequences`]): causal blocks for GPT, BERT
-/// windows (`[CLS] s1 [SEP] s2 [SEP]`) for BERT and ELMo, in document order.
-pub fn sequences(
-    style: Style,
-    tok: &Tokenizer,
-    docs: &[Document],
-    seq_len: usize,
-) -> Result<TrainingData> {
-    Ok(style.tower_style().sequences(tok, docs, seq_len)?)
-}
-
-/// The training objective of a style ([`towers::TowerStyle::objective`]; BERT: MLM 15% with
-/// 80/10/10).
-pub fn objective(style: Style) -> Objective {
-    style.tower_style().objective()
-}
-
 /// Shuffled training batches of a style's objective, seeded by `seed`.
 pub fn batcher(
     style: Style,
@@ -280,7 +263,8 @@ pub fn batcher(
     batch_size: usize,
     seed: u64,
 ) -> Result<Batcher> {
-    let data = sequences(style, tok, docs, seq_len)?;
+    let imp = style.tower_style();
+    let data = imp.sequences(tok, docs, seq_len)?;
     let cfg = BatcherConfig {
         batch_size: batch_size.min(data.len()).max(1),
         seed,
@@ -288,7 +272,7 @@ pub fn batcher(
     };
     Ok(Batcher::new(
         data,
-        objective(style),
+        imp.objective(),
         cfg,
         tok.special_tokens()?,
         tok.vocab_size(),

@@ -203,6 +203,19 @@ impl ExperimentError {
         }
     }
 
+    /// [`ExperimentError::Mismatch`]: `run` does not fit `data`, `why` says how.
+    pub fn mismatch(
+        run: impl Into<String>,
+        data: impl Into<String>,
+        why: impl Into<String>,
+    ) -> Self {
+        ExperimentError::Mismatch {
+            run: run.into(),
+            data: data.into(),
+            why: why.into(),
+        }
+    }
+
     /// [`ExperimentError::TooLittleData`]: `what` has `have`, `need` are needed.
     pub fn too_little(what: impl Into<String>, have: usize, need: usize) -> Self {
         ExperimentError::TooLittleData {

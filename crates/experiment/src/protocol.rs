@@ -120,7 +120,7 @@ fn run_maker<'a>(
 /// saw 300k targets and stopped 0.5–0.9 nats above the joint head, and with the cap alone a
 /// retest head stopped early on a plateau of 300 updates (92k targets).
 fn heads_in_targets(mut run: RunSpec) -> RunSpec {
-    let share = crate::data::objective(run.style).target_share();
+    let share = run.style.tower_style().objective().target_share();
     let h = &mut run.heads;
     h.max_budget_tokens = (h.max_budget_tokens as f64 / share).round() as u64;
     h.eval_every = (h.eval_every as f64 / share).round() as u64;

@@ -141,11 +141,11 @@ fn scored_run(
 ) -> Result<ScoredRun> {
     let path = dir.join(SCORES_FILE);
     if file.scoring != manifest.scoring.fingerprint {
-        return Err(ExperimentError::Mismatch {
-            run: format!("run {}", manifest.id),
-            data: path.display().to_string(),
-            why: "the scores file was scored on another scoring set".into(),
-        });
+        return Err(ExperimentError::mismatch(
+            format!("run {}", manifest.id),
+            path.display().to_string(),
+            "the scores file was scored on another scoring set",
+        ));
     }
     let logprobs = file.require(MAIN, &path)?;
     let retest = match manifest.spec.retest_heads {
@@ -200,20 +200,20 @@ fn ensure_run(
 ) -> Result<ScoredRun> {
     spec.validate()?;
     if scoring.id.style != spec.style {
-        return Err(ExperimentError::Mismatch {
-            run: format!("run {} ({})", spec.label(), spec.style),
-            data: format!("the scoring set cut for {}", scoring.id.style),
-            why: "a scoring set serves runs of its own style".into(),
-        });
+        return Err(ExperimentError::mismatch(
+            format!("run {} ({})", spec.label(), spec.style),
+            format!("the scoring set cut for {}", scoring.id.style),
+            "a scoring set serves runs of its own style",
+        ));
     }
     // The run trains on the workspace's text and tokenizer: a spec naming others would record
     // a corpus it never saw.
     if spec.corpus != *ws.corpus() {
-        return Err(ExperimentError::Mismatch {
-            run: format!("run {} (corpus {:?})", spec.label(), spec.corpus),
-            data: format!("the workspace opened on {:?}", ws.corpus()),
-            why: "a run trains on its workspace's text and tokenizer".into(),
-        });
+        return Err(ExperimentError::mismatch(
+            format!("run {} (corpus {:?})", spec.label(), spec.corpus),
+            format!("the workspace opened on {:?}", ws.corpus()),
+            "a run trains on its workspace's text and tokenizer",
+        ));
     }
     // The model's config (preset, sizes) before anything is written: a bad one leaves no
     // manifest that a corrected call would then be refused against.

@@ -83,11 +83,11 @@ impl ScoresFile {
             || lp.batch_index != self.batch
             || lp.position != self.position
         {
-            return Err(ExperimentError::Mismatch {
-                run: format!("the head set {name}"),
-                data: "the run's scores file".into(),
-                why: "every head set of a run is scored on the same positions".into(),
-            });
+            return Err(ExperimentError::mismatch(
+                format!("the head set {name}"),
+                "the run's scores file",
+                "every head set of a run is scored on the same positions",
+            ));
         }
         self.sets.insert(name.into(), lp.logp.clone());
         Ok(())

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use towers::Style;
 
-use crate::data::{objective, sequences, CorpusData};
+use crate::data::CorpusData;
 use crate::error::{read_json, write_json_atomic};
 use crate::{ExperimentError, Result};
 
@@ -249,14 +249,14 @@ impl ScoringSet {
         spec: &ScoringSpec,
     ) -> Result<Self> {
         check_cut(spec)?;
-        let data = sequences(style, tok, docs, spec.seq_len)?;
+        let data = style.tower_style().sequences(tok, docs, spec.seq_len)?;
         let n = spec.max_sequences.unwrap_or(usize::MAX).min(data.len());
         if n == 0 {
             let what = "the scoring documents (sequences)";
             return Err(ExperimentError::too_little(what, 0, 1));
         }
         let specials = tok.special_tokens()?;
-        let objective = objective(style);
+        let objective = style.tower_style().objective();
         let rows: Vec<Row> = (0..n)
             .flat_map(|i| scored_rows(i, data.ids(i), &objective, spec, &specials))
             .collect();

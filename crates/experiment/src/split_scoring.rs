@@ -247,11 +247,11 @@ impl RunSplit {
     fn new(run: &RunScores, blocks: usize) -> Result<Self> {
         let lp = &run.logprobs;
         if lp.logp.len() != 2 {
-            return Err(ExperimentError::Mismatch {
-                run: run.label.clone(),
-                data: "the split-scoring control".into(),
-                why: format!("it needs two towers, the run has {}", lp.logp.len()),
-            });
+            return Err(ExperimentError::mismatch(
+                run.label.clone(),
+                "the split-scoring control",
+                format!("it needs two towers, the run has {}", lp.logp.len()),
+            ));
         }
         let side = scoring_halves(lp, blocks)?;
         let stats = |k: [usize; 2]| -> Result<TokenStats> {

@@ -147,11 +147,11 @@ fn run_stage(
 }
 
 fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {
-    sets.iter()
-        .find(|s| s.id.style == style)
-        .ok_or_else(|| ExperimentError::Mismatch {
-            run: format!("a {style} run"),
-            data: "the study's scoring sets".into(),
-            why: "no set was cut for its style".into(),
-        })
+    sets.iter().find(|s| s.id.style == style).ok_or_else(|| {
+        ExperimentError::mismatch(
+            format!("a {style} run"),
+            "the study's scoring sets",
+            "no set was cut for its style",
+        )
+    })
 }

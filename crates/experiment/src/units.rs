@@ -64,7 +64,7 @@ pub struct WordGroupSummary {
 }
 
 /// What a study produced: every number of its tables (`study.json`), and the files written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StudyOutcome {
     /// Whether the tables cover every run of the study (else a subset, see [`crate::study::run_study`]).
     pub complete: bool,
@@ -100,26 +100,6 @@ pub struct StudyOutcome {
 }
 
 impl StudyOutcome {
-    /// An outcome with no results yet, its tables going to `tables`.
-    pub fn new(complete: bool, tables: PathBuf) -> Self {
-        Self {
-            complete,
-            tables,
-            runs: Vec::new(),
-            pairs: Vec::new(),
-            pos: Vec::new(),
-            controls: Vec::new(),
-            predictability: Vec::new(),
-            split_scoring: Vec::new(),
-            word_groups: None,
-            emergence: None,
-            pieces: None,
-            pieces_oriented: None,
-            orientation: None,
-            outputs: Vec::new(),
-        }
-    }
-
     /// The pairs of score kind `kname` and token selection `sel`.
     pub fn pairs_of(&self, kname: &str, sel: &str) -> Vec<PairComparison> {
         self.pairs
@@ -220,51 +200,43 @@ impl<'a> StudyContext<'a> {
     /// named by the spec is trained once and kept in its cache).
     pub fn compute(&self, complete: bool) -> Result<Analysis> {
         let mut a = Analysis {
-            outcome: StudyOutcome::new(complete, self.out.to_path_buf()),
+            outcome: StudyOutcome {
+                complete,
+                tables: self.out.to_path_buf(),
+                ..StudyOutcome::default()
+            },
             groups: None,
         };
-        for (_, unit) in UNITS {
-            unit(self, &mut a)?;
+        for (_, compute, _) in UNITS {
+            compute(self, &mut a)?;
         }
         Ok(a)
     }
 
-    /// Every table and figure of `a` into the tables folder ([`WRITERS`], in order), the
+    /// Every table and figure of `a` into the tables folder ([`UNITS`]' writers, in order), the
     /// files recorded in `a.outcome.outputs`.
     pub fn write(&self, a: &mut Analysis) -> Result<()> {
         std::fs::create_dir_all(self.out).map_err(crate::error::io_at(self.out))?;
-        for (_, writer) in WRITERS {
-            writer(self, a)?;
+        for (_, _, write) in UNITS {
+            write(self, a)?;
         }
         Ok(())
     }
 }
 
-/// One analysis unit: computes into the [`Analysis`], writes nothing.
-pub type Unit = fn(&StudyContext<'_>, &mut Analysis) -> Result<()>;
+/// One half of an analysis unit: its computation into the [`Analysis`] (writing nothing), or
+/// its writer (the unit's tables and figures from the [`Analysis`]).
+pub type Step = fn(&StudyContext<'_>, &mut Analysis) -> Result<()>;
 
-/// One unit's writer: its tables and figures from the [`Analysis`].
-pub type Writer = fn(&StudyContext<'_>, &mut Analysis) -> Result<()>;
-
-/// The units of a study, in the order [`StudyContext::compute`] runs them (controls read the
-/// pairs; word pieces read the orientation).
-pub const UNITS: [(&str, Unit); 6] = [
-    ("pairs", pairs),
-    ("runs and POS", runs_and_pos),
-    ("controls", controls),
-    ("word pieces", pieces),
-    ("word groups", groups),
-    ("emergence", emergence_unit),
-];
-
-/// The writers, in the order [`StudyContext::write`] runs them.
-pub const WRITERS: [(&str, Writer); 6] = [
-    ("pairs", write_pairs_unit),
-    ("runs and POS", write_runs_and_pos),
-    ("controls", write_controls),
-    ("word pieces", write_pieces),
-    ("word groups", write_groups),
-    ("emergence", write_emergence_unit),
+/// The units of a study as (name, computation, writer), in the order [`StudyContext::compute`]
+/// and [`StudyContext::write`] run them (controls read the pairs; word pieces the orientation).
+pub const UNITS: [(&str, Step, Step); 6] = [
+    ("pairs", pairs, write_pairs_unit),
+    ("runs and POS", runs_and_pos, write_runs_and_pos),
+    ("controls", controls, write_controls),
+    ("word pieces", pieces, write_pieces),
+    ("word groups", groups, write_groups),
+    ("emergence", emergence_unit, write_emergence_unit),
 ];
 
 /// Every pair of runs under every score kind and token selection (Tables 2 and 4).

@@ -6,7 +6,7 @@
 
 use candle_core::{Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
-use experiment::data::{batcher, sequences};
+use experiment::data::batcher;
 use experiment::run::{train_heads_in, validation_batches};
 use experiment::{CorpusData, CorpusSpec, RunOptions, RunSpec, ScoringSet, ScoringSpec};
 use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
@@ -45,7 +45,10 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
     let spec = ScoringSpec::new(32);
     let set = ScoringSet::build(Style::Bert, &d.tok, d.held_out(), &spec).unwrap();
     let sp = d.tok.special_tokens().unwrap();
-    let windows = sequences(Style::Bert, &d.tok, d.held_out(), 32).unwrap();
+    let windows = Style::Bert
+        .tower_style()
+        .sequences(&d.tok, d.held_out(), 32)
+        .unwrap();
     let all = rows(&set);
     let (mut r, mut maskable_total) = (0, 0u64);
     for i in 0..windows.len() {
@@ -90,7 +93,10 @@ fn gpt_and_elmo_score_every_labelled_position() {
     let d = data(dir.path());
     for (style, not_scored_per_window) in [(Style::Gpt, 1usize), (Style::Elmo, 0)] {
         let set = ScoringSet::build(style, &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
-        let w = sequences(style, &d.tok, d.held_out(), 32).unwrap();
+        let w = style
+            .tower_style()
+            .sequences(&d.tok, d.held_out(), 32)
+            .unwrap();
         let want: usize = (0..w.len())
             .map(|i| w.ids(i).len() - not_scored_per_window)
             .sum();

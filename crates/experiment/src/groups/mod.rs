@@ -280,11 +280,11 @@ fn embedding_rows(embedding: &[Vec<f32>], ids: &[u32]) -> Result<ica::Matrix> {
 
 /// A word `id` outside the `n` rows of `what` (the embedding, the frequencies).
 fn outside(id: u32, n: usize, what: &str) -> ExperimentError {
-    ExperimentError::Mismatch {
-        run: "the analysed words".into(),
-        data: format!("the {what} of {n} token ids"),
-        why: format!("token id {id} is outside it"),
-    }
+    ExperimentError::mismatch(
+        "the analysed words",
+        format!("the {what} of {n} token ids"),
+        format!("token id {id} is outside it"),
+    )
 }
 
 /// The token ids of the fit's rows: `positions` draws from the words' frequencies, or every
