@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use corpus::{
-    read_documents, Batcher, BatcherConfig, Document, Format, Objective, SyntheticConfig,
-    SyntheticCorpus, TokenCounts, Tokenizer, TrainingData,
+    read_documents, Batcher, BatcherConfig, Document, Format, SyntheticConfig, SyntheticCorpus,
+    TokenCounts, Tokenizer,
 };
 use towers::Style;
 
