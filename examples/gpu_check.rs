@@ -24,8 +24,21 @@
 //!   on CUDA cuBLAS plus our nvcc-compiled kernels) on the target against the CPU's, with PADs:
 //!   hidden states within [`towers_checks::LSTM_VALUE_TOL`], gradients of gx and W_hh within
 //!   [`towers_checks::GRAD_REL_TOL`]. Shapes `tiny` (B 3, T 9, C 8) and `wide` (16, 64, 512).
+//! - `lstm_bf16/<shape>/value`, `/grad`: a tower's two directions as one chained recurrence
+//!   (on CUDA the bf16 op: bf16 GEMMs batched over the chains, f32 gates and cell state) in
+//!   bf16 on the target against the CPU's f32 op: within [`towers_checks::LSTM_BF16_VALUE_TOL`]
+//!   and [`towers_checks::LSTM_BF16_GRAD_TOL`]. Shapes as `lstm/*`, two chains each.
+//! - `attn/f32/{value,grad}`, `attn/bf16/{value,grad}`: multi-head attention (on CUDA our
+//!   kernels, `attention.cu`) at T 128 with 12 heads of 32, causal and not, with PADs, on the
+//!   target against the CPU's fused op in f32: the output and dq, dk, dv within
+//!   [`attention_checks::ATTN_VALUE_TOL`] and [`attention_checks::ATTN_GRAD_TOL`] (bf16:
+//!   [`attention_checks::ATTN_BF16_VALUE_TOL`], [`attention_checks::ATTN_BF16_GRAD_TOL`]).
 //! - `adamw/f32`: three AdamW updates on the target against the CPU, same weights and host-made
 //!   gradients: equal bit for bit (both one fused f32 pass, one rounding per operation).
+//! - `update/f32`, `update/f32/norm`: three clipped AdamW updates of six parameters in one pass
+//!   (on CUDA `adamw_multi.cu`: norm, clip factor and update in three launches) against the
+//!   CPU: weights and moments equal bit for bit, norms within
+//!   [`towers_checks::UPDATE_NORM_TOL`].
 //! - `enc/<model>/f32/{rel,cos}`, `/bf16/{rel,cos}`, `/transformers`: the parity fixtures under
 //!   `--fixtures` and MiniLM (`--minilm`, skipped with `--no-minilm`): pooled embeddings of
 //!   eight texts on the target against the CPU in f32, and the target's against transformers.
@@ -39,6 +52,8 @@
 //! The JSON report (`<out>/gpu_check.json`) lists every check with its result. The exit code is
 //! 1 when any check fails, naming the failed checks; errors are printed as sentences.
 
+#[path = "gpu_check/attention_checks.rs"]
+mod attention_checks;
 mod common;
 #[path = "gpu_check/compare.rs"]
 mod compare;
@@ -157,14 +172,25 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
     checks.extend(guarded("nll", || {
         towers_checks::output_loss_checks(target, seed)
     }));
+    eprintln!("gpu_check: attention");
+    checks.extend(guarded("attn", || {
+        attention_checks::attention_checks(target, seed)
+    }));
     eprintln!("gpu_check: AdamW");
     checks.extend(guarded("adamw", || {
         towers_checks::adamw_checks(target, seed)
+    }));
+    eprintln!("gpu_check: clipping and AdamW in one pass");
+    checks.extend(guarded("update", || {
+        towers_checks::update_checks(target, seed)
     }));
     for name in shapes {
         eprintln!("gpu_check: LSTM recurrence {name}");
         checks.extend(guarded(&format!("lstm/{name}"), || {
             towers_checks::lstm_checks(name, target, seed)
+        }));
+        checks.extend(guarded(&format!("lstm_bf16/{name}"), || {
+            towers_checks::lstm_bf16_checks(name, target, seed)
         }));
     }
     checks

@@ -1,358 +1,345 @@
 #!/usr/bin/env bash
-# What a session lent a GPU runs there (docs/gpu.md), in steps that each fit the device tool's
-# 10-minute call. Runs in the repository root on the GPU machine, with the carried folder .gpu/:
-#   .gpu/bin/<name>.xz   xz-compressed, stripped `--features cuda` builds of gpu_check, reproduce,
-#                        train_step, extract and moments (see docs/gpu.md for the build)
-#   .gpu/data.tar.xz     the shared inputs the protocols read (WikiText-2 train, WikiText-103
-#                        valid/test, the bert-base-uncased tokenizer, UD EWT train)
+# The one device script of a session lent a GPU (docs/gpu.md): at most 7 minutes on an H200,
+# everything it brings back under 16 MiB in four files. Runs in the repository root on the GPU
+# machine, with the carried folder .gpu/ that scripts/gpu_pack.sh makes:
+#   .gpu/bin/<name>.xz   xz-compressed `--features cuda` builds of gpu_check, reproduce and the
+#                        train_step bench (and the others the pack holds), the CUPTI tracer
+#                        libcupti_trace.so and its libcupti.so.13
+#   .gpu/data.tar.xz     the shared inputs the protocols read
 #
-#   scripts/gpu_session.sh setup          unpack; put the data where this checkout's ../shared is
-#   scripts/gpu_session.sh check          gpu_check on the device            -> $OUT/gpu_check.*
-#   scripts/gpu_session.sh throughput     train_step and extract one-shots beside PyTorch
-#                                                                             -> $OUT/throughput.jsonl
-#                                         then `moments`
-#   scripts/gpu_session.sh moments        LMD's moments one-shot: twelve 768-wide models, 8,192
-#                                         rows a batch, on the host's cores (faer) and through
-#                                         the device (cuBLAS f64), and the device's f64 GEMM
-#                                         alone (not yet timed)        -> $OUT/moments.jsonl
-#   scripts/gpu_session.sh speed          train_step one-shots of ELMo and GPT at peer_small
-#                                         (the cpu protocol's towers, V 8192, B 16 x 128, bf16),
-#                                         with the step's forward / backward / update split,
-#                                         with cudarc's event tracking off and on
-#                                         (LMSPLIT_CUDA_EVENTS), the memory pool kept and
-#                                         released (LMSPLIT_CUDA_POOL); GPT at base_2tower B 64
-#                                         ours, ours without our CUDA kernels, both defaults;
-#                                         BERT there with and without our kernels
-#                                         -> $OUT/speed.jsonl
-#   scripts/gpu_session.sh sanitize       gpu_check's two-tower checks at the tiny shapes, 2 steps,
-#                                         under compute-sanitizer's memcheck, initcheck and
-#                                         synccheck (SANITIZE_TOOLS), each cut at
-#                                         SANITIZE_TIMEOUT (150) s: out-of-bounds accesses, reads
-#                                         of memory never written (the kernels' uninitialised
-#                                         outputs), shuffles with lanes missing
-#                                         -> $OUT/sanitize.txt, $OUT/sanitize-TOOL.txt
-#   scripts/gpu_session.sh profile        GPT and ELMo (PROFILE_STYLES) train_step one-shots at
-#                                         base_2tower B 64, bf16, 5 steps, under Nsight Systems
-#                                         (nsys on PATH or NSYS), and its per-kernel summary;
-#                                         says so and fails where the machine has no nsys
-#                                         -> $OUT/profile_STYLE.txt, $OUT/profile.txt
-#   scripts/gpu_session.sh study ONLY     reproduce --protocol cpu --only ONLY (resumable; extra
-#                                         flags in STUDY_FLAGS, e.g. --no-emergence; stopped with
-#                                         SIGTERM, i.e. a checkpoint, after STUDY_TIMEOUT seconds,
-#                                         540 unless set: an outer `timeout` would stop only this
-#                                         script, not the run; output in study-ONLY.{json,err}
-#                                         with commas in ONLY written as _)
-#   scripts/gpu_session.sh fetch LABEL... runs' folders with the final phase-1 weights but no
-#                                         other weights, checkpoints or snapshots (all the
-#                                         tables read, the snapshot heads' scores included), xz
-#                                         in parts of 15 MiB (a file that comes back holds at
-#                                         most 16 MiB), a page of parts a call (what one call
-#                                         brings back: page_out): FETCH_PAGE=K brings page K of
-#                                         the pack that page 0 made (an ELMo run's 88 MB of
-#                                         weights take two calls)
-#                                         -> $OUT/fetch.tar.xz.partNN
-#   scripts/gpu_session.sh snapshot LABEL STEP...
-#                                         the snapshots at STEP... of LABEL, so that the CPU can
-#                                         train the heads a cut call left unfinished there: on
-#                                         the warm machine that trained LABEL, packed as they
-#                                         are (seconds); on a fresh one, phase 1 again from its
-#                                         start up to the last of them, then stopped (the GPU
-#                                         repeats a run bit for bit); a page a call as fetch:
-#                                         SNAP_PAGE=K brings page K (two BERT snapshots or
-#                                         three GPT ones fit page 0; an ELMo snapshot, 88 MB,
-#                                         takes two pages); the phase-1 log of the training
-#                                         that wrote them comes beside them, which the run
-#                                         there must find repeating its own before it adopts
-#                                         them (a fresh machine of another kind, or other
-#                                         kernels, LMSPLIT_CUDA_KERNELS, reach another model)
-#                                         -> $OUT/snap.tar.xz.partNN
-#   scripts/gpu_session.sh pack           the study's tables and run records -> $OUT/study.tar.xz
-#   scripts/gpu_session.sh runs [K]       the runs themselves (records, log-probabilities, final
-#                                         weights, heads' scores), xz in parts of 15 MiB: call K
-#                                         brings page K -> $OUT/runs.tar.xz.partNN
-# Every call carries .gpu afresh, which removes what `setup` unpacked there: the steps that run
-# a binary unpack it first when it is missing.
+#   scripts/gpu_session.sh          every step below, in order, then the summary and the pack
+#   scripts/gpu_session.sh setup    unpack the binaries into .gpu/run; the data where this
+#                                   checkout's ../shared is (what the runs' paths name)
+#   scripts/gpu_session.sh summary  the summary of what $WORK holds, again (no device)
+#
+# The steps, each cut at its time box (timeout; 124 or 137: "timeout"), each recorded as one
+# line of steps.jsonl (name, status ok / failed / timeout / skipped, exit code, seconds, box);
+# a failing step is recorded and the next one runs:
+#   setup                     as above
+#   gpu_check                 the device against the CPU (--no-minilm)           CHECK_S 90
+#   profile/ours/STYLE        the train_step one-shot at base_2tower, B 64, bf16, PROFILE_STEPS
+#                             (3) timed steps, under the CUPTI tracer; its window, sync:-14:-13
+#                             for 3 steps, is exactly the timed steps             PROFILE_S 60
+#   torch/STYLE               the PyTorch peer at the same shape: its timed steps (PEER_STEPS
+#                             10, ELMo 4), then PROFILE_STEPS steps under torch.profiler PEER_S 90
+#   train_step/STYLE/KERNELS  the one-shot (TRAIN_STEPS 5, ELMo 3) with all our kernels on, all
+#                             off, then each switch off alone (LMSPLIT_CUDA_KERNELS=off:NAME;
+#                             SWITCHES_GPT, SWITCHES_BERT, SWITCHES_ELMO): first on and off for
+#                             every style, then this session's switches, then the older ones,
+#                             so that a session short of time loses the older first TRAIN_STEP_S 45
+#   gpt_run                   `reproduce train --protocol gpu --only gpt-s0 --device cuda` from
+#                             scratch: once the phase-1 log reaches GPT_RUN_UPDATES (2000)
+#                             updates (or the session's time runs out) one SIGTERM, which
+#                             checkpoints and exits 75; the updates done (the checkpoint's
+#                             state.json, the manifest's step once phase 1 is over), the rates,
+#                             and phase 1's minutes projected for the protocol's budget
+# Every step's box is also cut to what is left of SESSION_S (400 s) less what later steps are
+# promised: GPT_RUN_S (120) for the run, STOP_S (20) for its stop (then SIGKILL), PACK_S (15)
+# for the summary and the pack; a step with under MIN_STEP_S (5) left is skipped.
+#
+# Out ($OUT, default out/gpu): summary.md (Markdown: the steps, gpu_check, tokens/s, MFU and
+# PyTorch / ours per style and switch, the profiles' GPU-busy shares and top kernels, the run;
+# scripts/gpu_summary.py), steps.jsonl, session.log and session.tar.xz (every step's output,
+# each cut to its last LOG_KIB (256) KiB, the profiles, gpu_check.json, the run's log, state
+# and manifest; left out when over PACK_MIB (12) MiB). Work files in $WORK
+# (/tmp/lmsplit-gpu-session, emptied first).
 set -uo pipefail
+export LC_ALL=C
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
+WORK=${WORK:-/tmp/lmsplit-gpu-session}
 BIN=.gpu/run
-STUDY=${STUDY:-$HOME/runs/cpu-paper}
-export LD_LIBRARY_PATH=$(python3 -c "import glob,os,site;print(':'.join(sorted({os.path.dirname(p) for s in site.getsitepackages() for p in glob.glob(s+'/nvidia/**/lib*.so*',recursive=True)})))"):${LD_LIBRARY_PATH:-}
+SESSION_S=${SESSION_S:-400}
+PACK_S=${PACK_S:-15}
+GPT_RUN_S=${GPT_RUN_S:-120}
+MIN_STEP_S=${MIN_STEP_S:-5}
+CHECK_S=${CHECK_S:-90}
+PROFILE_S=${PROFILE_S:-60}
+PEER_S=${PEER_S:-90}
+TRAIN_STEP_S=${TRAIN_STEP_S:-45}
+SETUP_S=${SETUP_S:-120}
+PROFILE_STEPS=${PROFILE_STEPS:-3}
+PEER_STEPS=${PEER_STEPS:-10}
+TRAIN_STEPS=${TRAIN_STEPS:-5}
+GPT_RUN_UPDATES=${GPT_RUN_UPDATES:-2000}
+STOP_S=${STOP_S:-20}
+POLL_S=${POLL_S:-0.5}
+STYLES=${STYLES:-gpt bert elmo}
+# This session's switches, then the older ones (crates/towers/src/cuda_switch.rs).
+NEW_SWITCHES=${NEW_SWITCHES:-attention update lstm_bf16}
+SWITCHES_GPT=${SWITCHES_GPT:-attention update softmax layer_norm gelu nll adamw}
+SWITCHES_BERT=${SWITCHES_BERT:-attention update softmax layer_norm gelu nll adamw}
+SWITCHES_ELMO=${SWITCHES_ELMO:-lstm_bf16 update lstm layer_norm gelu nll adamw}
+# What the steps before the run leave for it, its stop and the pack.
+RESERVE=$((GPT_RUN_S + STOP_S + PACK_S))
+LD_LIBRARY_PATH=$(python3 -c "import glob,os,site;print(':'.join(sorted({os.path.dirname(p) for s in site.getsitepackages() for p in glob.glob(s+'/nvidia/**/lib*.so*',recursive=True)})))" 2>/dev/null):${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH
+
+now_us() { echo "${EPOCHREALTIME/./}"; }
+T0=$(now_us)
+
+# Seconds (two decimals) since $1 (microseconds).
+since() {
+  local us=$(($(now_us) - $1))
+  printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000))
+}
+
+# Whole seconds left of the session once $1 seconds are kept for later steps.
+left_s() { echo $((SESSION_S - ($(now_us) - T0) / 1000000 - $1)); }
+
+# A step's name as a file name (the device tool brings back letters, digits, '.', '_', '-').
+safe() { echo "$1" | tr '/:,' '___'; }
+
+# record NAME STATUS RC SECONDS BOX: one line of steps.jsonl, and one of session.log.
+record() {
+  printf '{"step":"%s","status":"%s","rc":%s,"seconds":%s,"box":%s}\n' "$@" >>"$WORK/steps.jsonl"
+  printf '%-34s %-8s rc %-4s %8s s  (box %s s)\n' "$@" | tee -a "$WORK/session.log"
+}
+
+# run_step NAME BOX RESERVE CMD...: CMD cut at BOX seconds, or at what is left of the session
+# less RESERVE; its stdout and stderr in logs/NAME.{out,err}.
+run_step() {
+  local name=$1 box=$2 reserve=$3
+  shift 3
+  local left log t rc status
+  left=$(left_s "$reserve")
+  if [ "$left" -lt "$MIN_STEP_S" ]; then
+    record "$name" skipped 0 0 "$box"
+    return 0
+  fi
+  [ "$box" -gt "$left" ] && box=$left
+  log=$WORK/logs/$(safe "$name")
+  t=$(now_us)
+  timeout -k 5 "$box" "$@" >"$log.out" 2>"$log.err"
+  rc=$?
+  case $rc in
+    0) status=ok ;;
+    124 | 137) status=timeout ;;
+    *) status=failed ;;
+  esac
+  record "$name" $status $rc "$(since "$t")" "$box"
+}
 
 setup() {
   mkdir -p $BIN
+  local f b
   for f in .gpu/bin/*.xz; do
     b=$BIN/$(basename "$f" .xz)
-    [ -x "$b" ] || { xz -dc "$f" > "$b" && chmod +x "$b"; }
+    [ -e "$b" ] || { xz -dc "$f" >"$b.tmp" && chmod +x "$b.tmp" && mv "$b.tmp" "$b"; } || return 1
   done
-  # The runs record absolute data paths: make the compile-time ../shared resolve here too, so
-  # that run folders brought back read the same as ones trained beside the checkout.
+  # The runs read their data at the compile-time ../shared: make it resolve here too.
   local shared
   shared=$(cd .. && pwd)/shared
   if [ ! -e "$shared/data/wikitext-2/train.txt" ]; then
-    mkdir -p "$shared" && tar -xJf .gpu/data.tar.xz -C "$shared"
+    mkdir -p "$shared" && tar -xJf .gpu/data.tar.xz -C "$shared" || return 1
   fi
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
 }
 
-ensure_setup() {
-  setup >/dev/null   # idempotent: unpacks only what is missing
+# ONESHOT=(env ...): the train_step one-shot's environment for STYLE at base_2tower, B 64,
+# bf16, STEPS timed steps (more variables and the binary follow it).
+oneshot() {
+  ONESHOT=(env TRAIN_STEP_ONESHOT="$1/base_2tower/$2" TRAIN_STEP_DEVICE=cuda
+    TRAIN_STEP_DTYPE=bf16 TRAIN_STEP_BATCH=64)
 }
 
-check() {
-  ensure_setup
-  $BIN/gpu_check --device cuda --no-minilm --fixtures crates/lmd/tests/fixtures \
-    --out "$OUT/gpu_check" 2>&1 | tee "$OUT/gpu_check.txt"
-}
-
-throughput() {
-  ensure_setup
-  local log=$OUT/throughput.jsonl
-  for dtype in bf16 f32; do
-    for style in gpt bert elmo; do
-      steps=20; [ $style = elmo ] && steps=5
-      TRAIN_STEP_ONESHOT=$style/base_2tower/$steps TRAIN_STEP_DEVICE=cuda \
-        TRAIN_STEP_DTYPE=$dtype TRAIN_STEP_BATCH=64 $BIN/train_step | tail -1 | tee -a "$log"
-    done
-    python3 scripts/peer_two_tower_gpt.py --style gpt --shape base --batch 64 --device cuda \
-      --dtype $dtype --steps 20 | tail -1 | tee -a "$log"
-    python3 scripts/peer_two_tower_gpt.py --style bert --shape base --batch 64 --device cuda \
-      --dtype $dtype --steps 20 | tail -1 | tee -a "$log"
-    python3 scripts/peer_two_tower_elmo.py --shape base_2tower --batch 64 --device cuda \
-      --dtype $dtype --steps 5 | tail -1 | tee -a "$log"
+profiles() {
+  local style tracer window
+  tracer=$(pwd)/$BIN/libcupti_trace.so
+  # The timed steps, counted from the one-shot's last synchronisation (tools/cupti_trace/profile.h).
+  window=sync:-$((4 * PROFILE_STEPS + 2)):-$((4 * PROFILE_STEPS + 1))
+  for style in $STYLES; do
+    oneshot "$style" "$PROFILE_STEPS"
+    run_step "profile/ours/$style" "$PROFILE_S" "$RESERVE" "${ONESHOT[@]}" \
+      CUDA_INJECTION64_PATH="$tracer" LMSPLIT_CUPTI_OUT="$WORK/profile/ours-$style.json" \
+      LMSPLIT_CUPTI_WINDOW="$window" LMSPLIT_CUPTI_STEPS="$PROFILE_STEPS" "$BIN/train_step"
   done
-  # The CPU protocol's shape (peer_small at batch 16) on the GPU: what a protocol run costs.
-  for style in gpt bert elmo; do
-    TRAIN_STEP_ONESHOT=$style/peer_small/20 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-      $BIN/train_step | tail -1 | tee -a "$log"
-  done
-  local bert=/tmp/bert-base-random texts
-  texts=$(cd .. && pwd)/shared/data/wikitext-2/train.txt
-  [ -d $bert ] || python3 scripts/peer_extract.py --random-bert $bert \
-    --tokenizer "$(cd .. && pwd)/shared/data/bert-base-uncased/bert_base_uncased.json"
-  for dtype in bf16 f32; do
-    EXTRACT_ONESHOT=20 EXTRACT_MODEL=$bert EXTRACT_TEXTS=$texts EXTRACT_DEVICE=cuda \
-      EXTRACT_DTYPE=$dtype EXTRACT_BATCH=32 $BIN/extract 2>/dev/null | tail -1 | tee -a "$log"
-    python3 scripts/peer_extract.py --model $bert --texts "$texts" --dtype $dtype --batch 32 \
-      | tail -1 | tee -a "$log"
-  done
-  moments
 }
 
-moments() {
-  ensure_setup
-  # LMD's moments: 8192 rows of twelve 768-wide models a batch, on the host's cores and through
-  # the device's tensor path
-  MOMENTS_ONESHOT=3 MOMENTS_N=8192 LMD_BENCH_D=9216 MOMENTS_DEVICE=cuda $BIN/moments \
-    | tail -1 | tee -a "$OUT/moments.jsonl"
-}
-
-speed() {
-  ensure_setup
-  # each line: cudarc's event tracking off/on and the memory pool kept/released (on, release:
-  # the defaults before 27 Nov)
-  one() { # style shape steps batch events pool [kernels]
-    TRAIN_STEP_ONESHOT=$1/$2/$3 TRAIN_STEP_BATCH=$4 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-      LMSPLIT_CUDA_EVENTS=$5 LMSPLIT_CUDA_POOL=$6 LMSPLIT_CUDA_KERNELS=${7:-on} $BIN/train_step \
-      | tail -1 | tee -a "$OUT/speed.jsonl"
-  }
-  for style in elmo gpt; do
-    one $style peer_small 20 16 off keep
-    one $style peer_small 20 16 on keep
-    one $style peer_small 20 16 off release
-    one $style peer_small 20 16 on release
-  done
-  one gpt base_2tower 10 64 off keep
-  one gpt base_2tower 10 64 off keep off
-  one gpt base_2tower 10 64 on release
-  # BERT leans hardest on the LayerNorm, softmax and GELU kernels: the same A/B
-  one bert base_2tower 10 64 off keep
-  one bert base_2tower 10 64 off keep off
-}
-
-sanitize() {
-  ensure_setup
-  local tool rc verdict
-  for tool in ${SANITIZE_TOOLS:-memcheck initcheck synccheck}; do
-    timeout "${SANITIZE_TIMEOUT:-150}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
-      --print-limit 20 $BIN/gpu_check --device cuda --no-encoders --shapes tiny --steps 2 \
-      --out "$OUT/sanitize-$tool" >"$OUT/sanitize-$tool.txt" 2>&1
-    rc=$?
-    case $rc in
-      0) verdict="clean, every check passed" ;;
-      3) verdict="the sanitizer reported errors" ;;
-      1) verdict="no sanitizer error, but a check failed" ;;
-      124) verdict="cut at ${SANITIZE_TIMEOUT:-150} s" ;;
-      *) verdict="did not run to the end" ;;
+peers() {
+  local style steps
+  for style in $STYLES; do
+    steps=$PEER_STEPS
+    [ "$style" = elmo ] && steps=$(((PEER_STEPS + 2) / 3))
+    local common=(--batch 64 --device cuda --dtype bf16 --steps "$steps"
+      --profile "$WORK/profile/torch-$style.json" --profile-steps "$PROFILE_STEPS")
+    case $style in
+      elmo) run_step "torch/$style" "$PEER_S" "$RESERVE" \
+        python3 scripts/peer_two_tower_elmo.py --shape base_2tower "${common[@]}" ;;
+      *) run_step "torch/$style" "$PEER_S" "$RESERVE" \
+        python3 scripts/peer_two_tower_gpt.py --style "$style" --shape base "${common[@]}" ;;
     esac
-    echo "sanitize $tool: exit $rc, $verdict" | tee -a "$OUT/sanitize.txt"
-    [ $rc = 0 ] || tail -n 25 "$OUT/sanitize-$tool.txt"
   done
 }
 
-profile() {
-  # Kernel by kernel: where a step's time goes on the device (Nsight Systems, when the machine
-  # has it; NSYS names it elsewhere).
-  ensure_setup
-  local nsys=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-systems/*/bin/nsys \
-    /usr/local/cuda/bin/nsys 2>/dev/null | head -1)}
-  if [ -z "$nsys" ] || [ ! -x "$nsys" ]; then
-    echo "profile: no nsys on this machine (PATH, /opt/nvidia/nsight-systems, /usr/local/cuda)" |
-      tee "$OUT/profile.txt"
-    return 1
-  fi
-  local style rep
-  for style in ${PROFILE_STYLES:-gpt elmo}; do
-    rep=/tmp/profile_$style
-    TRAIN_STEP_ONESHOT=$style/base_2tower/5 TRAIN_STEP_DEVICE=cuda TRAIN_STEP_DTYPE=bf16 \
-      TRAIN_STEP_BATCH=64 timeout "${PROFILE_TIMEOUT:-200}" "$nsys" profile --trace=cuda \
-      --sample=none --cpuctxsw=none --force-overwrite=true -o $rep $BIN/train_step \
-      >"$OUT/profile_$style.log" 2>&1
-    echo "profile $style: exit $?" | tee -a "$OUT/profile.txt"
-    # The kernels' summary (named gpukernsum before nsys 2023).
-    "$nsys" stats --report cuda_gpu_kern_sum --format table $rep.nsys-rep >"$OUT/profile_$style.txt" 2>&1 ||
-      "$nsys" stats --report gpukernsum --format table $rep.nsys-rep >"$OUT/profile_$style.txt" 2>&1
-    head -n 30 "$OUT/profile_$style.txt"
-  done
+# The switches of STYLE.
+switches_of() {
+  case $1 in
+    gpt) echo "$SWITCHES_GPT" ;;
+    bert) echo "$SWITCHES_BERT" ;;
+    elmo) echo "$SWITCHES_ELMO" ;;
+  esac
 }
 
-study() {
-  ensure_setup
-  # Files that come back have plain names: no commas.
-  local tag=${1//,/_}
-  # The run's own timeout is the stop that checkpoints: a `timeout` around this script would
-  # signal only the script (GNU timeout puts its child in a process group of its own).
-  # shellcheck disable=SC2086
-  timeout --preserve-status -s TERM "${STUDY_TIMEOUT:-540}" $BIN/reproduce --protocol cpu --out "$STUDY" \
-    --only "$1" ${STUDY_FLAGS:-} --quiet >"$OUT/study-$tag.json" 2>>"$OUT/study-$tag.err"
-  local rc=$?
-  tail -c 3000 "$OUT/study-$tag.err"
-  return $rc
-}
+is_new() { case " $NEW_SWITCHES " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# The files of the runs (or study folders) under $STUDY named by the arguments that a later
-# analysis reads: records, log-probabilities, heads' and snapshots' scores, metrics and the
-# final phase-1 weights (the word groups read the shared embedding); not the optimiser states,
-# the phase-1 weight snapshots or the heads' weights, which are large and only resume training.
-run_files() {
-  (cd "$STUDY" && find "$@" -type f ! -name '*.lock' ! -name '*.tmp' ! -name '*.safetensors' |
-    grep -v -e '/checkpoint/' -e '/snapshots/'
-    find "$@" -path '*/phase1/checkpoint/weights.safetensors')
-}
-
-# Copies page K of the pack DIR/NAME.partNN into $OUT and says what is left. A page is the
-# next parts in order, as many as one call brings back: at most 8 files, PAGE_MIB (64) MiB
-# together. HINT is the command that brings the next page.
-page_out() {
-  local name=$1 dir=$2 k=$3 hint=$4
-  local parts=("$dir/$name".part*) cap=$((${PAGE_MIB:-64} << 20))
-  local page=0 used=0 n=0 first=-1 last=-1 i size
-  for i in "${!parts[@]}"; do
-    size=$(stat -c %s "${parts[$i]}")
-    if [ $n -gt 0 ] && { [ $((used + size)) -gt $cap ] || [ $n -ge 8 ]; }; then
-      page=$((page + 1)) used=0 n=0
-    fi
-    used=$((used + size)) n=$((n + 1))
-    if [ "$page" = "$k" ]; then
-      [ $first -lt 0 ] && first=$i
-      last=$i
-    fi
-  done
-  if [ $first -lt 0 ]; then
-    echo "$name: no page $k: the pack has pages 0 to $page" >&2
-    return 1
-  fi
-  echo "$name: ${#parts[@]} parts in all, pages 0 to $page; this call brings page $k (parts $first to $last)"
-  [ "$k" -lt $page ] && echo "$name: more left: $hint"
-  for i in $(seq $first $last); do cp "${parts[$i]}" "$OUT/"; done
-  ls -la "$OUT"
-}
-
-# Fails saying how to make it when DIR holds no pack NAME (a later page asked of a fresh machine).
-have_pack() {
-  [ -e "$2/$1.part00" ] && return 0
-  echo "$1: no pack on this machine (a fresh one?): run $3 first" >&2
-  return 1
-}
-
-fetch() {
-  local k=${FETCH_PAGE:-0} dir=${FETCH_PACK_DIR:-/tmp/fetch-pack}
-  if [ "$k" = 0 ]; then
-    local l
-    for l in "$@"; do
-      [ -d "$STUDY/$l" ] || { echo "fetch: no run $l in $STUDY" >&2; return 1; }
+sweep() {
+  local style sw steps round
+  one() { # style kernels
+    steps=$TRAIN_STEPS
+    [ "$1" = elmo ] && steps=$(((TRAIN_STEPS + 1) / 2))
+    local value=$2
+    case $2 in on | off) ;; *) value=off:$2 ;; esac
+    oneshot "$1" "$steps"
+    run_step "train_step/$1/$2" "$TRAIN_STEP_S" "$RESERVE" "${ONESHOT[@]}" \
+      LMSPLIT_CUDA_KERNELS="$value" "$BIN/train_step"
+  }
+  for style in $STYLES; do one "$style" on; one "$style" off; done
+  for round in new old; do
+    for style in $STYLES; do
+      for sw in $(switches_of "$style"); do
+        local kind=old
+        is_new "$sw" && kind=new
+        [ $kind = $round ] && one "$style" "$sw"
+      done
     done
-    rm -rf "$dir" && mkdir -p "$dir"
-    run_files "$@" | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
-      split -b "${FETCH_PART_MB:-15}M" -d -a 2 - "$dir/fetch.tar.xz.part" ||
-      { echo "fetch: packing failed" >&2; rm -rf "$dir"; return 1; }
-  fi
-  have_pack fetch.tar.xz $dir "fetch with FETCH_PAGE=0" &&
-    page_out fetch.tar.xz $dir "$k" "FETCH_PAGE=$((k + 1)) fetch $*"
-}
-
-snapshot() {
-  local k=${SNAP_PAGE:-0} dir=${SNAP_PACK_DIR:-/tmp/snap-pack} all="$*"
-  if [ "$k" = 0 ]; then
-    snapshot_pack "$dir" "$@" || return 1
-  fi
-  have_pack snap.tar.xz $dir "snapshot with SNAP_PAGE=0" &&
-    page_out snap.tar.xz $dir "$k" "SNAP_PAGE=$((k + 1)) snapshot $all"
-}
-
-# The snapshots at STEP... of LABEL (training up to the last of them when they are not there),
-# with the phase-1 log of the training that wrote them beside them as step-<LAST>.metrics.jsonl
-# (a run here adopts them only when that log repeats its own: experiment::brought_snapshots),
-# packed into DIR/snap.tar.xz.partNN.
-snapshot_pack() {
-  local dir=$1 label=$2 f last=0 s
-  shift 2
-  local files=()
-  for s in "$@"; do
-    files+=("$label/phase1/snapshots/step-$(printf %07d "$s").safetensors")
-    [ "$s" -gt "$last" ] && last=$s
   done
-  # Snapshots are written in order: the last one there means every earlier one is.
-  f=$label/phase1/snapshots/step-$(printf %07d "$last").safetensors
-  # On the warm machine that trained the run the snapshots are all there: pack them (seconds).
-  if [ ! -f "$STUDY/$f" ]; then
-    STUDY_TIMEOUT=${STUDY_TIMEOUT:-300} study "$label" &
-    local pid=$!
-    while [ ! -f "$STUDY/$f" ] && kill -0 $pid 2>/dev/null; do sleep 0.5; done
-    # SIGTERM to this step's own `timeout`, which passes it on to its run (a checkpoint).
-    pkill -TERM -P $pid timeout
-    wait $pid
-  fi
-  for f in "${files[@]}"; do
-    [ -f "$STUDY/$f" ] || { echo "no snapshot $f" >&2; return 1; }
-  done
-  rm -rf "$dir" && mkdir -p "$dir"
-  local log=$label/phase1/metrics.jsonl
-  local beside=$label/phase1/snapshots/step-$(printf %07d "$last").metrics.jsonl
-  (cd "$STUDY" && tar -cf - --transform="s|^$log\$|$beside|" "$log" "${files[@]}") | xz -1 -T0 |
-    split -b "${SNAP_PART_MB:-15}M" -d -a 2 - "$dir/snap.tar.xz.part"
 }
 
+# The phase-1 step of the last line of LOG that has one ("step":N), or 0.
+log_step() {
+  [ -f "$1" ] || { echo 0; return; }
+  local s
+  s=$(tail -n 4 "$1" | grep -o '"step":[0-9]*' | tail -1 | cut -d: -f2)
+  echo "${s:-0}"
+}
+
+gpt_run() {
+  local name=gpt_run dir=$WORK/gpt-run left box
+  # Its box ends where its stop (STOP_S at most) and the pack still fit the session.
+  left=$(left_s $((PACK_S + STOP_S)))
+  box=$left
+  if [ "$left" -lt "$MIN_STEP_S" ]; then
+    record $name skipped 0 0 "$GPT_RUN_S"
+    return 0
+  fi
+  # From scratch: a checkpoint left by an earlier call would resume, not time the first updates.
+  rm -rf "$dir"
+  local log=$WORK/logs/$name metrics=$dir/gpt-s0/phase1/metrics.jsonl
+  local t pid step=0 first_step=0 first_us=0 stop_us rc reason=updates
+  t=$(now_us)
+  "$BIN/reproduce" train --protocol gpu --out "$dir" --only gpt-s0 --device cuda \
+    >"$log.out" 2>"$log.err" &
+  pid=$!
+  while :; do
+    if ! kill -0 $pid 2>/dev/null; then reason=exited; break; fi
+    step=$(log_step "$metrics")
+    if [ "$step" -gt 0 ] && [ "$first_us" = 0 ]; then first_us=$(now_us) first_step=$step; fi
+    [ "$step" -ge "$GPT_RUN_UPDATES" ] && break
+    if [ $((($(now_us) - t) / 1000000)) -ge "$box" ]; then reason=box; break; fi
+    sleep "$POLL_S"
+  done
+  stop_us=$(now_us)
+  # One SIGTERM (a second one would kill it: the run's handler lets only the first through):
+  # the run checkpoints at its next update and exits 75.
+  [ $reason = exited ] || kill -TERM $pid 2>/dev/null
+  local waited=0
+  while kill -0 $pid 2>/dev/null && [ $waited -lt $((STOP_S * 10)) ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+  done
+  kill -0 $pid 2>/dev/null && kill -KILL $pid
+  wait $pid
+  rc=$?
+  local status=ok
+  case $reason:$rc in
+    updates:75 | box:75) ;;
+    *) status=failed ;;
+  esac
+  python3 - "$dir/gpt-s0" "$log.err" "$metrics" >"$WORK/gpt_run.json" <<EOF
+import json, re, sys
+run, err, metrics = sys.argv[1:]
+def load(p):
+    try:
+        with open(p) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+state, manifest = load(run + "/phase1/checkpoint/state.json"), load(run + "/manifest.json")
+said = re.findall(r"stopped on request after update (\d+)", open(err, errors="replace").read())
+last = {}
+try:
+    for line in open(metrics):
+        if '"tokens_per_s"' in line:
+            last = json.loads(line)
+except (OSError, ValueError):
+    pass
+print(json.dumps({
+    "updates_asked": $GPT_RUN_UPDATES, "stop": "$reason", "rc": $rc,
+    "manifest_step": manifest.get("step"), "checkpoint_step": state.get("step"),
+    "said_step": int(said[-1]) if said else None, "log_step": $step,
+    "first_log_step": $first_step, "seconds_to_stop": ($stop_us - $t) / 1e6,
+    "seconds_to_first_log": ($first_us - $t) / 1e6 if $first_us else None,
+    "seconds_logged": ($stop_us - $first_us) / 1e6 if $first_us else None,
+    "checkpoint_tokens": state.get("tokens"), "checkpoint_elapsed_s": state.get("elapsed_s"),
+    "total_steps": last.get("total_steps") or state.get("total_steps"),
+    "log_tokens_per_s": last.get("tokens_per_s"),
+}))
+EOF
+  record $name $status $rc "$(since "$t")" "$box"
+}
+
+# Brings back at most four files, under 16 MiB together: the summary, the step records, the
+# log and one xz'd tar of the rest.
 pack() {
-  (cd "$STUDY" && find . -maxdepth 2 \( -name '*.md' -o -name '*.csv' -o -name '*.png' \
-    -o -name 'study.json' -o -name 'run.json' -o -name 'emergence.json' \
-    -o -name '*scoring_set.json' \) -print0 | tar --null -cJf - -T -) >"$OUT/study.tar.xz"
-  ls -la "$OUT"
-}
-
-runs() {
-  # The whole study, as `fetch` brings runs (run_files).
-  local k=${1:-0} dir=/tmp/runs-pack
-  # Page 0 packs afresh (a study trained since must not get an older pack back).
-  if [ "$k" = 0 ] || [ ! -e "$dir/done" ]; then
-    rm -rf "$dir" && mkdir -p "$dir"
-    run_files . | (cd "$STUDY" && tar -cf - -T -) | xz -6 -T0 |
-      split -b 15M -d -a 2 - "$dir/runs.tar.xz.part" ||
-      { echo "runs: packing failed" >&2; rm -rf "$dir"; return 1; }
-    touch "$dir/done"
+  mkdir -p "$OUT"
+  local keep=$WORK/pack f
+  rm -rf "$keep" && mkdir -p "$keep/logs"
+  for f in "$WORK"/logs/*; do
+    [ -f "$f" ] && tail -c "$((${LOG_KIB:-256} * 1024))" "$f" >"$keep/logs/$(basename "$f")"
+  done
+  cp -r "$WORK/profile" "$keep/" 2>/dev/null
+  cp "$WORK/gpt_run.json" "$WORK/gpu_check/gpu_check.json" "$keep/" 2>/dev/null
+  for f in phase1/metrics.jsonl phase1/checkpoint/state.json manifest.json; do
+    [ -f "$WORK/gpt-run/gpt-s0/$f" ] && tail -c 1048576 "$WORK/gpt-run/gpt-s0/$f" \
+      >"$keep/gpt_run-$(safe "$f")"
+  done
+  tar -C "$keep" -cJf "$OUT/session.tar.xz" . 2>/dev/null
+  if [ "$(stat -c %s "$OUT/session.tar.xz" 2>/dev/null || echo 0)" -gt $((${PACK_MIB:-12} << 20)) ]; then
+    echo "pack: session.tar.xz over ${PACK_MIB:-12} MiB: left out" | tee -a "$WORK/session.log"
+    rm -f "$OUT/session.tar.xz"
   fi
-  page_out runs.tar.xz $dir "$k" "runs $((k + 1))"
+  cp "$WORK/summary.md" "$WORK/steps.jsonl" "$OUT/" 2>/dev/null
+  tail -c 1048576 "$WORK/session.log" >"$OUT/session.log"
 }
 
-"$@"
+summary() {
+  python3 scripts/gpu_summary.py "$WORK" >"$WORK/summary.md.tmp" 2>>"$WORK/session.log" &&
+    mv "$WORK/summary.md.tmp" "$WORK/summary.md" ||
+    echo "summary: scripts/gpu_summary.py failed" | tee -a "$WORK/session.log"
+}
+
+all() {
+  rm -rf "$WORK"
+  mkdir -p "$WORK/logs" "$WORK/profile"
+  : >"$WORK/steps.jsonl"
+  run_step setup "$SETUP_S" "$RESERVE" bash scripts/gpu_session.sh setup
+  run_step gpu_check "$CHECK_S" "$RESERVE" "$BIN/gpu_check" --device cuda \
+    --no-minilm --fixtures crates/lmd/tests/fixtures --out "$WORK/gpu_check"
+  profiles
+  peers
+  sweep
+  gpt_run
+  summary
+  pack
+  echo "session: $(since "$T0") s; $OUT:" && ls -la "$OUT"
+  [ -f "$WORK/summary.md" ] && cat "$WORK/summary.md"
+  return 0
+}
+
+case ${1:-all} in
+  all) all ;;
+  setup) setup ;;
+  summary) summary && cat "$WORK/summary.md" ;;
+  *) echo "gpu_session: no step $1 (all, setup, summary)" >&2; exit 2 ;;
+esac

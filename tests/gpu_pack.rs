@@ -41,6 +41,10 @@ fn pack_dirs() -> Pack {
     for e in ["gpu_check", "reproduce", "two_tower"] {
         fs::write(rel.join("examples").join(e), format!("example {e}")).unwrap();
     }
+    let tracer = target.join("cupti_trace");
+    fs::create_dir_all(&tracer).unwrap();
+    fs::write(tracer.join("libcupti_trace.so"), "the tracer").unwrap();
+    fs::write(tracer.join("libcupti.so.13"), "CUPTI").unwrap();
     fs::write(rel.join("deps/train_step-0123abcd"), "old train_step").unwrap();
     fs::write(rel.join("deps/extract-4567ef01"), "extract").unwrap();
     fs::write(rel.join("deps/moments-89abcdef"), "moments").unwrap();
@@ -96,6 +100,8 @@ fn the_pack_holds_each_binary_at_its_newest_build_and_the_data() {
         [
             "extract.xz",
             "gpu_check.xz",
+            "libcupti.so.13.xz",
+            "libcupti_trace.so.xz",
             "moments.xz",
             "reproduce.xz",
             "train_step.xz",
@@ -104,6 +110,8 @@ fn the_pack_holds_each_binary_at_its_newest_build_and_the_data() {
     );
     assert_eq!(unxz(&bin.join("train_step.xz")), "new train_step");
     assert_eq!(unxz(&bin.join("reproduce.xz")), "example reproduce");
+    assert_eq!(unxz(&bin.join("libcupti_trace.so.xz")), "the tracer");
+    assert_eq!(unxz(&bin.join("libcupti.so.13.xz")), "CUPTI");
     let listing = Command::new("tar")
         .arg("-tJf")
         .arg(p.repo.join(".gpu/data.tar.xz"))
@@ -143,38 +151,108 @@ art moments bench $T/deps/moments-89abcdef
 echo '{"reason":"build-finished","success":true}'
 "#;
 
-#[test]
-fn a_build_packs_the_binaries_cargo_names_not_the_newest_of_a_name() {
-    let p = pack_dirs();
+/// A stand-in C++ compiler: writes the command line it was given to its `-o` file; fails when
+/// `$CXX_FAILS` is set.
+const FAKE_CXX: &str = r#"#!/usr/bin/env bash
+[ -n "${CXX_FAILS:-}" ] && { echo "cupti.h: no such file" >&2; exit 1; }
+out=; prev=
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+echo "$*" > "$out"
+"#;
+
+/// A build's stand-ins beside the checkout: `cargo` and `c++` on a PATH of their own, and a
+/// `cuda-env.sh` that sets the target dir and a CUDA root holding CUPTI. Returns the PATH.
+fn fake_build(p: &Pack) -> String {
     let root = p.repo.parent().unwrap();
-    let rel = p.target.join("release");
-    fs::write(rel.join("examples/lmd_table"), "example lmd_table").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(20));
-    fs::write(rel.join("deps/moments-00000000"), "lmd's moments test").unwrap();
     let bin = root.join("fakebin");
     fs::create_dir_all(&bin).unwrap();
     fs::write(bin.join("cargo"), FAKE_CARGO).unwrap();
+    fs::write(bin.join("fake-c++"), FAKE_CXX).unwrap();
+    let cu = root.join("cu13");
+    fs::create_dir_all(cu.join("include")).unwrap();
+    fs::create_dir_all(cu.join("lib")).unwrap();
+    fs::write(cu.join("include/cupti.h"), "").unwrap();
+    fs::write(cu.join("lib/libcupti.so.13"), "CUPTI of the wheels").unwrap();
     let tools = root.join("shared/tools");
     fs::create_dir_all(&tools).unwrap();
     fs::write(
         tools.join("cuda-env.sh"),
-        format!("export CARGO_TARGET_DIR={}\n", p.target.display()),
+        format!(
+            "export CARGO_TARGET_DIR={} CUDA_ROOT={}\n",
+            p.target.display(),
+            cu.display()
+        ),
     )
     .unwrap();
-    Command::new("chmod")
-        .args(["+x"])
-        .arg(bin.join("cargo"))
-        .status()
-        .unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let out = Command::new("bash")
+    for f in ["cargo", "fake-c++"] {
+        Command::new("chmod")
+            .args(["+x"])
+            .arg(bin.join(f))
+            .status()
+            .unwrap();
+    }
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+fn build(p: &Pack, env: &[(&str, &str)]) -> Output {
+    let path = fake_build(p);
+    Command::new("bash")
         .arg(p.repo.join("scripts/gpu_pack.sh"))
         .env("PATH", path)
+        .env("CXX", "fake-c++")
         .env_remove("CARGO_TARGET_DIR")
         .env("LMSPLIT_GPU_CACHE", &p.cache)
         .env("STRIP", "true")
+        .envs(env.iter().copied())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_build_builds_the_tracer_against_the_wheels_cupti_and_packs_that_cupti_beside_it() {
+    let p = pack_dirs();
+    let out = build(&p, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packed = p.repo.join(".gpu/bin");
+    let cmd = unxz(&packed.join("libcupti_trace.so.xz"));
+    for part in [
+        "tools/cupti_trace/cupti_trace.cpp tools/cupti_trace/profile.cpp",
+        "-shared -fPIC",
+        "-static-libstdc++",
+        "-l:libcupti.so.13",
+        "-rpath,$ORIGIN",
+    ] {
+        assert!(cmd.contains(part), "{part} not in {cmd}");
+    }
+    assert!(cmd.contains("cu13/include"), "{cmd}");
+    assert_eq!(
+        unxz(&packed.join("libcupti.so.13.xz")),
+        "CUPTI of the wheels"
+    );
+}
+
+#[test]
+fn a_tracer_that_does_not_build_stops_the_pack() {
+    let p = pack_dirs();
+    let out = build(&p, &[("CXX_FAILS", "1")]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the CUPTI tracer did not build"), "{err}");
+    assert!(!p.repo.join(".gpu/bin").exists(), "a partial pack was made");
+}
+
+#[test]
+fn a_build_packs_the_binaries_cargo_names_not_the_newest_of_a_name() {
+    let p = pack_dirs();
+    let rel = p.target.join("release");
+    fs::write(rel.join("examples/lmd_table"), "example lmd_table").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::write(rel.join("deps/moments-00000000"), "lmd's moments test").unwrap();
+    let out = build(&p, &[]);
     assert!(
         out.status.success(),
         "{}",

@@ -1,39 +1,109 @@
-//! Process-level: the steps of `scripts/gpu_session.sh` that a lent GPU session runs once and
-//! cannot redo, on a stand-in for the CUDA `reproduce` (a shell script that trains nothing),
-//! in a copy of the script with its own `.gpu/` and `../shared/`. A step that brings back the
-//! wrong files, or waits on the wrong process, costs the session's device time.
+//! Process-level: `scripts/gpu_session.sh`, the one script a session lent a GPU runs, on
+//! stand-ins for the CUDA binaries (`gpu_check`, the `train_step` one-shot, `reproduce`, the
+//! CUPTI tracer) and the PyTorch peers (shell and Python scripts that compute nothing), in a copy
+//! of the script with its own `.gpu/` and `../shared/`. It must run every step in order, record
+//! a failing or hanging step and go on, keep to its time boxes and its session's deadline, stop
+//! the GPT run with one SIGTERM and read the updates it did, and bring back at most 8 files under
+//! 16 MiB: a session that overruns or brings back nothing costs its device time.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
-/// The stand-in `reproduce`: `--protocol cpu --out STUDY --only LABEL ...` lays out LABEL's run
-/// folder as a finished run of the protocol would, writes the 1/2 snapshot after a moment, then
-/// waits up to 5 s for SIGTERM (its record says whether one came) and exits 75, as a
-/// checkpointed run does, or 0 when none came.
+/// Every stand-in appends its command line to `$CALLS`, so that the test sees the order.
+/// The `train_step` one-shot: fails with `lstm_bf16` off (a switch this build lacks), hangs with
+/// `attention` off when `$HANG` is set, writes 40 MiB with `gelu` off when `$SPEW` is; under
+/// the tracer (`CUDA_INJECTION64_PATH`, which must name the unpacked tracer) writes the profile
+/// the tracer would (13 synchronisations for BERT, one short); prints the one-shot's JSON line
+/// (half the rate with every kernel off).
+const FAKE_TRAIN_STEP: &str = r#"#!/usr/bin/env bash
+echo "train_step $TRAIN_STEP_ONESHOT ${LMSPLIT_CUDA_KERNELS:-} ${CUDA_INJECTION64_PATH:+traced}" >> "$CALLS"
+[ "$TRAIN_STEP_DEVICE $TRAIN_STEP_DTYPE $TRAIN_STEP_BATCH" = "cuda bf16 64" ] || exit 4
+case ${LMSPLIT_CUDA_KERNELS:-} in
+  off:lstm_bf16) echo "no CUDA kernel \"lstm_bf16\"" >&2; exit 1 ;;
+  off:attention) [ -n "${HANG:-}" ] && exec sleep 30 ;;
+  off:gelu) [ -n "${SPEW:-}" ] && head -c $((40 << 20)) /dev/urandom ;;
+esac
+[ -n "${SLOW:-}" ] && sleep "$SLOW"
+if [ -n "${CUDA_INJECTION64_PATH:-}" ]; then
+  [ -f "$CUDA_INJECTION64_PATH" ] || exit 3
+  syncs=14; [ "${TRAIN_STEP_ONESHOT%%/*}" = bert ] && syncs=13
+  printf '{"tool":"cupti","window":"%s","window_found":true,"syncs":'$syncs',"steps":%s,"span_ns":300000000,"busy_ns":240000000,"busy_share":0.8,"kernel_count":3000,"kernel_ns":230000000,"memcpy_count":3,"memcpy_ns":6000000,"memset_count":3,"memset_ns":3000000,"incomplete":0,"dropped":0,"kernels":[{"name":"sm90_gemm|bf16","count":900,"total_ns":150000000,"mean_ns":166666},{"name":"softmax_nll_fwd","count":3,"total_ns":80000000,"mean_ns":26666666}]}\n' \
+    "$LMSPLIT_CUPTI_WINDOW" "$LMSPLIT_CUPTI_STEPS" > "$LMSPLIT_CUPTI_OUT"
+fi
+tps=100000; [ "${LMSPLIT_CUDA_KERNELS:-}" = off ] && tps=50000
+echo "warming up"
+echo "{\"style\":\"${TRAIN_STEP_ONESHOT%%/*}\",\"tokens_per_s\":$tps,\"mfu\":0.0346,\"s_per_step\":0.0819,\"forward_s\":0.02,\"backward_s\":0.05,\"update_s\":0.0119,\"model_gflop_per_token\":0.341}"
+"#;
+
+/// `gpu_check --device cuda ... --out DIR`: its report with one failed check.
+const FAKE_GPU_CHECK: &str = r#"#!/usr/bin/env bash
+echo "gpu_check $*" >> "$CALLS"
+out=${@: -1}
+mkdir -p "$out"
+echo '{"passed":false,"n_checks":98,"failed":["train/gpt/wide/bf16"],"notices":[],"checks":[]}' > "$out/gpu_check.json"
+echo "train/gpt/wide/bf16 ... FAIL"
+exit 1
+"#;
+
+/// `reproduce train --protocol gpu --out DIR --only gpt-s0 --device cuda`: lays out the run,
+/// logs 10 updates a line every few milliseconds after a moment's start-up, and on SIGTERM
+/// writes its checkpoint's state (the updates done), says so as the real run does, and exits
+/// 75; a second SIGTERM kills it before its checkpoint. Its manifest keeps step 0, as a real
+/// one does until phase 1 ends.
 const FAKE_REPRODUCE: &str = r#"#!/usr/bin/env bash
-out=$4; run=$out/$6
-mkdir -p $run/phase1/checkpoint $run/phase1/snapshots $run/heads $run/emergence/step-0000488
-for f in run.json logprobs.json phase1/metrics.jsonl phase1/checkpoint/weights.safetensors \
-  phase1/checkpoint/optimizer.safetensors phase1/snapshots/step-0000488.safetensors \
-  heads/metrics.jsonl heads/checkpoint.safetensors emergence/step-0000488/logprobs-1002.json \
-  run.lock; do echo "$f" > $run/$f; done
-trap 'echo term >> $run/signals; exit 75' TERM
+echo "reproduce $*" >> "$CALLS"
+run=$5/$7
+mkdir -p "$run/phase1"
+echo '{"version":1,"stage":"Phase1","step":0}' > "$run/manifest.json"
+step=0
+term() {
+  # As the real run's handler: a second SIGTERM while the checkpoint is written kills it.
+  trap - TERM
+  echo term >> "$run/signals"
+  sleep 0.2
+  mkdir -p "$run/phase1/checkpoint"
+  echo "{\"step\":$step,\"tokens\":$((step * 8192)),\"elapsed_s\":$((step / 20))}" > "$run/phase1/checkpoint/state.json"
+  echo "stopped on request after update $step; checkpoint written to $run/phase1/checkpoint: run the same command again to resume" >&2
+  exit 75
+}
+trap term TERM
 sleep 0.3
-echo weights > $run/phase1/snapshots/step-0001954.safetensors.tmp
-mv $run/phase1/snapshots/step-0001954.safetensors.tmp $run/phase1/snapshots/step-0001954.safetensors
-for _ in $(seq 50); do sleep 0.1; done
+while [ $step -lt 1000000 ]; do
+  step=$((step + 10))
+  echo "{\"grad_norm\":1.0,\"loss\":5.0,\"lr\":0.001,\"step\":$step,\"tokens\":$((step * 8192)),\"tokens_per_s\":163840.0,\"total_steps\":24415}" >> "$run/phase1/metrics.jsonl"
+  sleep 0.005
+done
 exit 0
 "#;
 
-/// A checkout holding only the script and `.gpu/bin/reproduce.xz`, beside a `shared/` with the
-/// data file `setup` looks for (so it unpacks no data).
+/// A PyTorch peer: its timed rate and, with `--profile`, the profile torch.profiler would write.
+const FAKE_PEER: &str = r#"import json, os, sys
+args = sys.argv[1:]
+with open(os.environ["CALLS"], "a") as f:
+    f.write(" ".join(["peer", os.path.basename(sys.argv[0])] + args) + "\n")
+style = args[args.index("--style") + 1] if "--style" in args else "elmo"
+steps = int(args[args.index("--profile-steps") + 1])
+p = {"tool": "torch.profiler", "window": f"{steps} profiled steps", "window_found": True,
+     "syncs": 0, "steps": steps, "span_ns": 60000000, "busy_ns": 57000000, "busy_share": 0.95,
+     "kernel_count": 900, "kernel_ns": 56000000, "memcpy_count": 0, "memcpy_ns": 0,
+     "memset_count": 3, "memset_ns": 1000000, "incomplete": 0, "dropped": 0,
+     "kernels": [{"name": "flash_fwd", "count": 72, "total_ns": 20000000, "mean_ns": 277777}]}
+with open(args[args.index("--profile") + 1], "w") as f:
+    json.dump(p, f)
+print(json.dumps({"style": style, "tokens_per_s": 300000.0, "s_per_step": 0.0273,
+                  "profile_busy_share": 0.95}))
+"#;
+
+/// A checkout holding the script, the summary, stand-in peers and a `.gpu/` of stand-ins,
+/// beside a `shared/` with the data file `setup` looks for (so it unpacks no data).
 struct Session {
     _tmp: tempfile::TempDir,
     repo: PathBuf,
-    study: PathBuf,
     out: PathBuf,
+    work: PathBuf,
+    calls: PathBuf,
 }
 
 fn session() -> Session {
@@ -41,22 +111,36 @@ fn session() -> Session {
     let repo = tmp.path().join("repo");
     fs::create_dir_all(repo.join("scripts")).unwrap();
     fs::create_dir_all(repo.join(".gpu/bin")).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/gpu_session.sh");
-    fs::copy(&script, repo.join("scripts/gpu_session.sh")).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for f in ["gpu_session.sh", "gpu_summary.py"] {
+        fs::copy(root.join("scripts").join(f), repo.join("scripts").join(f)).unwrap();
+    }
+    for f in ["peer_two_tower_gpt.py", "peer_two_tower_elmo.py"] {
+        fs::write(repo.join("scripts").join(f), FAKE_PEER).unwrap();
+    }
+    pack_binary(&repo, "train_step", FAKE_TRAIN_STEP);
+    pack_binary(&repo, "gpu_check", FAKE_GPU_CHECK);
     pack_binary(&repo, "reproduce", FAKE_REPRODUCE);
+    pack_binary(&repo, "libcupti_trace.so", "the tracer");
+    pack_binary(&repo, "libcupti.so.13", "CUPTI");
     let data = tmp.path().join("shared/data/wikitext-2");
     fs::create_dir_all(&data).unwrap();
     fs::write(data.join("train.txt"), "text").unwrap();
-    let (study, out) = (tmp.path().join("study"), tmp.path().join("out"));
+    let (out, work, calls) = (
+        tmp.path().join("out"),
+        tmp.path().join("work"),
+        tmp.path().join("calls.txt"),
+    );
     Session {
         _tmp: tmp,
         repo,
-        study,
         out,
+        work,
+        calls,
     }
 }
 
-/// Packs `script` as `.gpu/bin/<name>.xz` of `repo`, as the build packs a CUDA binary.
+/// Packs `script` as `.gpu/bin/<name>.xz` of `repo`, as the pack packs a CUDA binary.
 fn pack_binary(repo: &Path, name: &str, script: &str) {
     let plain = repo.join(format!("../{name}"));
     fs::write(&plain, script).unwrap();
@@ -68,433 +152,307 @@ fn pack_binary(repo: &Path, name: &str, script: &str) {
     fs::write(repo.join(format!(".gpu/bin/{name}.xz")), xz.stdout).unwrap();
 }
 
-impl Session {
-    fn step(&self, args: &[&str]) -> Output {
-        self.step_with(args, &[])
-    }
+/// One step record of steps.jsonl.
+#[derive(Debug)]
+struct Step {
+    name: String,
+    status: String,
+    rc: i64,
+    seconds: f64,
+    boxed: f64,
+}
 
-    /// A step with extra environment variables; `fetch` and `snapshot` pack under the session's
-    /// folder.
-    fn step_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        Command::new("bash")
+impl Session {
+    /// The whole script, with extra environment variables; its output and wall time.
+    fn run(&self, env: &[(&str, &str)]) -> (Output, Duration) {
+        let t = Instant::now();
+        let o = Command::new("bash")
             .arg(self.repo.join("scripts/gpu_session.sh"))
-            .args(args)
             .env("OUT", &self.out)
-            .env("STUDY", &self.study)
-            .env("STUDY_TIMEOUT", "30")
-            .env("FETCH_PACK_DIR", self.repo.join("../fetch-pack"))
-            .env("SNAP_PACK_DIR", self.repo.join("../snap-pack"))
+            .env("WORK", &self.work)
+            .env("CALLS", &self.calls)
+            .env("POLL_S", "0.05")
             .envs(env.iter().copied())
             .output()
-            .unwrap()
+            .unwrap();
+        (o, t.elapsed())
     }
 
-    /// The paths in the xz'd tar parts `out/<prefix>.partN`, in order.
-    fn listing(&self, prefix: &str) -> BTreeSet<String> {
-        self.untar(prefix, "-t")
+    fn steps(&self) -> Vec<Step> {
+        fs::read_to_string(self.work.join("steps.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                Step {
+                    name: v["step"].as_str().unwrap().into(),
+                    status: v["status"].as_str().unwrap().into(),
+                    rc: v["rc"].as_i64().unwrap(),
+                    seconds: v["seconds"].as_f64().unwrap(),
+                    boxed: v["box"].as_f64().unwrap(),
+                }
+            })
+            .collect()
+    }
+
+    fn calls(&self) -> Vec<String> {
+        fs::read_to_string(&self.calls)
+            .unwrap()
             .lines()
             .map(str::to_string)
             .collect()
     }
 
-    /// The text of `path` in the xz'd tar parts `out/<prefix>.partN`.
-    fn file_in(&self, prefix: &str, path: &str) -> String {
-        self.untar(prefix, &format!("-xO '{path}'"))
-    }
-
-    /// What `tar <args>` prints of the xz'd tar parts `out/<prefix>.partN`, in order.
-    fn untar(&self, prefix: &str, args: &str) -> String {
-        let mut parts: Vec<PathBuf> = fs::read_dir(&self.out)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(prefix))
-            .collect();
-        parts.sort();
-        assert!(!parts.is_empty(), "no {prefix} parts in {:?}", self.out);
-        let cat = parts
-            .iter()
-            .map(|p| format!("'{}'", p.display()))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let tar = Command::new("bash")
-            .arg("-c")
-            .arg(format!("cat {cat} | xz -dc | tar {args}"))
-            .output()
-            .unwrap();
-        assert!(
-            tar.status.success(),
-            "{}",
-            String::from_utf8_lossy(&tar.stderr)
-        );
-        String::from_utf8(tar.stdout).unwrap()
+    fn summary(&self) -> String {
+        fs::read_to_string(self.out.join("summary.md")).unwrap()
     }
 }
 
-fn set(paths: &[&str]) -> BTreeSet<String> {
-    paths.iter().map(|p| p.to_string()).collect()
-}
-
-/// What `snapshot gpt-s1 STEP...` brings: the snapshots at `steps` and, beside them, the
-/// phase-1 log of the training that wrote them, named after the last.
-fn log_and_snapshots(steps: &[u64]) -> BTreeSet<String> {
-    let last = steps.iter().max().unwrap();
-    let mut files = set(&[&format!(
-        "gpt-s1/phase1/snapshots/step-{last:07}.metrics.jsonl"
-    )]);
-    files.extend(
-        steps
-            .iter()
-            .map(|s| format!("gpt-s1/phase1/snapshots/step-{s:07}.safetensors")),
-    );
-    files
+/// The steps of a session with time for all of them, in the order the script promises.
+fn every_step() -> Vec<String> {
+    let mut v = vec!["setup".to_string(), "gpu_check".into()];
+    for s in ["gpt", "bert", "elmo"] {
+        v.push(format!("profile/ours/{s}"));
+    }
+    for s in ["gpt", "bert", "elmo"] {
+        v.push(format!("torch/{s}"));
+    }
+    for s in ["gpt", "bert", "elmo"] {
+        v.push(format!("train_step/{s}/on"));
+        v.push(format!("train_step/{s}/off"));
+    }
+    // This session's switches before the older ones.
+    for (s, new) in [
+        ("gpt", "attention update"),
+        ("bert", "attention update"),
+        ("elmo", "lstm_bf16 update"),
+    ] {
+        v.extend(new.split(' ').map(|k| format!("train_step/{s}/{k}")));
+    }
+    for (s, old) in [
+        ("gpt", "softmax layer_norm gelu nll adamw"),
+        ("bert", "softmax layer_norm gelu nll adamw"),
+        ("elmo", "lstm layer_norm gelu nll adamw"),
+    ] {
+        v.extend(old.split(' ').map(|k| format!("train_step/{s}/{k}")));
+    }
+    v.push("gpt_run".into());
+    v
 }
 
 #[test]
-fn snapshot_stops_the_run_at_its_snapshot_and_brings_back_only_it_and_the_log() {
+fn the_session_runs_every_step_in_order_and_records_a_failing_one_and_goes_on() {
     let s = session();
-    let o = s.step(&["snapshot", "gpt-s1", "1954"]);
+    let (o, _) = s.run(&[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(s.listing("snap.tar.xz.part"), log_and_snapshots(&[1954]));
-    // Stopped by SIGTERM once the snapshot was there, not left to run out its time.
-    let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
-    assert_eq!(signals.trim(), "term");
-}
-
-#[test]
-fn snapshot_brings_every_snapshot_named_once_the_last_is_written() {
-    let s = session();
-    let o = s.step(&["snapshot", "gpt-s1", "1954", "488"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        s.listing("snap.tar.xz.part"),
-        log_and_snapshots(&[488, 1954])
-    );
-    // It waited for the later one (written last), whatever the order named.
-    let signals = fs::read_to_string(s.study.join("gpt-s1/signals")).unwrap();
-    assert_eq!(signals.trim(), "term");
-}
-
-#[test]
-fn snapshot_fails_naming_a_snapshot_the_run_never_made() {
-    let s = session();
-    let o = s.step(&["snapshot", "gpt-s1", "977"]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let steps = s.steps();
+    let names: Vec<&str> = steps.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, every_step());
+    for st in &steps {
+        let want = match st.name.as_str() {
+            "gpu_check" | "train_step/elmo/lstm_bf16" => ("failed", 1),
+            "gpt_run" => ("ok", 75),
+            _ => ("ok", 0),
+        };
+        assert_eq!((st.status.as_str(), st.rc), want, "{st:?}");
+    }
+    // The stand-ins ran in that order, with the environment each step names.
+    let calls = s.calls();
+    assert!(calls[0].starts_with("gpu_check --device cuda --no-minilm"));
+    assert_eq!(calls[1], "train_step gpt/base_2tower/3  traced");
+    assert_eq!(calls[3], "train_step elmo/base_2tower/3  traced");
     assert!(
-        err.contains("no snapshot gpt-s1/phase1/snapshots/step-0000977.safetensors"),
-        "{err}"
+        calls[4].starts_with("peer peer_two_tower_gpt.py --style gpt --shape base --batch 64")
+            && calls[4].contains("--steps 10 --profile"),
+        "{}",
+        calls[4]
     );
-    assert!(!s.out.join("snap.tar.xz.part0").exists());
-}
-
-#[test]
-fn fetch_brings_what_the_tables_read_and_leaves_optimiser_states_snapshots_and_locks() {
-    let s = session();
-    let o = s.step(&["study", "gpt-s1"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = s.step(&["fetch", "gpt-s1"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(calls[6].contains("--shape base_2tower") && calls[6].contains("--steps 4"));
+    assert_eq!(calls[7], "train_step gpt/base_2tower/5 on ");
+    assert_eq!(calls[8], "train_step gpt/base_2tower/5 off ");
+    assert_eq!(calls[12], "train_step elmo/base_2tower/3 off ");
+    assert_eq!(calls[13], "train_step gpt/base_2tower/5 off:attention ");
     assert_eq!(
-        s.listing("fetch.tar.xz.part"),
-        set(&[
-            "gpt-s1/run.json",
-            "gpt-s1/logprobs.json",
-            "gpt-s1/phase1/metrics.jsonl",
-            "gpt-s1/phase1/checkpoint/weights.safetensors",
-            "gpt-s1/heads/metrics.jsonl",
-            "gpt-s1/emergence/step-0000488/logprobs-1002.json",
-        ])
+        calls.last().unwrap(),
+        &format!(
+            "reproduce train --protocol gpu --out {}/gpt-run --only gpt-s0 --device cuda",
+            s.work.display()
+        )
     );
+    let summary = s.summary();
+    for row in [
+        "| `train_step/elmo/lstm_bf16` | failed | 1 |",
+        "97 of 98 checks PASS; FAIL: `train/gpt/wide/bf16`.",
+        // Ours with all kernels on, and PyTorch at three times the rate.
+        "| GPT | all on | 100,000 | 3.5% | 81.9 | 20.0 | 50.0 | 11.9 | 1.00× | 3.00× |",
+        "| BERT | all off | 50,000 | 3.5% | 81.9 | 20.0 | 50.0 | 11.9 | 0.50× | 6.00× |",
+        "| ELMo | off:lstm_bf16 | – |",
+        "| GPT | PyTorch eager | 300,000 | 10.3% | 27.3 |",
+        // The profiles, per step: 300 ms of span over 3 steps, 80% busy.
+        "| GPT | ours (CUPTI) | sync:-14:-13 | 80.0% | 100.0 | 76.7 | 3.00 | 1,000 | 2 |",
+        // 13 synchronisations where the one-shot makes 14: flagged.
+        "| BERT | ours (CUPTI) | sync:-14:-13 (⚠ 13 synchronisations, not 14) | 80.0% |",
+        "| ELMo | PyTorch (torch.profiler) | 3 profiled steps | 95.0% | 20.0 |",
+        "| `sm90_gemm\\|bf16` | 300 | 166.7 | 50.00 | 65.2% |",
+    ] {
+        assert!(summary.contains(row), "{row}\nnot in\n{summary}");
+    }
 }
 
 #[test]
-fn fetch_of_a_run_that_is_not_there_fails_naming_it_and_brings_nothing() {
+fn the_gpt_run_is_stopped_by_one_sigterm_at_its_updates_and_its_checkpoint_read() {
     let s = session();
-    let o = s.step(&["study", "gpt-s1"]);
+    let (o, _) = s.run(&[("STYLES", "gpt"), ("SWITCHES_GPT", "attention")]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // A typo beside a real label: an empty or partial pack would pass for a fetch.
-    let o = s.step(&["fetch", "gpt-s1", "gpt-s9"]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("no run gpt-s9"),
-        "{err}"
+    let run = s.work.join("gpt-run/gpt-s0");
+    assert_eq!(
+        fs::read_to_string(run.join("signals")).unwrap(),
+        "term\n",
+        "one SIGTERM, not a second (which kills the real run before its checkpoint)"
     );
-    let parts = fs::read_dir(&s.out).map_or(0, |d| {
-        d.filter(|e| {
-            let name = e.as_ref().unwrap().file_name();
-            name.to_string_lossy().starts_with("fetch")
-        })
-        .count()
-    });
-    assert_eq!(parts, 0);
+    let state: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(run.join("phase1/checkpoint/state.json")).unwrap(),
+    )
+    .unwrap();
+    let done = state["step"].as_u64().unwrap();
+    assert!(done >= 2000, "stopped at {done}, before the 2,000 updates");
+    let r: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(s.work.join("gpt_run.json")).unwrap()).unwrap();
+    assert_eq!(r["stop"], "updates");
+    assert_eq!(r["rc"], 75);
+    assert_eq!(r["checkpoint_step"].as_u64(), Some(done));
+    assert_eq!(r["said_step"].as_u64(), Some(done));
+    assert_eq!(r["manifest_step"], 0);
+    assert_eq!(r["total_steps"], 24415);
+    // The summary reports the checkpoint's updates (the manifest says 0 until phase 1 ends) and
+    // a projection for the protocol's 24,415 updates.
+    let summary = s.summary();
+    let row = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("| updates done"))
+        .nth(2)
+        .unwrap_or_else(|| panic!("no run row in {summary}"));
+    let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+    assert_eq!(cells[1].replace(',', ""), done.to_string(), "{row}");
+    assert_eq!(cells[2], "75");
+    assert_eq!(cells[7], "24,415");
+    let projected: f64 = cells[8].parse().unwrap_or_else(|_| panic!("{row}"));
+    assert!(projected > 0.0, "{row}");
 }
 
 #[test]
-fn a_study_of_several_runs_writes_files_with_plain_names() {
-    // The device tool brings back only names of letters, digits, '.', '_' and '-'.
+fn a_hanging_step_is_cut_at_its_box_and_the_session_goes_on() {
     let s = session();
-    let o = s.step(&["study", "gpt-s0,gpt-s1"]);
+    let (o, _) = s.run(&[
+        ("HANG", "1"),
+        ("TRAIN_STEP_S", "1"),
+        ("STYLES", "gpt bert"),
+        ("GPT_RUN_UPDATES", "50"),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(s.out.join("study-gpt-s0_gpt-s1.json").is_file());
-    assert!(s.out.join("study-gpt-s0_gpt-s1.err").is_file());
+    let steps = s.steps();
+    for name in ["train_step/gpt/attention", "train_step/bert/attention"] {
+        let st = steps.iter().find(|x| x.name == name).unwrap();
+        assert_eq!((st.status.as_str(), st.rc, st.boxed), ("timeout", 124, 1.0));
+        assert!(st.seconds < 3.0, "{st:?}: not cut at its box");
+    }
+    // The steps after them ran.
+    let after = steps
+        .iter()
+        .skip_while(|x| x.name != "train_step/bert/attention")
+        .skip(1);
+    assert!(after.clone().count() > 5);
+    assert!(after.clone().all(|x| x.status == "ok" || x.rc == 1));
 }
 
-/// Bytes that xz cannot shrink: a 64-bit xorshift stream.
-fn incompressible(n: usize) -> Vec<u8> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-/// The names of the fetch parts in `out`, sorted.
-fn fetch_parts(s: &Session) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(&s.out)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("fetch.tar.xz.part"))
+#[test]
+fn a_session_short_of_time_skips_steps_keeps_the_runs_time_and_still_packs() {
+    let s = session();
+    // 6 s in all, 2 promised to the run, 1 to its stop and 1 to the pack, each one-shot 0.4 s.
+    let (o, took) = s.run(&[
+        ("SESSION_S", "6"),
+        ("GPT_RUN_S", "2"),
+        ("PACK_S", "1"),
+        ("STOP_S", "1"),
+        ("MIN_STEP_S", "1"),
+        ("SLOW", "0.4"),
+        ("GPT_RUN_UPDATES", "1000000"),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let steps = s.steps();
+    assert_eq!(steps.len(), every_step().len(), "every step recorded");
+    let skipped: Vec<&Step> = steps.iter().filter(|x| x.status == "skipped").collect();
+    assert!(!skipped.is_empty(), "{steps:?}");
+    // The older switches go first: when any step of the sweep was skipped, the last ones were.
+    let sweep: Vec<&Step> = steps
+        .iter()
+        .filter(|x| x.name.starts_with("train_step/"))
         .collect();
+    assert_eq!(sweep.last().unwrap().status, "skipped");
+    // The run had its promised time, cut by its box (no updates to reach), and was stopped.
+    let run = steps.iter().find(|x| x.name == "gpt_run").unwrap();
+    assert_eq!((run.status.as_str(), run.rc), ("ok", 75), "{run:?}");
+    let r: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(s.work.join("gpt_run.json")).unwrap()).unwrap();
+    assert_eq!(r["stop"], "box");
+    assert!(
+        took < Duration::from_secs(6 + 4),
+        "the session took {took:?}"
+    );
+    assert!(s.out.join("summary.md").is_file());
+    assert!(s
+        .summary()
+        .contains("| `train_step/elmo/adamw` | skipped |"));
+}
+
+#[test]
+fn what_comes_back_is_at_most_eight_plain_files_under_16_mib() {
+    let s = session();
+    // The gelu-off one-shots each write 40 MiB of output.
+    let (o, _) = s.run(&[("SPEW", "1")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = fs::metadata(s.work.join("logs/train_step_gpt_gelu.out")).unwrap();
+    assert!(log.len() > 40 << 20);
+    let mut total = 0;
+    let mut names = Vec::new();
+    for e in fs::read_dir(&s.out).unwrap() {
+        let e = e.unwrap();
+        assert!(
+            e.file_type().unwrap().is_file(),
+            "{:?} is not a file",
+            e.path()
+        );
+        let name = e.file_name().to_string_lossy().into_owned();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+            "{name}"
+        );
+        total += e.metadata().unwrap().len();
+        names.push(name);
+    }
     names.sort();
-    names
-}
-
-#[test]
-fn fetch_of_a_run_beyond_a_call_brings_what_fits_a_call_and_the_rest_on_the_next_page() {
-    let s = session();
-    let o = s.step(&["study", "gpt-s1"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Weights of 5.5 MiB in parts of 1 MiB, 4 MiB a call: six parts, four on page 0 and two on
-    // page 1.
-    let weights = s.study.join("gpt-s1/phase1/checkpoint/weights.safetensors");
-    fs::write(&weights, incompressible(5 << 20 | 1 << 19)).unwrap();
-    let page = |k: &str| {
-        s.step_with(
-            &["fetch", "gpt-s1"],
-            &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", k), ("PAGE_MIB", "4")],
-        )
-    };
-    let o = page("0");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        stdout.contains("6 parts in all") && stdout.contains("FETCH_PAGE=1 fetch gpt-s1"),
-        "{stdout}"
-    );
     assert_eq!(
-        fetch_parts(&s),
-        ["00", "01", "02", "03"].map(|n| format!("fetch.tar.xz.part{n}"))
+        names,
+        ["session.log", "session.tar.xz", "steps.jsonl", "summary.md"]
     );
-    let o = page("1");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(!stdout.contains("more left"), "{stdout}");
-    // Both calls' parts together: the whole run as `fetch` brings it.
-    assert_eq!(fetch_parts(&s).len(), 6);
-    let listing = s.listing("fetch.tar.xz.part");
-    assert!(listing.contains("gpt-s1/phase1/checkpoint/weights.safetensors"));
-    assert!(listing.contains("gpt-s1/run.json"));
-}
-
-#[test]
-fn a_page_holds_at_most_eight_files_however_small() {
-    let s = session();
-    let o = s.step(&["study", "gpt-s1"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    // Ten parts of 1 MiB, far below 64 MiB together: eight come back a call, the device's
-    // limit on files.
-    let weights = s.study.join("gpt-s1/phase1/checkpoint/weights.safetensors");
-    fs::write(&weights, incompressible(9 << 20 | 1 << 19)).unwrap();
-    let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PART_MB", "1")]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(stdout.contains("10 parts in all, pages 0 to 1"), "{stdout}");
-    assert_eq!(fetch_parts(&s).len(), 8);
-    // A page past the last one fails, naming the pages there are.
-    let o = s.step_with(
-        &["fetch", "gpt-s1"],
-        &[("FETCH_PART_MB", "1"), ("FETCH_PAGE", "2")],
-    );
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("no page 2: the pack has pages 0 to 1"));
-}
-
-/// gpt-s1's phase 1 in the study as the machine that trained it left it: the 1/8 and 1/2
-/// weight snapshots (their bytes from `bytes(step)`) and the log.
-fn lay_out_snapshots(s: &Session, bytes: impl Fn(&str) -> Vec<u8>) {
-    let snaps = s.study.join("gpt-s1/phase1/snapshots");
-    fs::create_dir_all(&snaps).unwrap();
-    for step in ["0000488", "0001954"] {
-        fs::write(snaps.join(format!("step-{step}.safetensors")), bytes(step)).unwrap();
+    assert!(total < 16 << 20, "{total} bytes come back");
+    // The tar holds every step's log (cut), the profiles and the run's state.
+    let listing = Command::new("tar")
+        .arg("-tJf")
+        .arg(s.out.join("session.tar.xz"))
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    for f in [
+        "./logs/train_step_gpt_gelu.out",
+        "./logs/gpt_run.err",
+        "./profile/ours-elmo.json",
+        "./profile/torch-gpt.json",
+        "./gpu_check.json",
+        "./gpt_run.json",
+        "./gpt_run-phase1_checkpoint_state.json",
+    ] {
+        assert!(listing.lines().any(|l| l == f), "{f} not in {listing}");
     }
-    fs::write(s.study.join("gpt-s1/phase1/metrics.jsonl"), "log").unwrap();
-}
-
-#[test]
-fn snapshots_beyond_a_call_come_back_in_pages() {
-    let s = session();
-    // Two snapshots of 2.5 MiB (an ELMo snapshot is 88 MB) in parts of 1 MiB, 4 MiB a call.
-    lay_out_snapshots(&s, |_| incompressible(2 << 20 | 1 << 19));
-    let page = |k: &str| {
-        s.step_with(
-            &["snapshot", "gpt-s1", "488", "1954"],
-            &[("SNAP_PART_MB", "1"), ("SNAP_PAGE", k), ("PAGE_MIB", "4")],
-        )
-    };
-    let o = page("0");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        stdout.contains("pages 0 to 1") && stdout.contains("SNAP_PAGE=1 snapshot gpt-s1 488 1954"),
-        "{stdout}"
-    );
-    let snap_parts = || {
-        fs::read_dir(&s.out)
-            .unwrap()
-            .filter(|e| {
-                let name = e.as_ref().unwrap().file_name();
-                name.to_string_lossy().starts_with("snap.tar.xz.part")
-            })
-            .count()
-    };
-    assert_eq!(snap_parts(), 4);
-    let o = page("1");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(snap_parts(), 6);
-    assert_eq!(
-        s.listing("snap.tar.xz.part"),
-        log_and_snapshots(&[488, 1954])
-    );
-}
-
-#[test]
-fn sanitize_runs_each_tool_on_the_two_tower_checks_and_names_its_verdict() {
-    let s = session();
-    // A stand-in compute-sanitizer that logs its command line; initcheck "finds" an error.
-    let tools = s.repo.join("../tools");
-    fs::create_dir_all(&tools).unwrap();
-    let fake = tools.join("compute-sanitizer");
-    fs::write(
-        &fake,
-        "#!/usr/bin/env bash\necho \"$@\" >> \"$OUT/args.txt\"\n[ \"$2\" = initcheck ] && exit 3\nexit 0\n",
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
-    let path = format!("{}:{}", tools.display(), std::env::var("PATH").unwrap());
-    let o = s.step_with(&["sanitize"], &[("PATH", &path)]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let verdicts = fs::read_to_string(s.out.join("sanitize.txt")).unwrap();
-    assert_eq!(
-        verdicts.lines().collect::<Vec<_>>(),
-        [
-            "sanitize memcheck: exit 0, clean, every check passed",
-            "sanitize initcheck: exit 3, the sanitizer reported errors",
-            "sanitize synccheck: exit 0, clean, every check passed",
-        ]
-    );
-    let args = fs::read_to_string(s.out.join("args.txt")).unwrap();
-    for line in args.lines() {
-        assert!(
-            line.contains("--error-exitcode 3")
-                && line.contains("gpu_check --device cuda --no-encoders --shapes tiny"),
-            "{line}"
-        );
-    }
-}
-
-#[test]
-fn profile_runs_each_style_under_nsys_and_brings_its_kernel_summary() {
-    let s = session();
-    // A stand-in nsys: `profile` logs its command line and environment, `stats` prints a table
-    // named after the report it reads.
-    let fake = s.repo.join("../nsys");
-    fs::write(
-        &fake,
-        "#!/usr/bin/env bash\nif [ \"$1\" = stats ]; then echo \"kernels of $6\"; exit 0; fi\n\
-         echo \"$TRAIN_STEP_ONESHOT $TRAIN_STEP_DTYPE $TRAIN_STEP_BATCH $*\" >> \"$OUT/args.txt\"\n",
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&fake).status().unwrap();
-    let o = s.step_with(&["profile"], &[("NSYS", fake.to_str().unwrap())]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let args = fs::read_to_string(s.out.join("args.txt")).unwrap();
-    let lines: Vec<_> = args.lines().collect();
-    assert_eq!(lines.len(), 2, "{args}");
-    for (line, style) in lines.iter().zip(["gpt", "elmo"]) {
-        assert!(
-            line.starts_with(&format!(
-                "{style}/base_2tower/5 bf16 64 profile --trace=cuda"
-            )) && line.contains(&format!("-o /tmp/profile_{style} .gpu/run/train_step")),
-            "{line}"
-        );
-        let summary = fs::read_to_string(s.out.join(format!("profile_{style}.txt"))).unwrap();
-        assert_eq!(
-            summary.trim(),
-            format!("kernels of /tmp/profile_{style}.nsys-rep")
-        );
-    }
-    let verdicts = fs::read_to_string(s.out.join("profile.txt")).unwrap();
-    assert_eq!(verdicts, "profile gpt: exit 0\nprofile elmo: exit 0\n");
-
-    // Without nsys it says so, and fails.
-    let o = s.step_with(&["profile"], &[("NSYS", "/nonexistent/nsys")]);
-    assert!(!o.status.success());
-    let said = fs::read_to_string(s.out.join("profile.txt")).unwrap();
-    assert!(
-        said.starts_with("profile: no nsys on this machine"),
-        "{said}"
-    );
-}
-
-#[test]
-fn fetch_of_a_later_page_without_the_first_on_this_machine_fails_saying_so() {
-    let s = session();
-    let o = s.step_with(&["fetch", "gpt-s1"], &[("FETCH_PAGE", "1")]);
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("FETCH_PAGE=0 first"));
-}
-
-#[test]
-fn snapshot_on_the_machine_that_trained_the_run_packs_its_snapshots_without_running_it() {
-    let s = session();
-    lay_out_snapshots(&s, |step| step.as_bytes().to_vec());
-    let o = s.step(&["snapshot", "gpt-s1", "488", "1954"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(
-        s.listing("snap.tar.xz.part"),
-        log_and_snapshots(&[488, 1954])
-    );
-    // The stand-in was never started: it would have laid out the run and rewritten the log.
-    assert!(!s.study.join("gpt-s1/run.json").exists());
-    assert_eq!(
-        fs::read_to_string(s.study.join("gpt-s1/phase1/metrics.jsonl")).unwrap(),
-        "log"
-    );
-    // The run's log went beside the snapshots, under the last one's name.
-    let beside = "gpt-s1/phase1/snapshots/step-0001954.metrics.jsonl";
-    assert_eq!(s.file_in("snap.tar.xz.part", beside), "log");
-}
-
-#[test]
-fn moments_runs_the_one_shot_on_the_device_and_keeps_only_its_result_line() {
-    let s = session();
-    // A stand-in moments bench: a progress line, then the one-shot's JSON line naming the
-    // environment it was given.
-    pack_binary(
-        &s.repo,
-        "moments",
-        "#!/usr/bin/env bash\necho 'accumulating...'\n\
-         echo \"{\\\"oneshot\\\":\\\"$MOMENTS_ONESHOT $MOMENTS_N $LMD_BENCH_D $MOMENTS_DEVICE\\\"}\"\n",
-    );
-    for _ in 0..2 {
-        let o = s.step(&["moments"]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let lines = fs::read_to_string(s.out.join("moments.jsonl")).unwrap();
-    let want = "{\"oneshot\":\"3 8192 9216 cuda\"}\n";
-    assert_eq!(lines, want.repeat(2), "each call appends its one line");
 }

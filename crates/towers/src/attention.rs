@@ -4,6 +4,7 @@
 use candle_core::{DType, Device, Tensor};
 
 use crate::fused_attention::FusedAttention;
+use crate::fused_attention_cuda::AttnDims;
 use crate::layers::Linear;
 use crate::norm::softmax_last;
 use crate::params::Init;
@@ -60,12 +61,24 @@ impl SelfAttention {
 
 /// Multi-head attention from the fused projection `qkv` [B, T, 3H] (Q, K, V blocks of width H,
 /// heads of width H / n_heads inside each) under `bias` [B, 1, T, T]: the merged heads
-/// [B, T, H]. On CPU in f32 a fused kernel with its own backward pass; elsewhere
-/// [`attend_composed`]. Both give the same values and gradients.
+/// [B, T, H]. On CPU in f32 a fused kernel with its own backward pass; on CUDA in f32 or bf16,
+/// with the `attention` switch on, our kernels (`attention.cu`: T ≤ 128 and a head width whose
+/// block fits, e.g. the models' 32); elsewhere [`attend_composed`]. All give the same values
+/// and gradients up to rounding. Shapes that do not fit each other are a
+/// [`crate::TowersError::Batch`], heads that do not divide H a [`crate::TowersError::Config`].
 pub fn attend(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Tensor> {
+    // The CUDA path sizes its launch by them; everywhere they are checked first.
+    #[cfg_attr(not(feature = "cuda"), allow(unused_variables))]
+    let dims = AttnDims::new(qkv.dims(), bias.dims(), n_heads)?;
     if on_host_f32(&[qkv, bias]) {
         let op = FusedAttention::new(n_heads);
         return Ok(qkv.contiguous()?.apply_op2(&bias.contiguous()?, op)?);
+    }
+    #[cfg(feature = "cuda")]
+    if crate::cuda_switch::on_cuda_kernel_typed(crate::CudaKernel::Attention, qkv)
+        && dims.fits(qkv.dtype().size_in_bytes())
+    {
+        return crate::fused_attention_cuda::attend(qkv, bias, dims);
     }
     attend_composed(qkv, bias, n_heads)
 }
@@ -122,5 +135,20 @@ mod tests {
             let comp = attend_composed(&qkv, &bias, nh).unwrap();
             assert_same_op(&fused, &comp, &w, &[&qkv], 1e-5);
         }
+    }
+
+    #[test]
+    fn attend_rejects_shapes_that_do_not_fit_with_typed_errors() {
+        let dev = Device::Cpu;
+        let qkv = Tensor::zeros((2, 5, 24), DType::F32, &dev).unwrap();
+        let bias = attention_bias(&[1; 10], 2, 5, true, &dev).unwrap();
+        assert_eq!(attend(&qkv, &bias, 2).unwrap().dims(), [2, 5, 8]);
+        let e = attend(&qkv, &bias, 5).unwrap_err();
+        assert!(matches!(e, crate::TowersError::Config(_)), "{e}");
+        let short = attention_bias(&[1; 8], 2, 4, true, &dev).unwrap();
+        let e = attend(&qkv, &short, 2).unwrap_err();
+        assert!(matches!(e, crate::TowersError::Batch(_)), "{e}");
+        let e = attend(&qkv.narrow(2, 0, 23).unwrap(), &bias, 2).unwrap_err();
+        assert!(matches!(e, crate::TowersError::Batch(_)), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! The switches between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
-//! the output layer's loss) and candle's composed graph on CUDA: all on by default;
+//! the output layer's loss, the one-pass clipping and AdamW update, attention) and candle's
+//! composed graph on CUDA: all on by default;
 //! `LMSPLIT_CUDA_KERNELS=off` turns them all off for the process, `off:nll,gelu` only the ones
 //! named, so that a session whose `gpu_check` fails one kernel still trains with the others (the
 //! LSTM op above all: without it an ELMo step runs candle's per-step graph, slower on a GPU than
@@ -30,17 +31,30 @@ pub enum CudaKernel {
     AdamW,
     /// The output layer's loss (`softmax_nll.cu`).
     Nll,
+    /// ELMo's recurrence in bf16 (f32 gates and cell state), a tower's two directions in one
+    /// batched GEMM per step (`fused_lstm_seq.cu`'s `lstm_chains_*`); off, a bf16 ELMo runs
+    /// [`CudaKernel::Lstm`] in f32.
+    LstmBf16,
+    /// Gradient-norm clipping and AdamW over all parameters in three launches, the norm read
+    /// after the update (`adamw_multi.cu`).
+    Update,
+    /// Multi-head self-attention forward and backward, one block per (sequence, head)
+    /// (`attention.cu`); off, attention runs candle's composed graph.
+    Attention,
 }
 
 impl CudaKernel {
     /// Every kernel.
-    pub const ALL: [CudaKernel; 6] = [
+    pub const ALL: [CudaKernel; 9] = [
         Self::Lstm,
         Self::LayerNorm,
         Self::Softmax,
         Self::Gelu,
         Self::AdamW,
         Self::Nll,
+        Self::LstmBf16,
+        Self::Update,
+        Self::Attention,
     ];
 
     /// The kernel's name in [`CUDA_KERNELS_ENV`] and in reports.
@@ -52,6 +66,9 @@ impl CudaKernel {
             Self::Gelu => "gelu",
             Self::AdamW => "adamw",
             Self::Nll => "nll",
+            Self::LstmBf16 => "lstm_bf16",
+            Self::Update => "update",
+            Self::Attention => "attention",
         }
     }
 }

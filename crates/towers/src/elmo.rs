@@ -4,11 +4,16 @@
 //! The shift is applied to outputs (position t takes the forward state after x_{t-1} and the
 //! backward state after x_{t+1}, zeros at the ends) instead of the released code's shifted
 //! inputs with a PAD start token; both keep x_t out of position t.
+//!
+//! On CUDA in bf16 (switch [`crate::CudaKernel::LstmBf16`]) the two directions run as one chained
+//! recurrence per layer ([`crate::lstm::forward_chains`]: one batched GEMM per step, the backward
+//! LSTM reading time reversed by index); elsewhere each direction runs alone, the backward one
+//! on time-reversed copies.
 
 use candle_core::{Tensor, D};
 
 use crate::config::{ElmoMode, ModelConfig};
-use crate::lstm::Lstm;
+use crate::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
 use crate::params::Init;
 use crate::style::Tower;
 use crate::Result;
@@ -18,14 +23,6 @@ use crate::Result;
 pub struct ElmoTower {
     fwd: Lstm,
     bwd: Option<Lstm>,
-}
-
-/// Reverses a [B, T, ...] tensor along time.
-fn reverse_time(x: &Tensor) -> Result<Tensor> {
-    let t = x.dim(1)?;
-    let idx: Vec<u32> = (0..t as u32).rev().collect();
-    let idx = Tensor::from_vec(idx, t, x.device())?;
-    Ok(x.index_select(&idx, 1)?)
 }
 
 /// out[:, t] = x[:, t - 1] (zeros at t = 0) when `right`, else out[:, t] = x[:, t + 1].
@@ -73,19 +70,47 @@ impl ElmoTower {
     }
 
     /// [`ElmoTower::directions`], with the LSTMs' whole-sequence op where it applies (`fused`)
-    /// or their per-step graph (`!fused`, the tests' reference).
+    /// or their per-step graph (`!fused`, the tests' reference); on CUDA in bf16, fused, the
+    /// chained recurrence ([`ElmoTower::directions_chained`]).
     pub(crate) fn directions_with(
         &self,
         x: &Tensor,
         mask: &Tensor,
         fused: bool,
     ) -> Result<(Tensor, Tensor)> {
+        if fused && chains_on_cuda(x) {
+            return self.directions_chained(x, mask, fused);
+        }
         let f = shift_time(&self.fwd.forward(x, mask, fused)?, true)?;
         let b = match &self.bwd {
             Some(bwd) => {
                 let rb = bwd.forward(&reverse_time(x)?, &reverse_time(mask)?, fused)?;
                 shift_time(&reverse_time(&rb)?, false)?
             }
+            None => f.zeros_like()?,
+        };
+        Ok((f, b))
+    }
+}
+
+impl ElmoTower {
+    /// [`ElmoTower::directions`] with the two LSTMs as one chained recurrence per layer
+    /// ([`forward_chains`]; the backward LSTM reads x and the mask time reversed by index and
+    /// writes its output in time order), `fused` as in [`ElmoTower::directions_with`].
+    pub(crate) fn directions_chained(
+        &self,
+        x: &Tensor,
+        mask: &Tensor,
+        fused: bool,
+    ) -> Result<(Tensor, Tensor)> {
+        let mut chains = vec![(&self.fwd, false)];
+        if let Some(bwd) = &self.bwd {
+            chains.push((bwd, true));
+        }
+        let outs = forward_chains(&chains, x, mask, fused)?;
+        let f = shift_time(&outs[0], true)?;
+        let b = match outs.get(1) {
+            Some(rb) => shift_time(rb, false)?,
             None => f.zeros_like()?,
         };
         Ok((f, b))
@@ -139,5 +164,44 @@ mod tests {
         let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
         vars.push(&x);
         assert_same_op(&both(true), &both(false), &w, &vars, 2e-5);
+    }
+
+    /// The two directions as one chained recurrence per layer (on the CPU: the chained op in f32,
+    /// LstmSeq per chain) give the values and gradients of the directions run alone, in both
+    /// modes; the forward-only mode leaves the backward half zero.
+    #[test]
+    fn chained_directions_match_the_directions_run_alone() {
+        for mode in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
+            let mut cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
+            cfg.elmo_mode = mode;
+            let store = ParamStore::new(&Device::Cpu, 6);
+            let tower = ElmoTower::new(&cfg, store.root().pp("tower")).unwrap();
+            let (b, t, h) = (3, 9, cfg.hidden_size);
+            let dev = Device::Cpu;
+            let xs: Vec<f32> = (0..b * t * h)
+                .map(|i| (i as f32 * 0.53).cos() * 1.2)
+                .collect();
+            let x = Var::from_tensor(&Tensor::from_vec(xs, (b, t, h), &dev).unwrap()).unwrap();
+            let mut m = vec![1f32; b * t];
+            (m[0], m[t + 3], m[3 * t - 1]) = (0.0, 0.0, 0.0);
+            let mask = Tensor::from_vec(m, (b, t, 1), &dev).unwrap();
+            let cat = |(f, r): (Tensor, Tensor)| Tensor::cat(&[&f, &r], D::Minus1).unwrap();
+            let chained = cat(tower
+                .directions_chained(x.as_tensor(), &mask, true)
+                .unwrap());
+            let alone = cat(tower.directions_with(x.as_tensor(), &mask, true).unwrap());
+            let w: Vec<f32> = (0..b * t * 2 * h)
+                .map(|i| (i as f32 * 0.29).sin())
+                .collect();
+            let w = Tensor::from_vec(w, (b, t, 2 * h), &dev).unwrap();
+            let params = store.params();
+            let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
+            vars.push(&x);
+            assert_same_op(&chained, &alone, &w, &vars, 2e-5);
+            if mode == ElmoMode::AsReleased {
+                let back = chained.narrow(2, h, h).unwrap();
+                assert_eq!(crate::test_util::max_abs(&back), 0.0);
+            }
+        }
     }
 }

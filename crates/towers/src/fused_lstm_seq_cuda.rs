@@ -7,17 +7,31 @@
 //! Layouts as on the CPU: row-major gx and gates [B, T, 4C], h and c [B, T, C], mask [B, T],
 //! W_hh [4C, C]. cuBLAS is column-major, so every row-major matrix X is handed over as Xᵀ and
 //! each product is written transposed (Cᵀ = Bᵀ Aᵀ).
+//!
+//! The chained op ([`chains_forward`], [`chains_backward_tensors`]): N chains of one layer
+//! (an ELMo tower's two directions), gx [N, B, T, 4C] and h [N, B, T, C] in bf16, gates and c
+//! in f32, W_hh [N, 4C, C] in bf16, the reversed chains reading time backwards by index. Per
+//! step one strided-batched `cublasGemmStridedBatchedEx` over the chains (bf16 operands, f32
+//! product and accumulation, `CUBLAS_COMPUTE_32F`) on per-step buffers [N, B, ·], whose chain
+//! stride is the same whatever each chain's direction, and one elementwise kernel; dW_hh [N, 4C,
+//! C] is one strided-batched GEMM at the end, in f32.
 
+use candle_core::cuda_backend::cudarc::cublas::result::gemm_strided_batched_ex;
 use candle_core::cuda_backend::cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
-use candle_core::cuda_backend::cudarc::cublas::{Gemm, GemmConfig};
+use candle_core::cuda_backend::cudarc::cublas::sys::{
+    cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t,
+};
+use candle_core::cuda_backend::cudarc::cublas::{Gemm, GemmConfig, StridedBatchedConfig};
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaView, DevicePtr, DevicePtrMut, PushKernelArg,
 };
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{CudaDevice, Result, Shape, Tensor};
+use half::bf16;
 use kernels::LstmSeq;
 
-use crate::cuda::{grid, ptx, tensor, with_cuda_f32, written_whole};
+use crate::cuda::{grid, ptx, tensor, with_cuda, with_cuda_f32, written_whole};
+use crate::lstm_chains::Chains;
 
 /// The kernels' PTX, from `build.rs`.
 const PTX: &str = ptx!("fused_lstm_seq");
@@ -277,6 +291,308 @@ pub(crate) fn backward_tensors(
     })
 }
 
+/// What the chained forward pass returns: the output h and what its backward pass needs.
+pub(crate) struct ChainsForward {
+    /// h [N, B, T, C] in time order, bf16.
+    pub h: CudaSlice<bf16>,
+    /// The gate pre-activations [N, B, T, 4C], f32.
+    pub gates: CudaSlice<f32>,
+    /// The cell states after the mask [N, B, T, C], f32.
+    pub c: CudaSlice<f32>,
+}
+
+/// The sizes as the chained kernels and cuBLAS take them: (N, B, T, C), the largest index
+/// (N·B·T·4C) checked against i32.
+fn chain_sizes(ch: Chains) -> Result<(i32, i32, i32, i32)> {
+    let seq = ch.seq;
+    i32_of(ch.chains * seq.batch * seq.steps * 4 * seq.cell)?;
+    Ok((
+        i32_of(ch.chains)?,
+        i32_of(seq.batch)?,
+        i32_of(seq.steps)?,
+        i32_of(seq.cell)?,
+    ))
+}
+
+/// [`row_major_config`] batched over the chains: `strides` are those of cuBLAS's first operand,
+/// its second and the output (for a row-major product the right factor's buffer comes first).
+fn batched(
+    gemm: GemmConfig<f32>,
+    chains: usize,
+    (first, second, out): (usize, usize, usize),
+) -> Result<StridedBatchedConfig<f32>> {
+    let long = |n: usize| {
+        i64::try_from(n).map_err(|_| candle_core::Error::Msg(format!("{OP}: stride {n}")))
+    };
+    Ok(StridedBatchedConfig {
+        gemm,
+        batch_size: i32_of(chains)?,
+        stride_a: long(first)?,
+        stride_b: long(second)?,
+        stride_c: long(out)?,
+    })
+}
+
+/// The chained forward pass's product at a step: gs[n] [B, 4C] = hs[n] [B, C] W_hh[n]ᵀ for
+/// every chain n. cuBLAS's operands: W_hh, then hs, into gs.
+fn chains_forward_gemm(ch: Chains) -> Result<StridedBatchedConfig<f32>> {
+    let (bn, cell) = (ch.seq.batch, ch.seq.cell);
+    let gemm = row_major_config(
+        (bn, 4 * cell, cell),
+        (cell, false),
+        (cell, true),
+        4 * cell,
+        0.0,
+    )?;
+    batched(gemm, ch.chains, (4 * cell * cell, bn * cell, bn * 4 * cell))
+}
+
+/// The chained backward pass's product at a step: dh_next[n] [B, C] = dgs[n] [B, 4C] W_hh[n].
+/// cuBLAS's operands: W_hh, then dgs, into dh_next.
+fn chains_backward_gemm(ch: Chains) -> Result<StridedBatchedConfig<f32>> {
+    let (bn, cell) = (ch.seq.batch, ch.seq.cell);
+    let gemm = row_major_config(
+        (bn, cell, 4 * cell),
+        (4 * cell, false),
+        (cell, false),
+        cell,
+        0.0,
+    )?;
+    batched(gemm, ch.chains, (4 * cell * cell, bn * 4 * cell, bn * cell))
+}
+
+/// dW_hh[n] [4C, C] = dgx[n]ᵀ h_prev[n] over chain n's B·T rows, for every chain. cuBLAS's
+/// operands: h_prev, then dgx, into dW_hh.
+fn chains_dw_gemm(ch: Chains) -> Result<StridedBatchedConfig<f32>> {
+    let (rows, cell) = (ch.seq.batch * ch.seq.steps, ch.seq.cell);
+    let gemm = row_major_config(
+        (4 * cell, cell, rows),
+        (4 * cell, true),
+        (cell, false),
+        cell,
+        0.0,
+    )?;
+    batched(
+        gemm,
+        ch.chains,
+        (rows * cell, rows * 4 * cell, 4 * cell * cell),
+    )
+}
+
+/// `cublasGemmStridedBatchedEx` on the device's handle and stream with bf16 operands `first`,
+/// `second` and an f32 output, summed in f32 (`CUBLAS_COMPUTE_32F`; α and β are f32).
+fn gemm_bf16<A: DevicePtr<bf16>, B: DevicePtr<bf16>, O: DevicePtrMut<f32>>(
+    dev: &CudaDevice,
+    cfg: StridedBatchedConfig<f32>,
+    first: &A,
+    second: &B,
+    out: &mut O,
+) -> Result<()> {
+    let blas = dev.cublas_handle();
+    let stream = dev.cuda_stream();
+    let (a, _a) = first.device_ptr(&stream);
+    let (b, _b) = second.device_ptr(&stream);
+    let (c, _c) = out.device_ptr_mut(&stream);
+    let g = cfg.gemm;
+    // SAFETY: as in `gemm`: every operand reaches the last element its strides address (each
+    // is a whole per-chain stack of the sizes the configuration names) and the three buffers
+    // are distinct; α and β live through the call on the host.
+    unsafe {
+        gemm_strided_batched_ex(
+            *blas.handle(),
+            g.transa,
+            g.transb,
+            g.m,
+            g.n,
+            g.k,
+            (&g.alpha) as *const f32 as *const _,
+            a as *const _,
+            cudaDataType_t::CUDA_R_16BF,
+            g.lda,
+            cfg.stride_a,
+            b as *const _,
+            cudaDataType_t::CUDA_R_16BF,
+            g.ldb,
+            cfg.stride_b,
+            (&g.beta) as *const f32 as *const _,
+            c as *mut _,
+            cudaDataType_t::CUDA_R_32F,
+            g.ldc,
+            cfg.stride_c,
+            cfg.batch_size,
+            cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+    }
+    .w()
+}
+
+/// The chained forward pass on CUDA, from gx [N, B, T, 4C] (bf16), W_hh [N, 4C, C] (bf16) and
+/// the mask [B, T] (f32).
+pub(crate) fn chains_forward(
+    dev: &CudaDevice,
+    ch: Chains,
+    gx: &CudaView<bf16>,
+    w_hh: &CudaView<bf16>,
+    mask: &CudaView<f32>,
+) -> Result<ChainsForward> {
+    let (ni, bi, ti, ci) = chain_sizes(ch)?;
+    let (bn, tn, cell) = (ch.seq.batch, ch.seq.steps, ch.seq.cell);
+    let n = ch.chains * bn * tn * cell;
+    let per_step = ch.chains * bn * cell;
+    // SAFETY: step s's kernel writes gates, h and c at every (chain, sequence, unit) of the
+    // chain's time at step s, and hs whole; each step's GEMM writes gs whole (β = 0) before the
+    // kernel reads it (from step 1 on).
+    let (mut gates, mut h, mut c, mut hs, mut gs) = unsafe {
+        (
+            written_whole::<f32>(dev, 4 * n)?,
+            written_whole::<bf16>(dev, n)?,
+            written_whole::<f32>(dev, n)?,
+            written_whole::<bf16>(dev, per_step)?,
+            written_whole::<f32>(dev, 4 * per_step)?,
+        )
+    };
+    if n == 0 {
+        return Ok(ChainsForward { h, gates, c });
+    }
+    let step = dev.get_or_load_custom_func("lstm_chains_step_forward_bf16", MODULE, PTX)?;
+    let cfg = chains_forward_gemm(ch)?;
+    for s in 0..tn {
+        if s > 0 {
+            gemm_bf16(dev, cfg, w_hh, &hs, &mut gs)?;
+        }
+        let s_i = i32_of(s)?;
+        let mut launch = step.builder();
+        launch
+            .arg(gx)
+            .arg(&gs)
+            .arg(mask)
+            .arg(&mut gates)
+            .arg(&mut c)
+            .arg(&mut h)
+            .arg(&mut hs)
+            .arg(&ni)
+            .arg(&bi)
+            .arg(&ti)
+            .arg(&ci)
+            .arg(&ch.reversed)
+            .arg(&s_i);
+        // SAFETY: the kernel's arguments match its signature in fused_lstm_seq.cu and it
+        // touches only indices below N·B·T·4C.
+        unsafe { launch.launch(grid(per_step)) }.w()?;
+    }
+    Ok(ChainsForward { h, gates, c })
+}
+
+/// The chained backward pass on CUDA: from W_hh (bf16), the mask, the forward pass's gates, h
+/// and c and the output gradient dh [N, B, T, C] (bf16), the gradients (dgx [N, B, T, 4C] in
+/// bf16, dW_hh [N, 4C, C] in f32).
+#[allow(clippy::too_many_arguments)]
+fn chains_backward(
+    dev: &CudaDevice,
+    ch: Chains,
+    w_hh: &CudaView<bf16>,
+    mask: &CudaView<f32>,
+    gates: &CudaSlice<f32>,
+    h: &CudaView<bf16>,
+    c: &CudaSlice<f32>,
+    dh: &CudaView<bf16>,
+) -> Result<(CudaSlice<bf16>, CudaSlice<f32>)> {
+    let (ni, bi, ti, ci) = chain_sizes(ch)?;
+    let (bn, tn, cell) = (ch.seq.batch, ch.seq.steps, ch.seq.cell);
+    let n = ch.chains * bn * tn * cell;
+    let per_step = ch.chains * bn * cell;
+    // SAFETY: step s's kernel writes dgx's four gates at every (chain, sequence, unit) of the
+    // chain's time at step s, and dgs whole before the step's GEMM reads it; the last GEMM
+    // writes dW_hh whole (β = 0).
+    let (mut dgx, mut dw, mut dgs) = unsafe {
+        (
+            written_whole::<bf16>(dev, 4 * n)?,
+            written_whole::<f32>(dev, 4 * cell * cell * ch.chains)?,
+            written_whole::<bf16>(dev, 4 * per_step)?,
+        )
+    };
+    if n == 0 {
+        return Ok((dgx, dw));
+    }
+    // The gradients reaching h through the next step's GEMM (zeros before the last step's
+    // kernel) and c through its cell update, f32 across the steps.
+    let mut dh_next = dev.alloc_zeros::<f32>(per_step)?;
+    let mut dc_next = dev.alloc_zeros::<f32>(per_step)?;
+    let step = dev.get_or_load_custom_func("lstm_chains_step_backward_bf16", MODULE, PTX)?;
+    let cfg = chains_backward_gemm(ch)?;
+    for s in (0..tn).rev() {
+        let s_i = i32_of(s)?;
+        let mut launch = step.builder();
+        launch
+            .arg(gates)
+            .arg(c)
+            .arg(mask)
+            .arg(dh)
+            .arg(&dh_next)
+            .arg(&mut dc_next)
+            .arg(&mut dgx)
+            .arg(&mut dgs)
+            .arg(&ni)
+            .arg(&bi)
+            .arg(&ti)
+            .arg(&ci)
+            .arg(&ch.reversed)
+            .arg(&s_i);
+        // SAFETY: as in `chains_forward`.
+        unsafe { launch.launch(grid(per_step)) }.w()?;
+        if s > 0 {
+            gemm_bf16(dev, cfg, w_hh, &dgs, &mut dh_next)?;
+        }
+    }
+    // dW_hh[n] = Σ dgatesᵀ h_prev over chain n's rows, h_prev the state each step started from.
+    // SAFETY: the shift kernel writes every entry (zeros where a chain starts).
+    let mut h_prev = unsafe { written_whole::<bf16>(dev, n)? };
+    let shift = dev.get_or_load_custom_func("lstm_chains_shift_steps_bf16", MODULE, PTX)?;
+    let mut launch = shift.builder();
+    launch
+        .arg(h)
+        .arg(&mut h_prev)
+        .arg(&ni)
+        .arg(&bi)
+        .arg(&ti)
+        .arg(&ci)
+        .arg(&ch.reversed);
+    // SAFETY: as in `chains_forward`.
+    unsafe { launch.launch(grid(n)) }.w()?;
+    gemm_bf16(dev, chains_dw_gemm(ch)?, &h_prev, &dgx, &mut dw)?;
+    Ok((dgx, dw))
+}
+
+/// [`chains_backward`] on the op's tensors (the mask in f32; the output h and its gradient dh
+/// in bf16; all contiguous on CUDA) and the W_hh the forward pass cast: the gradients of gx
+/// (bf16) and W_hh (f32) as new CUDA tensors.
+pub(crate) fn chains_backward_tensors(
+    ch: Chains,
+    w_hh: &CudaSlice<bf16>,
+    mask: &Tensor,
+    gates: &CudaSlice<f32>,
+    h: &Tensor,
+    c: &CudaSlice<f32>,
+    dh: &Tensor,
+) -> Result<(Tensor, Tensor)> {
+    let seq = ch.seq;
+    with_cuda_f32(&[mask], OP, |dev, m| {
+        with_cuda::<bf16, _>(&[h, dh], OP, |_, v| {
+            let w = w_hh.slice(..);
+            let (dgx, dw) = chains_backward(dev, ch, &w, &m[0], gates, &v[0], c, &v[1])?;
+            Ok((
+                tensor(
+                    dgx,
+                    dev,
+                    Shape::from((ch.chains, seq.batch, seq.steps, 4 * seq.cell)),
+                ),
+                tensor(dw, dev, Shape::from((ch.chains, 4 * seq.cell, seq.cell))),
+            ))
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +684,93 @@ mod tests {
             for k in 0..cell {
                 let want: f32 = (0..rows).map(|r| dg[r * c4 + j] * h[r * cell + k]).sum();
                 assert!(close(dw[j * cell + k], want), "dW ({j}, {k})");
+            }
+        }
+    }
+    /// [`host_sgemm`] over a strided batch: entry i reads and writes its operands from i times
+    /// each stride on.
+    fn host_batched(cfg: &StridedBatchedConfig<f32>, a: &[f32], b: &[f32], c: &mut [f32]) {
+        for i in 0..cfg.batch_size as usize {
+            let (sa, sb, sc) = (
+                i * cfg.stride_a as usize,
+                i * cfg.stride_b as usize,
+                i * cfg.stride_c as usize,
+            );
+            host_sgemm(&cfg.gemm, &a[sa..], &b[sb..], &mut c[sc..]);
+        }
+    }
+
+    /// The chained op's three strided-batched GEMMs (configurations and operand order as the op
+    /// makes them), run with host cuBLAS semantics, against each chain's row-major product: the
+    /// per-step products of the forward and the backward pass over per-step buffers [N, B, ·],
+    /// and dW_hh over each chain's B·T rows.
+    #[test]
+    fn the_three_batched_gemms_of_the_chained_op_compute_each_chains_product() {
+        let (nn, bn, tn, cell) = (3usize, 2usize, 4usize, 5usize);
+        let ch = Chains {
+            chains: nn,
+            seq: LstmSeq {
+                batch: bn,
+                steps: tn,
+                cell,
+            },
+            reversed: 0b010,
+        };
+        let c4 = 4 * cell;
+        let w = wave(nn * c4 * cell, 0.3);
+        let close = |a: f32, b: f32| (a - b).abs() <= 1e-4 * (1.0 + b.abs());
+
+        // Forward: gs[n] = hs[n] W_hh[n]ᵀ.
+        let hs = wave(nn * bn * cell, 0.7);
+        let mut gs = vec![f32::NAN; nn * bn * c4];
+        host_batched(&chains_forward_gemm(ch).unwrap(), &w, &hs, &mut gs);
+        for n in 0..nn {
+            for b in 0..bn {
+                for j in 0..c4 {
+                    let want: f32 = (0..cell)
+                        .map(|k| hs[(n * bn + b) * cell + k] * w[(n * c4 + j) * cell + k])
+                        .sum();
+                    assert!(
+                        close(gs[(n * bn + b) * c4 + j], want),
+                        "forward ({n}, {b}, {j})"
+                    );
+                }
+            }
+        }
+
+        // Backward: dh_next[n] = dgs[n] W_hh[n].
+        let dgs = wave(nn * bn * c4, 1.1);
+        let mut dh_next = vec![f32::NAN; nn * bn * cell];
+        host_batched(&chains_backward_gemm(ch).unwrap(), &w, &dgs, &mut dh_next);
+        for n in 0..nn {
+            for b in 0..bn {
+                for k in 0..cell {
+                    let want: f32 = (0..c4)
+                        .map(|j| dgs[(n * bn + b) * c4 + j] * w[(n * c4 + j) * cell + k])
+                        .sum();
+                    let got = dh_next[(n * bn + b) * cell + k];
+                    assert!(close(got, want), "backward ({n}, {b}, {k})");
+                }
+            }
+        }
+
+        // dW_hh[n] = dgx[n]ᵀ h_prev[n] over the chain's B·T rows.
+        let rows = bn * tn;
+        let dgx = wave(nn * rows * c4, 0.9);
+        let h_prev = wave(nn * rows * cell, 0.5);
+        let mut dw = vec![f32::NAN; nn * c4 * cell];
+        host_batched(&chains_dw_gemm(ch).unwrap(), &h_prev, &dgx, &mut dw);
+        for n in 0..nn {
+            for j in 0..c4 {
+                for k in 0..cell {
+                    let want: f32 = (0..rows)
+                        .map(|r| dgx[(n * rows + r) * c4 + j] * h_prev[(n * rows + r) * cell + k])
+                        .sum();
+                    assert!(
+                        close(dw[(n * c4 + j) * cell + k], want),
+                        "dW ({n}, {j}, {k})"
+                    );
+                }
             }
         }
     }

@@ -23,6 +23,7 @@ mod elmo;
 mod embedding;
 mod error;
 mod fused_attention;
+mod fused_attention_cuda;
 mod fused_layer_norm;
 #[cfg(feature = "cuda")]
 mod fused_layer_norm_cuda;
@@ -38,6 +39,7 @@ mod layers;
 mod linear_nll;
 mod loss;
 mod lstm;
+mod lstm_chains;
 #[cfg(any(test, feature = "test-support"))]
 mod markov;
 mod metrics;
@@ -58,6 +60,8 @@ mod test_util;
 mod train;
 mod train_config;
 mod transformer;
+#[cfg(any(feature = "cuda", test))]
+mod update_table;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
 pub use config::{ElmoMode, ModelConfig, Preset, Style};

@@ -3,14 +3,19 @@
 //! CPU in f32, and on CUDA (in f32 whatever the compute dtype), each layer's recurrence is one
 //! custom op with its own backward pass through time ([`crate::fused_lstm_seq`]); elsewhere it
 //! is the per-step graph [`composed_recurrence`].
+//!
+//! Independent chains of one layer (an ELMo tower's forward and backward LSTMs) can also run
+//! together ([`chain_recurrence`], [`forward_chains`]): on CUDA in bf16 one op steps them all
+//! with one batched GEMM per step, the backward direction reading time reversed by index.
 
 use candle_core::{DType, Tensor};
 
 use crate::cuda_switch::{on_cuda_kernel, CudaKernel};
-use crate::fused_lstm_seq::FusedLstmSeq;
+use crate::fused_lstm_seq::{FusedLstmChains, FusedLstmSeq};
 use crate::layers::{chunk_last, sigmoid, Linear};
+use crate::lstm_chains::Chains;
 use crate::params::Init;
-use crate::Result;
+use crate::{Result, TowersError};
 use kernels::host::on_host_f32;
 
 /// One LSTM step from tensor ops (any device or dtype). `gx` [B, 4C] is the precomputed input
@@ -76,6 +81,119 @@ fn fused_recurrence(gx_all: &Tensor, w_hh: &Tensor, mask: &Tensor) -> Result<Ten
         &mask.contiguous()?,
         FusedLstmSeq::new(),
     )?)
+}
+
+/// Reverses a [B, T, ...] tensor along time (a copy).
+pub(crate) fn reverse_time(x: &Tensor) -> Result<Tensor> {
+    let t = x.dim(1)?;
+    let idx: Vec<u32> = (0..t as u32).rev().collect();
+    let idx = Tensor::from_vec(idx, t, x.device())?;
+    Ok(x.index_select(&idx, 1)?)
+}
+
+/// Whether a layer's chains with input `x` run as the chained bf16 op on CUDA: `x` bf16 on
+/// CUDA and [`CudaKernel::LstmBf16`] on.
+pub(crate) fn chains_on_cuda(x: &Tensor) -> bool {
+    x.dtype() == DType::BF16 && on_cuda_kernel(CudaKernel::LstmBf16, x)
+}
+
+/// The recurrences of a layer's independent chains at once: from their input parts of the
+/// gates `gx` [N, B, T, 4C] (time order), recurrent weights `w_hh` [N, 4C, C] (the f32 masters,
+/// or any float dtype) and the shared `mask` [B, T, 1] (1 real, 0 PAD), the hidden states
+/// [N, B, T, C] in `gx`'s dtype and in time order; chain n reads time reversed (its first step
+/// is T − 1, its state passes from t + 1 to t) where `reversed[n]`. With `fused`, one op for
+/// all chains where it applies: on CUDA in bf16 ([`chains_on_cuda`]: bf16 gx, h and their
+/// gradients, f32 gates, cell state and dW_hh, one batched GEMM per step) and f32 on the CPU
+/// ([`kernels::LstmSeq`] per chain); otherwise each chain's [`recurrence`] on time-reversed
+/// copies where reversed.
+pub fn chain_recurrence(
+    gx: &Tensor,
+    w_hh: &Tensor,
+    mask: &Tensor,
+    reversed: &[bool],
+    fused: bool,
+) -> Result<Tensor> {
+    let n = gx.dim(0)?;
+    if reversed.len() != n || n > Chains::MAX {
+        return Err(TowersError::Config(format!(
+            "chain_recurrence: {n} chains (at most {}) with {} directions",
+            Chains::MAX,
+            reversed.len()
+        )));
+    }
+    let host = on_host_f32(&[gx, w_hh, mask]);
+    if fused && (host || chains_on_cuda(gx)) {
+        let bits = reversed
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (k, &r)| acc | (u32::from(r) << k));
+        let (b, t) = (mask.dim(0)?, mask.dim(1)?);
+        let mask = mask.to_dtype(DType::F32)?.reshape((b, t))?.contiguous()?;
+        let w = w_hh.to_dtype(DType::F32)?.contiguous()?;
+        return Ok(gx
+            .contiguous()?
+            .apply_op3(&w, &mask, FusedLstmChains::new(bits))?);
+    }
+    let mut outs = Vec::with_capacity(n);
+    for (k, &rev) in reversed.iter().enumerate() {
+        let (g, w) = (gx.get(k)?, w_hh.get(k)?.to_dtype(gx.dtype())?);
+        outs.push(if rev {
+            let h = recurrence(&reverse_time(&g)?, &w, &reverse_time(mask)?, fused)?;
+            reverse_time(&h)?
+        } else {
+            recurrence(&g, &w, mask, fused)?
+        });
+    }
+    Ok(Tensor::stack(&outs, 0)?)
+}
+
+/// Runs the LSTMs `chains` (each with its direction: `true` reads time reversed) over the same
+/// input `x` [B, T, D] and `mask` [B, T, 1], layer by layer, each layer's recurrences in one
+/// [`chain_recurrence`]: the chains' outputs [B, T, H], each in time order (a reversed chain's
+/// output at t has read x_≥t). The chains must have the same number of layers and cell width.
+pub fn forward_chains(
+    chains: &[(&Lstm, bool)],
+    x: &Tensor,
+    mask: &Tensor,
+    fused: bool,
+) -> Result<Vec<Tensor>> {
+    let Some(((first, _), rest)) = chains.split_first() else {
+        return Ok(Vec::new());
+    };
+    // Each layer's W_hh shape [4C, C]: the layer count and cell widths in one.
+    let shape =
+        |l: &Lstm| -> Vec<Vec<usize>> { l.layers.iter().map(|y| y.w_hh.dims().to_vec()).collect() };
+    if rest.iter().any(|(l, _)| shape(l) != shape(first)) {
+        return Err(TowersError::Config(
+            "forward_chains: chains of different layer counts or cell widths".into(),
+        ));
+    }
+    let reversed: Vec<bool> = chains.iter().map(|&(_, r)| r).collect();
+    // Layer 0 reads x in every chain; a later layer chain n's own output.
+    let mut inputs: Vec<Tensor> = vec![x.clone(); chains.len()];
+    for layer in 0..first.layers.len() {
+        let gx = chains
+            .iter()
+            .zip(&inputs)
+            .map(|((l, _), input)| l.layers[layer].w_ih.forward(input))
+            .collect::<Result<Vec<_>>>()?;
+        let w_hh: Vec<&Tensor> = chains.iter().map(|(l, _)| &l.layers[layer].w_hh).collect();
+        let h = chain_recurrence(
+            &Tensor::stack(&gx, 0)?,
+            &Tensor::stack(&w_hh, 0)?,
+            mask,
+            &reversed,
+            fused,
+        )?;
+        inputs = (0..chains.len())
+            .map(|k| h.get(k))
+            .collect::<candle_core::Result<Vec<_>>>()?;
+    }
+    chains
+        .iter()
+        .zip(&inputs)
+        .map(|((l, _), h)| l.h2o.forward(h))
+        .collect()
 }
 
 #[derive(Debug, Clone)]
@@ -270,6 +388,72 @@ mod tests {
         let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
         vars.push(&x);
         assert_same_op(&fused, &reference, &weights(&[b, t, 5]), &vars, TOL);
+    }
+
+    /// The chained op over chains in both directions (PADs at a sequence's start, middle and
+    /// end) against each chain's per-step graph on time-reversed copies: values, and the
+    /// gradients of the stacked gx and of every chain's W_hh.
+    #[test]
+    fn chained_op_matches_each_chains_per_step_graph_in_its_direction() {
+        for (n, b, t, c, reversed) in [
+            (1, 2, 5, 3, vec![true]),
+            (2, 3, 7, 16, vec![false, true]),
+            (4, 3, 9, 40, vec![false, true, false, true]),
+        ] {
+            let gx = f32var(&[n, b, t, 4 * c], 13, 2.0);
+            let w_hh = f32var(&[n, 4 * c, c], 14, 1.0 / (c as f64).sqrt());
+            let mask = mask_with_pads(b, t);
+            let fused =
+                chain_recurrence(gx.as_tensor(), w_hh.as_tensor(), &mask, &reversed, true).unwrap();
+            let reference =
+                chain_recurrence(gx.as_tensor(), w_hh.as_tensor(), &mask, &reversed, false)
+                    .unwrap();
+            let w = weights(&[n, b, t, c]);
+            assert_same_op(&fused, &reference, &w, &[&gx, &w_hh], TOL);
+            // A reversed chain is not the forward one: reading the other way changes h.
+            let flipped: Vec<bool> = reversed.iter().map(|r| !r).collect();
+            let other =
+                chain_recurrence(gx.as_tensor(), w_hh.as_tensor(), &mask, &flipped, true).unwrap();
+            assert!(max_abs(&(other - &fused).unwrap()) > 1e-2);
+        }
+        // As many directions as chains, or a typed error.
+        let gx = Tensor::zeros((2, 1, 3, 4), DType::F32, &Device::Cpu).unwrap();
+        let w_hh = Tensor::zeros((2, 4, 1), DType::F32, &Device::Cpu).unwrap();
+        let e = chain_recurrence(&gx, &w_hh, &mask_with_pads(1, 3), &[true], true).unwrap_err();
+        assert!(matches!(e, TowersError::Config(_)), "{e}");
+    }
+
+    /// Two LSTMs run as chains (one of them reversed) equal each run alone, the reversed one on
+    /// time-reversed copies of its input and mask.
+    #[test]
+    fn lstms_run_as_chains_equal_each_run_alone() {
+        let store = ParamStore::new(&Device::Cpu, 4);
+        let a = Lstm::new(6, 12, 5, 2, 0.3, store.root().pp("a")).unwrap();
+        let r = Lstm::new(6, 12, 5, 2, 0.3, store.root().pp("r")).unwrap();
+        let (b, t) = (3, 8);
+        let x = f32var(&[b, t, 6], 10, 1.5);
+        let mask = mask_with_pads(b, t);
+        let chained =
+            forward_chains(&[(&a, false), (&r, true)], x.as_tensor(), &mask, true).unwrap();
+        let alone_a = a.forward(x.as_tensor(), &mask, true).unwrap();
+        let rx = reverse_time(x.as_tensor()).unwrap();
+        let alone_r =
+            reverse_time(&r.forward(&rx, &reverse_time(&mask).unwrap(), true).unwrap()).unwrap();
+        let both = |a: &Tensor, r: &Tensor| Tensor::cat(&[a, r], 2).unwrap();
+        let params = store.params();
+        let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
+        vars.push(&x);
+        assert_same_op(
+            &both(&chained[0], &chained[1]),
+            &both(&alone_a, &alone_r),
+            &weights(&[b, t, 10]),
+            &vars,
+            TOL,
+        );
+        // Chains of different widths are an error, not a wrong product.
+        let narrow = Lstm::new(6, 8, 5, 2, 0.3, store.root().pp("n")).unwrap();
+        let e = forward_chains(&[(&a, false), (&narrow, true)], x.as_tensor(), &mask, true);
+        assert!(matches!(e, Err(TowersError::Config(_))));
     }
 
     #[test]

@@ -102,32 +102,12 @@ impl AdamW {
         lr: f64,
         grad_scale: f64,
     ) -> Result<()> {
-        if grads.len() != self.params.len() {
-            return Err(TowersError::Config(format!(
-                "{} gradients for {} parameters",
-                grads.len(),
-                self.params.len()
-            )));
-        }
+        self.check_count(grads)?;
         self.step += 1;
-        let t = self.step as i32;
-        let (b1, b2) = (self.cfg.beta1, self.cfg.beta2);
         for (i, g) in grads.iter().enumerate() {
             let Some(g) = g else { continue };
             let p = &self.params[i];
-            let decay = if p.decay { self.cfg.weight_decay } else { 0.0 };
-            let k = Coeffs {
-                grad_scale: grad_scale as f32,
-                b1: b1 as f32,
-                one_minus_b1: (1.0 - b1) as f32,
-                b2: b2 as f32,
-                one_minus_b2: (1.0 - b2) as f32,
-                inv_bc1: (1.0 / (1.0 - b1.powi(t))) as f32,
-                inv_bc2: (1.0 / (1.0 - b2.powi(t))) as f32,
-                eps: self.cfg.eps as f32,
-                keep: (1.0 - lr * decay) as f32,
-                lr: lr as f32,
-            };
+            let k = self.coeffs(lr, grad_scale, p.decay);
             let theta = p.var.as_tensor();
             let g = g.to_dtype(DType::F32)?;
             let (m0, v0) = (&self.m[i], &self.v[i]);
@@ -152,6 +132,104 @@ impl AdamW {
             self.v[i] = v;
         }
         Ok(())
+    }
+
+    /// One update with the gradients clipped to the global norm `max_norm` (≤ 0: no clipping),
+    /// as PyTorch's `clip_grad_norm_` then `step`: returns the norm before clipping, or an
+    /// error, with nothing updated, if it is not finite. On CUDA (switch `update`, f32
+    /// contiguous gradients) the norm, the clip factor and every parameter's update are three
+    /// launches over all parameters (`adamw_multi.cu`) and the host reads the norm only after
+    /// the update; elsewhere [`grad_norm`], [`clip_factor`] and [`AdamW::step_scaled`].
+    pub fn step_clipped(
+        &mut self,
+        grads: &[Option<Tensor>],
+        lr: f64,
+        max_norm: f64,
+    ) -> Result<f64> {
+        self.check_count(grads)?;
+        #[cfg(feature = "cuda")]
+        if let Some(norm) = self.step_in_one_pass(grads, lr, max_norm)? {
+            return Ok(norm);
+        }
+        let norm = grad_norm(grads)?;
+        self.step_scaled(grads, lr, clip_factor(norm, max_norm))?;
+        Ok(norm)
+    }
+
+    /// [`AdamW::step_clipped`] by `adamw_multi.cu` where the switch is on and every gradient,
+    /// parameter and moment is a contiguous f32 tensor on one CUDA device, none overlapping a
+    /// buffer that is written: the norm, or `None` with nothing done (not even the step
+    /// counted).
+    #[cfg(feature = "cuda")]
+    fn step_in_one_pass(
+        &mut self,
+        grads: &[Option<Tensor>],
+        lr: f64,
+        max_norm: f64,
+    ) -> Result<Option<f64>> {
+        let Some(first) = grads.iter().position(Option::is_some) else {
+            return Ok(None);
+        };
+        let theta = self.params[first].var.as_tensor();
+        if !crate::cuda_switch::on_cuda_kernel(crate::CudaKernel::Update, theta) {
+            return Ok(None);
+        }
+        self.step += 1;
+        let shared = self.coeffs(lr, 1.0, false).multi_args();
+        let mut rows = Vec::new();
+        let mut keep = Vec::new();
+        let moments = self.m.iter().zip(&self.v);
+        for ((p, g), (m, v)) in self.params.iter().zip(grads).zip(moments) {
+            if let Some(g) = g {
+                rows.push([p.var.as_tensor(), g, m, v]);
+                keep.push(self.coeffs(lr, 1.0, p.decay).keep);
+            }
+        }
+        let norm = crate::optim_cuda::cuda_update_all(&rows, &keep, &shared, max_norm)?;
+        match norm {
+            Some(n) if n.is_finite() => Ok(Some(n)),
+            // The kernels wrote nothing: as on the CPU path, the step did not happen.
+            Some(n) => {
+                self.step -= 1;
+                Err(TowersError::NonFinite(format!("gradient norm {n}")))
+            }
+            None => {
+                self.step -= 1;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A [`TowersError::Config`] unless there is one gradient slot per parameter.
+    fn check_count(&self, grads: &[Option<Tensor>]) -> Result<()> {
+        if grads.len() != self.params.len() {
+            return Err(TowersError::Config(format!(
+                "{} gradients for {} parameters",
+                grads.len(),
+                self.params.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The scalars of the update that `self.step` counts, for a parameter with or without
+    /// weight decay.
+    fn coeffs(&self, lr: f64, grad_scale: f64, decay: bool) -> Coeffs {
+        let t = self.step as i32;
+        let (b1, b2) = (self.cfg.beta1, self.cfg.beta2);
+        let decay = if decay { self.cfg.weight_decay } else { 0.0 };
+        Coeffs {
+            grad_scale: grad_scale as f32,
+            b1: b1 as f32,
+            one_minus_b1: (1.0 - b1) as f32,
+            b2: b2 as f32,
+            one_minus_b2: (1.0 - b2) as f32,
+            inv_bc1: (1.0 / (1.0 - b1.powi(t))) as f32,
+            inv_bc2: (1.0 / (1.0 - b2.powi(t))) as f32,
+            eps: self.cfg.eps as f32,
+            keep: (1.0 - lr * decay) as f32,
+            lr: lr as f32,
+        }
     }
 
     /// Copies of the moments keyed `m.<name>` / `v.<name>` (saved with checkpoints; copies,
@@ -305,6 +383,23 @@ impl Coeffs {
             self.inv_bc2,
             self.eps,
             self.keep,
+            self.lr,
+        ]
+    }
+
+    /// The scalars every parameter shares in `adamw_multi.cu`'s argument order (b1, 1 − b1,
+    /// b2, 1 − b2, 1/bc1, 1/bc2, eps, lr): the clip factor comes from device memory, `keep`
+    /// from the parameter's row of the table.
+    #[cfg(feature = "cuda")]
+    fn multi_args(&self) -> [f32; 8] {
+        [
+            self.b1,
+            self.one_minus_b1,
+            self.b2,
+            self.one_minus_b2,
+            self.inv_bc1,
+            self.inv_bc2,
+            self.eps,
             self.lr,
         ]
     }
@@ -529,6 +624,52 @@ mod tests {
                 "shape {shape:?}: {got} vs {want_n}"
             );
         }
+    }
+
+    #[test]
+    fn step_clipped_is_the_norm_the_factor_and_the_scaled_step() {
+        let param = |name: &str, n: usize, k: usize, decay: bool| Param {
+            name: name.into(),
+            var: candle_core::Var::from_tensor(&t(n, k, 1.0)).unwrap(),
+            decay,
+        };
+        let params = || vec![param("w", 33, 7, true), param("b", 1, 3, false)];
+        let (mut a, mut b) = (
+            AdamW::new(params(), AdamWConfig::default()).unwrap(),
+            AdamW::new(params(), AdamWConfig::default()).unwrap(),
+        );
+        let grads = vec![Some(t(33, 13, 0.9)), Some(t(1, 5, 0.4))];
+        // 0.5 clips (the norm is about 3), 10 does not, 0 never does.
+        for max_norm in [0.5, 10.0, 0.0] {
+            let norm = a.step_clipped(&grads, 1e-2, max_norm).unwrap();
+            let want = grad_norm(&grads).unwrap();
+            assert_eq!(norm, want);
+            b.step_scaled(&grads, 1e-2, clip_factor(want, max_norm))
+                .unwrap();
+            for (pa, pb) in a.params().iter().zip(b.params()) {
+                let w = |p: &Param| p.var.as_tensor().to_vec1::<f32>().unwrap();
+                assert_eq!(w(pa), w(pb));
+            }
+        }
+        assert!(clip_factor(grad_norm(&grads).unwrap(), 0.5) < 0.2);
+        // A gradient slot short, or a gradient not finite: an error, nothing updated, the
+        // step not counted.
+        assert!(matches!(
+            a.step_clipped(&grads[..1], 1e-2, 1.0),
+            Err(TowersError::Config(_))
+        ));
+        let before = a.params()[0].var.as_tensor().to_vec1::<f32>().unwrap();
+        let mut bad = grads.clone();
+        bad[1] = Some(Tensor::from_vec(vec![f32::INFINITY], 1, &Device::Cpu).unwrap());
+        assert!(matches!(
+            a.step_clipped(&bad, 1e-2, 1.0),
+            Err(TowersError::NonFinite(_))
+        ));
+        assert_eq!(a.step_count(), 3);
+        assert_eq!(
+            a.params()[0].var.as_tensor().to_vec1::<f32>().unwrap(),
+            before
+        );
     }
 
     #[test]

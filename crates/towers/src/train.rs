@@ -279,10 +279,9 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             }
         }
         let grad_norm = if n_all > 0 && self.state.train.clip_groups.is_empty() {
-            let norm = grad_norm(&grads)?;
-            let scale = clip_factor(norm, self.state.train.clip_norm);
-            self.opt.step_scaled(&grads, lr, scale)?;
-            norm
+            // On CUDA the norm is read back after the update, not between it and the norm.
+            self.opt
+                .step_clipped(&grads, lr, self.state.train.clip_norm)?
         } else if n_all > 0 {
             let norm = self.clip_by_group(&mut grads)?;
             self.opt.step_scaled(&grads, lr, 1.0)?;

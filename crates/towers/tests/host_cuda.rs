@@ -9,14 +9,11 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Builds `tests/host_cuda/<harness>.cpp` around `src/<source>.cu`, runs it, and returns its
-/// report; panics with the compiler's log or the report when either fails.
-fn run_harness(harness: &str, source: &str) -> String {
+/// Builds `tests/host_cuda/<harness>.cpp` around the kernel source `cu` into `exe`; panics
+/// with the compiler's log when it fails.
+fn build(harness: &str, cu: &Path, exe: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join(harness);
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let cu = root.join(format!("src/{source}.cu"));
     let built = Command::new(&cxx)
         .args(["-std=c++20", "-O1", "-pthread"])
         // Every access of a kernel in bounds of the buffers the harness gives it (exactly the
@@ -24,7 +21,7 @@ fn run_harness(harness: &str, source: &str) -> String {
         // at the first overflow, UBSan at undefined arithmetic.
         .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
         .args(["-fno-omit-frame-pointer", "-o"])
-        .arg(&exe)
+        .arg(exe)
         .arg(format!("-DCU_SOURCE=\"{}\"", cu.display()))
         .arg(root.join(format!("tests/host_cuda/{harness}.cpp")))
         .output()
@@ -36,6 +33,15 @@ fn run_harness(harness: &str, source: &str) -> String {
         "{cxx} could not build the host harness {harness}:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
+}
+
+/// Builds `tests/host_cuda/<harness>.cpp` around `src/<source>.cu`, runs it, and returns its
+/// report; panics with the compiler's log or the report when either fails.
+fn run_harness(harness: &str, source: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join(harness);
+    build(harness, &root.join(format!("src/{source}.cu")), &exe);
     let run = Command::new(&exe).output().unwrap();
     let report = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
@@ -80,4 +86,158 @@ fn the_gelu_cuda_kernels_compiled_for_the_host_match_f64() {
 fn the_softmax_nll_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
     let report = run_harness("softmax_nll", "softmax_nll");
     assert!(report.contains("worst gradient error"), "{report}");
+}
+
+#[test]
+fn the_lstm_chains_cuda_kernels_compiled_for_the_host_match_f64_in_f32_and_bf16() {
+    let report = run_harness("lstm_chains_kernels", "fused_lstm_seq");
+    assert!(report.contains("0 outputs not finite"), "{report}");
+}
+
+/// Fused attention's kernels against f64 and central differences (causal, padding at the end
+/// and the start, a fully masked row, T 37 and 128, bf16); then the same harness around copies
+/// of `attention.cu` with one planted defect each, every one of which it must reject: the
+/// backward's −D term dropped in the key rows, the bias left out of the forward scores, and a
+/// staging loop one element too long (AddressSanitizer's read past qkv).
+#[test]
+fn the_attention_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
+    let planted = [
+        (
+            "no_d",
+            "dsr[i] = pij * (g - rowsum[i]);",
+            "dsr[i] = pij * g;",
+        ),
+        (
+            "no_bias",
+            "s[c] = acc * scale + bias_b[(long long)i * t + j];",
+            "s[c] = acc * scale;",
+        ),
+        (
+            "overrun",
+            "e < t * hd; e += blockDim.x) {\n    int j = e / hd",
+            "e <= t * hd; e += blockDim.x) {\n    int j = e / hd",
+        ),
+    ];
+    planted_defects_fail(
+        "attention",
+        "attention",
+        &["bf16.cuh", "warp.cuh"],
+        &planted,
+        || {
+            let report = run_harness("attention", "attention");
+            assert!(report.contains("masked row 0"), "{report}");
+            assert!(report.contains("bf16: 0 of"), "{report}");
+            // The shared memory the op gives a block (fused_attention_cuda.rs's test holds the same).
+            assert!(
+                report.contains(
+                    "forward 38016 (f32) 21632 (bf16), backward 43776 (f32) 27392 (bf16)"
+                ),
+                "{report}"
+            );
+        },
+    );
+}
+
+/// The one-pass clipping and AdamW kernels against a long-double norm and the CPU's update bit
+/// for bit (clipping active, inactive, off; a gradient holding infinity writes nothing); the
+/// harness also proves its checks catch a norm summed in f32, an update an ulp off and an
+/// element left out. Then the same harness around copies of `adamw_multi.cu` with one planted
+/// defect each, every one of which it must reject: a sum loop one element too long
+/// (AddressSanitizer), the squares summed in f32, the clip factor ignored, an off-by-one in
+/// the chunk's parameter search, and the guard against a norm that is not finite dropped.
+#[test]
+fn the_adamw_multi_cuda_kernels_compiled_for_the_host_equal_the_cpu_update_bit_for_bit() {
+    let planted = [
+        (
+            "overrun",
+            "j < end; j += WARP_LANES) {\n    double x",
+            "j <= end; j += WARP_LANES) {\n    double x",
+        ),
+        (
+            "f32_sum",
+            "    double x = g[j];\n    s += x * x;",
+            "    float x = g[j];\n    s += (float)(x * x);",
+        ),
+        (
+            "no_clip",
+            "const float grad_scale = (float)norm_clip[1];",
+            "const float grad_scale = 1.0f;",
+        ),
+        ("row_search", "+ 5] <= c)", "+ 5] < c)"),
+        (
+            "no_guard",
+            "if (c >= chunks || !(norm_clip[0] < INFINITY)) return;",
+            "if (c >= chunks) return;",
+        ),
+    ];
+    planted_defects_fail(
+        "adamw_multi",
+        "adamw_multi",
+        &["warp.cuh"],
+        &planted,
+        || {
+            let report = run_harness("adamw_multi", "adamw_multi");
+            assert_eq!(
+                report
+                    .matches(" 0 of 3710 elements differ from adamw_elem")
+                    .count(),
+                3,
+                "{report}"
+            );
+            assert!(
+                report.contains("infinity: norm inf, 0 elements written"),
+                "{report}"
+            );
+            assert!(
+                report.contains("planted defects caught: 3 of 3"),
+                "{report}"
+            );
+        },
+    );
+}
+
+/// Builds the harness `tests/host_cuda/<harness>.cpp` around copies of `src/<source>.cu`, one
+/// per planted defect (`(name, from, to)`: `from`, found exactly once, replaced by `to`; the
+/// headers the source includes copied beside them), while `check` runs the real harness, and
+/// requires every planted copy to fail.
+fn planted_defects_fail(
+    harness: &str,
+    source: &str,
+    headers: &[&str],
+    planted: &[(&str, &str, &str)],
+    check: impl FnOnce(),
+) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join(format!("src/{source}.cu"))).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for header in headers {
+        std::fs::copy(root.join("src").join(header), dir.path().join(header)).unwrap();
+    }
+    let run_planted = |name: &str, from: &str, to: &str| -> (bool, String) {
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "{name}: {from:?} not once in {source}.cu"
+        );
+        let cu = dir.path().join(format!("{name}.cu"));
+        std::fs::write(&cu, text.replace(from, to)).unwrap();
+        let exe = dir.path().join(name);
+        build(harness, &cu, &exe);
+        let run = Command::new(&exe).output().unwrap();
+        (
+            run.status.success(),
+            String::from_utf8_lossy(&run.stdout).into_owned(),
+        )
+    };
+    std::thread::scope(|s| {
+        let runs: Vec<_> = planted
+            .iter()
+            .map(|&(name, from, to)| s.spawn(move || (name, run_planted(name, from, to))))
+            .collect();
+        check();
+        for r in runs {
+            let (name, (passed, report)) = r.join().unwrap();
+            assert!(!passed, "the planted defect {name} passed: {report}");
+        }
+    });
 }
