@@ -40,7 +40,7 @@ int main() {
     double gd = (double)g[i] * gs, md = m[i] * (double)b1 + gd * omb1;
     double vd = v[i] * (double)b2 + gd * gd * omb2;
     double td = theta[i] * (double)keep - md * ibc1 / (std::sqrt(vd * ibc2) + eps) * lr;
-    worst = std::fmax(worst, std::fabs(to[i] - td) / std::fmax(std::fabs(td), 1e-3));
+    worst = worse(worst, std::fabs(to[i] - td) / std::fmax(std::fabs(td), 1e-3));
   }
   printf("%ld of %ld values differ from adamw_elem; worst relative error against f64 %.3e\n",
          unequal, 3 * n, worst);

@@ -133,7 +133,7 @@ static long unequal_to_cpu(const std::vector<Param>& got, const std::vector<Para
       double gd = (double)p.g[i] * gs, md = p.m[i] * (double)B1 + gd * OMB1;
       double vd = p.v[i] * (double)B2 + gd * gd * OMB2;
       double td = p.theta[i] * (double)p.keep - md * IBC1 / (std::sqrt(vd * IBC2) + EPS) * LR;
-      *worst = std::fmax(*worst, std::fabs(got[k].theta[i] - td) / std::fmax(std::fabs(td), 1e-3));
+      *worst = worse(*worst, std::fabs(got[k].theta[i] - td) / std::fmax(std::fabs(td), 1e-3));
     }
   return unequal;
 }

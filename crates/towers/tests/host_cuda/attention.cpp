@@ -103,7 +103,7 @@ static Ref reference(const Case& c, const std::vector<double>& qkv, const std::v
           double s = 0;
           for (int d = 0; d < hd; d++) s += at(i, 0, d) * at(j, 1, d);
           p[i * t + j] = s * scale + bias[((size_t)b * t + i) * t + j];
-          mx = std::fmax(mx, p[i * t + j]);
+          mx = worse(mx, p[i * t + j]);
         }
         double sum = 0;
         for (int j = 0; j < t; j++)

@@ -22,8 +22,8 @@ int main() {
     double v = x[i], e = 1e-6;
     double fd = (gelu(v + e) - gelu(v - e)) / (2 * e);
     double scale = std::fmax(1.0, std::fabs(v));
-    worst = std::fmax(worst, std::fabs(y[i] - gelu(v)) / scale);
-    worst = std::fmax(worst, std::fabs(dx[i] - dy[i] * fd) / scale);
+    worst = worse(worst, std::fabs(y[i] - gelu(v)) / scale);
+    worst = worse(worst, std::fabs(dx[i] - dy[i] * fd) / scale);
   }
 
   // bf16: the inputs rounded to bf16, the f32 kernels on those values as the reference.

@@ -48,8 +48,8 @@ int main() {
     for (int k = 0; k < H; k++) dg[k] += w[r * H + k] * xhat[r * H + k], db[k] += w[r * H + k];
   int nonzero = 0;
   auto at = [&] { return loss(x64, g64, b64, w64); };
-  double worst = std::fmax(worst_fd_error(x64, dx, at, &nonzero),
-                           std::fmax(worst_fd_error(g64, dg, at, &nonzero),
+  double worst = worse(worst_fd_error(x64, dx, at, &nonzero),
+                           worse(worst_fd_error(g64, dg, at, &nonzero),
                                      worst_fd_error(b64, db, at, &nonzero)));
   // bf16: x and dy rounded to bf16 (gamma and beta stay f32, as the master weights). y and dx
   // must be the f32 kernels' on those values rounded to the nearest bf16 (shim.h's oracle), xhat

@@ -152,15 +152,15 @@ Errors check(const V& gx, const V& w, const V& mask, const V& wh, bool relative)
   for (float v : dw) e.not_finite += !std::isfinite(v);
   double hmax = 0;
   for (long i = 0; i < NBT * C; i++) {
-    e.value = std::fmax(e.value, std::fabs(val(h[i]) - h64[i]));
-    hmax = std::fmax(hmax, std::fabs(h64[i]));
+    e.value = worse(e.value, std::fabs(val(h[i]) - h64[i]));
+    hmax = worse(hmax, std::fabs(h64[i]));
   }
   e.value /= hmax;
   V dgx32;
   for (E v : dgx) dgx32.push_back(val(v));
   auto at = [&] { return reference(gx64, w64, mask, wh64, nullptr); };
   if (!relative) {
-    e.grad = std::fmax(worst_fd_error(gx64, dgx32, at, &e.nonzero),
+    e.grad = worse(worst_fd_error(gx64, dgx32, at, &e.nonzero),
                        worst_fd_error(w64, dw, at, &e.nonzero));
     return e;
   }
@@ -174,13 +174,13 @@ Errors check(const V& gx, const V& w, const V& mask, const V& wh, bool relative)
       v[j] = keep - 1e-6;
       double fd = (up - at()) / 2e-6;
       v[j] = keep;
-      worst = std::fmax(worst, std::fabs(fd - grad[j]));
-      largest = std::fmax(largest, std::fabs(fd));
+      worst = worse(worst, std::fabs(fd - grad[j]));
+      largest = worse(largest, std::fabs(fd));
       e.nonzero += std::fabs(fd) > 1e-3;
     }
     return worst / largest;
   };
-  e.grad = std::fmax(rel(gx64, dgx32), rel(w64, dw));
+  e.grad = worse(rel(gx64, dgx32), rel(w64, dw));
   return e;
 }
 

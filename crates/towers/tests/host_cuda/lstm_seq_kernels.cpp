@@ -93,7 +93,7 @@ int main() {
   double want = loss(gx64, w64, mask, wh);
   int nonzero = 0;
   auto at = [&] { return loss(gx64, w64, mask, wh); };
-  double worst = std::fmax(worst_fd_error(gx64, dgx, at, &nonzero),
+  double worst = worse(worst_fd_error(gx64, dgx, at, &nonzero),
                            worst_fd_error(w64, dw, at, &nonzero));
   int n = (int)(gx64.size() + w64.size());
   printf("loss %.9f (f64 %.9f); worst gradient error %.3e; %d of %d gradients non-zero\n", got,

@@ -103,6 +103,12 @@ void launch_warps(long rows, F kernel) {
   }
 }
 
+// The larger of two errors, NaN when either is (std::fmax skips a NaN: a kernel writing NaN
+// would pass every bound).
+inline double worse(double a, double b) {
+  return (a != a || b != b) ? NAN : (a > b ? a : b);
+}
+
 // Checks a float gradient against central differences (step 1e-6, in double) of loss() in each
 // entry of v: returns the worst |fd - grad| / (1 + |fd|) and adds to *nonzero the entries whose
 // difference exceeds 1e-3 in size.
@@ -118,7 +124,7 @@ double worst_fd_error(std::vector<double>& v, const std::vector<float>& grad, Lo
     double down = loss();
     v[j] = keep;
     double fd = (up - down) / (2 * e);
-    worst = std::fmax(worst, std::fabs(fd - grad[j]) / (1 + std::fabs(fd)));
+    worst = worse(worst, std::fabs(fd - grad[j]) / (1 + std::fabs(fd)));
     *nonzero += std::fabs(fd) > 1e-3;
   }
   return worst;

@@ -19,7 +19,7 @@ static const int R = 7, V = 45, CHUNK = 3, CHUNKS = (R + CHUNK - 1) / CHUNK;
 static double nll_f64(const std::vector<double>& x, const std::vector<double>& b,
                       const unsigned* y, int r) {
   double mx = -INFINITY, s = 0;
-  for (int k = 0; k < V; k++) mx = std::fmax(mx, x[r * V + k] + b[k]);
+  for (int k = 0; k < V; k++) mx = worse(mx, x[r * V + k] + b[k]);
   for (int k = 0; k < V; k++) s += std::exp(x[r * V + k] + b[k] - mx);
   return mx + std::log(s) - (x[r * V + y[r]] + b[y[r]]);
 }
@@ -44,9 +44,9 @@ int main() {
   double worst_nll = 0;
   for (int r = 0; r < R; r++) {
     double want = nll_f64(xd, bd, y, r);
-    worst_nll = std::fmax(worst_nll, std::fabs(nll[r] - want) / (1 + std::fabs(want)));
+    worst_nll = worse(worst_nll, std::fabs(nll[r] - want) / (1 + std::fabs(want)));
     double want_lse = want + xd[r * V + y[r]] + bd[y[r]];
-    worst_nll = std::fmax(worst_nll, std::fabs(lse[r] - want_lse) / (1 + std::fabs(want_lse)));
+    worst_nll = worse(worst_nll, std::fabs(lse[r] - want_lse) / (1 + std::fabs(want_lse)));
   }
   // The loss whose gradients dx and db are: sum_r dnll_r nll_r, in double.
   auto loss = [&] {
