@@ -59,6 +59,8 @@ mod common;
 mod compare;
 #[path = "gpu_check/encoder_checks.rs"]
 mod encoder_checks;
+#[path = "gpu_check/linear_checks.rs"]
+mod linear_checks;
 #[path = "gpu_check/report.rs"]
 mod report;
 #[path = "gpu_check/towers_checks.rs"]
@@ -175,6 +177,10 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
     eprintln!("gpu_check: attention");
     checks.extend(guarded("attn", || {
         attention_checks::attention_checks(target, seed)
+    }));
+    eprintln!("gpu_check: a transformer block's Linear");
+    checks.extend(guarded("linear", || {
+        linear_checks::linear_checks(target, seed)
     }));
     eprintln!("gpu_check: AdamW");
     checks.extend(guarded("adamw", || {

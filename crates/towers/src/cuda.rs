@@ -186,7 +186,7 @@ mod tests {
     /// by name.
     #[test]
     fn each_ptx_holds_every_kernel_its_op_loads() {
-        let files: [(&str, &str, &[&str]); 6] = [
+        let files: [(&str, &str, &[&str]); 7] = [
             (
                 "fused_lstm_seq",
                 ptx!("fused_lstm_seq"),
@@ -233,6 +233,16 @@ mod tests {
                     "gelu_erf_backward",
                     "gelu_erf_forward_bf16",
                     "gelu_erf_backward_bf16",
+                ],
+            ),
+            (
+                "linear",
+                ptx!("linear"),
+                &[
+                    "linear_bias_rows",
+                    "linear_bias_rows_bf16",
+                    "linear_column_sums",
+                    "linear_column_sums_bf16",
                 ],
             ),
         ];

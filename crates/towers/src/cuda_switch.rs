@@ -1,6 +1,6 @@
 //! The switches between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
-//! the output layer's loss, the one-pass clipping and AdamW update, attention) and candle's
-//! composed graph on CUDA: all on by default;
+//! the output layer's loss, the one-pass clipping and AdamW update, attention, the transformer
+//! blocks' Linear) and candle's composed graph on CUDA: all on by default;
 //! `LMSPLIT_CUDA_KERNELS=off` turns them all off for the process, `off:nll,gelu` only the ones
 //! named, so that a session whose `gpu_check` fails one kernel still trains with the others (the
 //! LSTM op above all: without it an ELMo step runs candle's per-step graph, slower on a GPU than
@@ -41,11 +41,15 @@ pub enum CudaKernel {
     /// Multi-head self-attention forward and backward, one block per (sequence, head)
     /// (`attention.cu`); off, attention runs candle's composed graph.
     Attention,
+    /// The transformer blocks' Linear layers (matmul, bias and the bias gradient) as one op
+    /// with its own backward pass writing the f32 weight gradient (`linear.cu` and cuBLAS);
+    /// off, they run candle's composed graph.
+    Linear,
 }
 
 impl CudaKernel {
     /// Every kernel.
-    pub const ALL: [CudaKernel; 9] = [
+    pub const ALL: [CudaKernel; 10] = [
         Self::Lstm,
         Self::LayerNorm,
         Self::Softmax,
@@ -55,6 +59,7 @@ impl CudaKernel {
         Self::LstmBf16,
         Self::Update,
         Self::Attention,
+        Self::Linear,
     ];
 
     /// The kernel's name in [`CUDA_KERNELS_ENV`] and in reports.
@@ -69,6 +74,7 @@ impl CudaKernel {
             Self::LstmBf16 => "lstm_bf16",
             Self::Update => "update",
             Self::Attention => "attention",
+            Self::Linear => "linear",
         }
     }
 }

@@ -5,10 +5,11 @@
 //! backward state after x_{t+1}, zeros at the ends) instead of the released code's shifted
 //! inputs with a PAD start token; both keep x_t out of position t.
 //!
-//! On CUDA in bf16 (switch [`crate::CudaKernel::LstmBf16`]) the two directions run as one chained
-//! recurrence per layer ([`crate::lstm::forward_chains`]: one batched GEMM per step, the backward
-//! LSTM reading time reversed by index); elsewhere each direction runs alone, the backward one
-//! on time-reversed copies.
+//! On CUDA in bf16 (switch [`crate::CudaKernel::LstmBf16`]) all towers' directions run as one
+//! chained recurrence per layer ([`crate::lstm::forward_chains`]: one batched GEMM per step,
+//! backward LSTMs reading time reversed by index; [`forward_towers_chained`], through
+//! [`crate::style::TowerStyle::forward_all`]); elsewhere each direction runs alone, the backward
+//! one on time-reversed copies.
 
 use candle_core::{Tensor, D};
 
@@ -16,7 +17,7 @@ use crate::config::{ElmoMode, ModelConfig};
 use crate::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
 use crate::params::Init;
 use crate::style::Tower;
-use crate::Result;
+use crate::{Result, TowersError};
 
 /// One ELMo tower.
 #[derive(Debug, Clone)]
@@ -103,18 +104,72 @@ impl ElmoTower {
         mask: &Tensor,
         fused: bool,
     ) -> Result<(Tensor, Tensor)> {
-        let mut chains = vec![(&self.fwd, false)];
-        if let Some(bwd) = &self.bwd {
-            chains.push((bwd, true));
-        }
-        let outs = forward_chains(&chains, x, mask, fused)?;
-        let f = shift_time(&outs[0], true)?;
-        let b = match outs.get(1) {
-            Some(rb) => shift_time(rb, false)?,
-            None => f.zeros_like()?,
-        };
-        Ok((f, b))
+        let mut dirs = towers_directions_chained(&[self], std::slice::from_ref(x), mask, fused)?;
+        dirs.pop()
+            .ok_or_else(|| TowersError::Config("directions_chained: no output".into()))
     }
+}
+
+/// The (forward, backward) directions of every tower of `towers` (tower k reading `xs[k]`, all
+/// under `mask`) with all their LSTMs as one chained recurrence per layer: K towers × 2
+/// directions (K chains forward-only) in one [`forward_chains`] a layer, at most 32 chains;
+/// `fused` as in [`ElmoTower::directions_with`].
+pub(crate) fn towers_directions_chained(
+    towers: &[&ElmoTower],
+    xs: &[Tensor],
+    mask: &Tensor,
+    fused: bool,
+) -> Result<Vec<(Tensor, Tensor)>> {
+    if xs.len() != towers.len() {
+        return Err(TowersError::Config(format!(
+            "{} tower inputs for {} towers",
+            xs.len(),
+            towers.len()
+        )));
+    }
+    let (mut chains, mut inputs, mut slots) = (Vec::new(), Vec::new(), Vec::new());
+    for (tower, x) in towers.iter().zip(xs) {
+        // Tower k's forward chain and, where it has one, its backward chain after it.
+        slots.push((chains.len(), tower.bwd.as_ref().map(|_| chains.len() + 1)));
+        chains.push((&tower.fwd, false));
+        inputs.push(x.clone());
+        if let Some(bwd) = &tower.bwd {
+            chains.push((bwd, true));
+            inputs.push(x.clone());
+        }
+    }
+    let outs = forward_chains(&chains, &inputs, mask, fused)?;
+    slots
+        .into_iter()
+        .map(|(f, b)| {
+            let f = shift_time(&outs[f], true)?;
+            let b = match b {
+                Some(b) => shift_time(&outs[b], false)?,
+                None => f.zeros_like()?,
+            };
+            Ok((f, b))
+        })
+        .collect()
+}
+
+/// Every tower's output [B, T, 2H] (forward ++ backward) with all towers' chains of a layer as
+/// one op ([`towers_directions_chained`], `fused` as there); an error where a tower is not
+/// ELMo's.
+pub(crate) fn forward_towers_chained(
+    towers: &[Box<dyn Tower>],
+    xs: &[Tensor],
+    mask: &Tensor,
+    fused: bool,
+) -> Result<Vec<Tensor>> {
+    let elmo = towers
+        .iter()
+        .map(|t| t.as_elmo())
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| TowersError::Config("forward_towers_chained: not ELMo towers".into()))?;
+    towers_directions_chained(&elmo, xs, mask, fused)?
+        .iter()
+        .map(|(f, b)| Ok(Tensor::cat(&[f, b], D::Minus1)?))
+        .collect()
 }
 
 impl Tower for ElmoTower {
@@ -126,6 +181,10 @@ impl Tower for ElmoTower {
 
     fn directions(&self, x: &Tensor, mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
         Some(ElmoTower::directions(self, x, mask))
+    }
+
+    fn as_elmo(&self) -> Option<&ElmoTower> {
+        Some(self)
     }
 }
 

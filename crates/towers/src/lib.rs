@@ -28,6 +28,8 @@ mod fused_layer_norm;
 #[cfg(feature = "cuda")]
 mod fused_layer_norm_cuda;
 mod fused_linear;
+#[cfg(feature = "cuda")]
+mod fused_linear_cuda;
 mod fused_lstm_seq;
 #[cfg(feature = "cuda")]
 mod fused_lstm_seq_cuda;

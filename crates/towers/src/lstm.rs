@@ -4,7 +4,7 @@
 //! custom op with its own backward pass through time ([`crate::fused_lstm_seq`]); elsewhere it
 //! is the per-step graph [`composed_recurrence`].
 //!
-//! Independent chains of one layer (an ELMo tower's forward and backward LSTMs) can also run
+//! Independent chains of one layer (the forward and backward LSTMs of all ELMo towers) can run
 //! together ([`chain_recurrence`], [`forward_chains`]): on CUDA in bf16 one op steps them all
 //! with one batched GEMM per step, the backward direction reading time reversed by index.
 
@@ -147,19 +147,27 @@ pub fn chain_recurrence(
     Ok(Tensor::stack(&outs, 0)?)
 }
 
-/// Runs the LSTMs `chains` (each with its direction: `true` reads time reversed) over the same
-/// input `x` [B, T, D] and `mask` [B, T, 1], layer by layer, each layer's recurrences in one
+/// Runs the LSTMs `chains` (each with its direction: `true` reads time reversed) over their
+/// inputs `xs` [B, T, D] (`xs[n]` for chain n: one x for a tower's two directions, or each
+/// tower's own) and the shared `mask` [B, T, 1], layer by layer, each layer's recurrences in one
 /// [`chain_recurrence`]: the chains' outputs [B, T, H], each in time order (a reversed chain's
 /// output at t has read x_≥t). The chains must have the same number of layers and cell width.
 pub fn forward_chains(
     chains: &[(&Lstm, bool)],
-    x: &Tensor,
+    xs: &[Tensor],
     mask: &Tensor,
     fused: bool,
 ) -> Result<Vec<Tensor>> {
     let Some(((first, _), rest)) = chains.split_first() else {
         return Ok(Vec::new());
     };
+    if xs.len() != chains.len() {
+        return Err(TowersError::Config(format!(
+            "forward_chains: {} inputs for {} chains",
+            xs.len(),
+            chains.len()
+        )));
+    }
     // Each layer's W_hh shape [4C, C]: the layer count and cell widths in one.
     let shape =
         |l: &Lstm| -> Vec<Vec<usize>> { l.layers.iter().map(|y| y.w_hh.dims().to_vec()).collect() };
@@ -169,8 +177,8 @@ pub fn forward_chains(
         ));
     }
     let reversed: Vec<bool> = chains.iter().map(|&(_, r)| r).collect();
-    // Layer 0 reads x in every chain; a later layer chain n's own output.
-    let mut inputs: Vec<Tensor> = vec![x.clone(); chains.len()];
+    // Layer 0 reads chain n's input; a later layer chain n's own output.
+    let mut inputs: Vec<Tensor> = xs.to_vec();
     for layer in 0..first.layers.len() {
         let gx = chains
             .iter()
@@ -433,8 +441,13 @@ mod tests {
         let (b, t) = (3, 8);
         let x = f32var(&[b, t, 6], 10, 1.5);
         let mask = mask_with_pads(b, t);
-        let chained =
-            forward_chains(&[(&a, false), (&r, true)], x.as_tensor(), &mask, true).unwrap();
+        let chained = forward_chains(
+            &[(&a, false), (&r, true)],
+            &[x.as_tensor().clone(), x.as_tensor().clone()],
+            &mask,
+            true,
+        )
+        .unwrap();
         let alone_a = a.forward(x.as_tensor(), &mask, true).unwrap();
         let rx = reverse_time(x.as_tensor()).unwrap();
         let alone_r =
@@ -452,7 +465,20 @@ mod tests {
         );
         // Chains of different widths are an error, not a wrong product.
         let narrow = Lstm::new(6, 8, 5, 2, 0.3, store.root().pp("n")).unwrap();
-        let e = forward_chains(&[(&a, false), (&narrow, true)], x.as_tensor(), &mask, true);
+        let e = forward_chains(
+            &[(&a, false), (&narrow, true)],
+            &[x.as_tensor().clone(), x.as_tensor().clone()],
+            &mask,
+            true,
+        );
+        assert!(matches!(e, Err(TowersError::Config(_))));
+        // So is an input count that is not the chain count.
+        let e = forward_chains(
+            &[(&a, false), (&r, true)],
+            &[x.as_tensor().clone()],
+            &mask,
+            true,
+        );
         assert!(matches!(e, Err(TowersError::Config(_))));
     }
 

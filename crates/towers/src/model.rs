@@ -119,15 +119,28 @@ impl TwoTowerLm {
     }
 
     /// Every tower's output h_k [B, T, D] (D = `tower_width`), in the compute dtype.
+    /// Towers run together where the style offers it ([`TowerStyle::forward_all`]: ELMo on CUDA in
+    /// bf16), else one by one.
+    ///
+    /// [`TowerStyle::forward_all`]: crate::style::TowerStyle::forward_all
     pub fn tower_outputs(&self, db: &DeviceBatch) -> Result<Vec<Tensor>> {
-        let shared = self.embed.forward(&db.ids, self.dtype)?;
+        let xs = self.tower_inputs(db)?;
+        let style = self.cfg.style.tower_style();
+        if let Some(all) = style.forward_all(&self.towers, &xs, &db.mask) {
+            return all;
+        }
         self.towers
             .iter()
-            .enumerate()
-            .map(|(k, tower)| {
-                let x = self.embed.tower_input(k, &shared)?;
-                tower.forward(&x, &db.mask)
-            })
+            .zip(&xs)
+            .map(|(tower, x)| tower.forward(x, &db.mask))
+            .collect()
+    }
+
+    /// Every tower's input [B, T, H] (its projection of the shared embedding).
+    fn tower_inputs(&self, db: &DeviceBatch) -> Result<Vec<Tensor>> {
+        let shared = self.embed.forward(&db.ids, self.dtype)?;
+        (0..self.towers.len())
+            .map(|k| self.embed.tower_input(k, &shared))
             .collect()
     }
 
@@ -181,5 +194,73 @@ impl TwoTowerLm {
         let rows = cat.reshape((b * t, kd))?.index_select(&idx, 0)?;
         let x = self.head.features(&rows)?;
         linear_cross_entropy(&x, self.embed.tokens(), self.head.out_bias(), &labels, pass)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ElmoMode, Preset, Style};
+    use crate::elmo::forward_towers_chained;
+    use crate::test_util::assert_same_op;
+    use candle_core::Var;
+
+    /// All ELMo towers' layers as one chained op (the route CUDA in bf16 takes, forced here on the
+    /// CPU's f32 op) give the K towers' outputs and every tower and embedding variable's gradient
+    /// of each tower's own chained op bit for bit (the CPU op runs LstmSeq per chain), and those
+    /// of the model's CPU path (each direction alone) within 2e-5, in both modes.
+    #[test]
+    fn all_towers_chained_match_the_towers_run_one_by_one() {
+        for mode in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
+            let mut cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
+            (cfg.elmo_mode, cfg.n_towers) = (mode, 3);
+            let m = TwoTowerLm::new(&cfg, &Device::Cpu, 7).unwrap();
+            let (b, t) = (3, 8);
+            let v = cfg.vocab_size as u32;
+            let mut attention_mask = vec![1u8; b * t];
+            (
+                attention_mask[0],
+                attention_mask[t + 3],
+                attention_mask[3 * t - 1],
+            ) = (0, 0, 0);
+            let batch = TokenBatch {
+                batch_size: b,
+                seq_len: t,
+                input_ids: (0..b * t).map(|i| (i as u32 * 7 + 3) % v).collect(),
+                attention_mask,
+                labels: vec![IGNORE_LABEL; b * t],
+            };
+            let db = m.device_batch(&batch).unwrap();
+            let xs = m.tower_inputs(&db).unwrap();
+            let cat = |ys: Vec<Tensor>| Tensor::cat(&ys, D::Minus1).unwrap();
+            let all = cat(forward_towers_chained(&m.towers, &xs, &db.mask, true).unwrap());
+            let each = cat(m
+                .towers
+                .iter()
+                .zip(&xs)
+                .map(|(tw, x)| {
+                    let (f, r) = tw
+                        .as_elmo()
+                        .unwrap()
+                        .directions_chained(x, &db.mask, true)?;
+                    Ok(Tensor::cat(&[&f, &r], D::Minus1)?)
+                })
+                .collect::<Result<Vec<_>>>()
+                .unwrap());
+            let alone = cat(m.tower_outputs(&db).unwrap());
+            let n = all.elem_count();
+            let w: Vec<f32> = (0..n).map(|i| (i as f32 * 0.31).sin()).collect();
+            let w = Tensor::from_vec(w, all.dims(), &Device::Cpu).unwrap();
+            let params = m.params().params();
+            // The head takes no part here; the tower and embedding variables all do.
+            let vars: Vec<&Var> = params
+                .iter()
+                .filter(|p| !p.name.starts_with("head."))
+                .map(|p| &p.var)
+                .collect();
+            assert!(vars.len() > 10 * cfg.n_towers, "{}", vars.len());
+            assert_same_op(&all, &each, &w, &vars, 0.0);
+            assert_same_op(&all, &alone, &w, &vars, 2e-5);
+        }
     }
 }

@@ -196,6 +196,27 @@ fn the_adamw_multi_cuda_kernels_compiled_for_the_host_equal_the_cpu_update_bit_f
     );
 }
 
+/// The fused Linear's bias broadcast and two-pass column sums (the bias gradient) against b and
+/// double-precision sums, in f32 and bf16, the same bits on a second run; then around copies of
+/// `linear.cu` with one planted defect each, every one of which the harness must reject: a sum
+/// loop one row too long (a row counted twice, and AddressSanitizer's read past dy) and the
+/// ragged last chunk of rows left out.
+#[test]
+fn the_linear_cuda_kernels_compiled_for_the_host_match_f64_column_sums() {
+    let planted = [
+        ("overrun", "r < end; r++", "r <= end; r++"),
+        (
+            "no_ragged",
+            "long long parts = (rows + chunk - 1) / chunk;",
+            "long long parts = rows / chunk;",
+        ),
+    ];
+    planted_defects_fail("linear", "linear", &["bf16.cuh"], &planted, || {
+        let report = run_harness("linear", "linear");
+        assert!(report.contains("0 of 15059 entries off"), "{report}");
+    });
+}
+
 /// Builds the harness `tests/host_cuda/<harness>.cpp` around copies of `src/<source>.cu`, one
 /// per planted defect (`(name, from, to)`: `from`, found exactly once, replaced by `to`; the
 /// headers the source includes copied beside them), while `check` runs the real harness, and

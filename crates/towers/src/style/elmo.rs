@@ -7,7 +7,9 @@ use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle};
 use crate::config::{ElmoMode, ModelConfig, Preset};
-use crate::elmo::ElmoTower;
+use crate::elmo::{forward_towers_chained, ElmoTower};
+use crate::lstm::chains_on_cuda;
+use crate::lstm_chains::Chains;
 use crate::params::Init;
 use crate::Result;
 
@@ -64,6 +66,18 @@ impl TowerStyle for Elmo {
 
     fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>> {
         Ok(Box::new(ElmoTower::new(cfg, init)?))
+    }
+
+    fn forward_all(
+        &self,
+        towers: &[Box<dyn Tower>],
+        xs: &[Tensor],
+        mask: &Tensor,
+    ) -> Option<Result<Vec<Tensor>>> {
+        // Where a tower's directions run chained (CUDA, bf16, `lstm_bf16`), all towers' chains
+        // of a layer run as one op; elsewhere, or past the op's chain limit, tower by tower.
+        let chained = xs.first().is_some_and(chains_on_cuda) && 2 * towers.len() <= Chains::MAX;
+        chained.then(|| forward_towers_chained(towers, xs, mask, true))
     }
 
     fn device_mask(&self, batch: &TokenBatch, dtype: DType, dev: &Device) -> Result<Tensor> {

@@ -83,6 +83,11 @@ pub trait Tower: std::fmt::Debug + Send + Sync {
     fn directions(&self, _x: &Tensor, _mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
         None
     }
+
+    /// The tower as an ELMo tower, for [`TowerStyle::forward_all`]; `None` for other towers.
+    fn as_elmo(&self) -> Option<&crate::elmo::ElmoTower> {
+        None
+    }
 }
 
 /// What one tower style is: its presets, how it embeds and encodes, which positions it predicts
@@ -122,6 +127,18 @@ pub trait TowerStyle: Send + Sync {
 
     /// Builds tower parameters under `init` (`tower{k}.*`).
     fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>>;
+
+    /// Every tower's output h_k at once (tower k reading `xs[k]`, all under `mask`) where the
+    /// style runs its towers together; `None` (the default) where each runs alone through
+    /// [`Tower::forward`].
+    fn forward_all(
+        &self,
+        _towers: &[Box<dyn Tower>],
+        _xs: &[Tensor],
+        _mask: &Tensor,
+    ) -> Option<Result<Vec<Tensor>>> {
+        None
+    }
 
     /// The mask a tower reads, from a batch's real-token mask, on `dev` (`dtype` is the
     /// compute dtype).
