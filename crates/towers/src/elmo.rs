@@ -163,7 +163,7 @@ pub(crate) fn forward_towers_chained(
 ) -> Result<Vec<Tensor>> {
     let elmo = towers
         .iter()
-        .map(|t| t.as_elmo())
+        .map(|t| t.as_any().downcast_ref::<ElmoTower>())
         .collect::<Option<Vec<_>>>()
         .ok_or_else(|| TowersError::Config("forward_towers_chained: not ELMo towers".into()))?;
     towers_directions_chained(&elmo, xs, mask, fused)?
@@ -183,8 +183,8 @@ impl Tower for ElmoTower {
         Some(ElmoTower::directions(self, x, mask))
     }
 
-    fn as_elmo(&self) -> Option<&ElmoTower> {
-        Some(self)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
 

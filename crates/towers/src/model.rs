@@ -240,7 +240,8 @@ mod tests {
                 .zip(&xs)
                 .map(|(tw, x)| {
                     let (f, r) = tw
-                        .as_elmo()
+                        .as_any()
+                        .downcast_ref::<crate::elmo::ElmoTower>()
                         .unwrap()
                         .directions_chained(x, &db.mask, true)?;
                     Ok(Tensor::cat(&[&f, &r], D::Minus1)?)

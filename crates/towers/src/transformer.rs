@@ -90,4 +90,8 @@ impl Tower for TransformerTower {
     fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
         self.encode(x, bias)
     }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }

@@ -84,10 +84,9 @@ pub trait Tower: std::fmt::Debug + Send + Sync {
         None
     }
 
-    /// The tower as an ELMo tower, for [`TowerStyle::forward_all`]; `None` for other towers.
-    fn as_elmo(&self) -> Option<&crate::elmo::ElmoTower> {
-        None
-    }
+    /// The tower as `Any`, so that a style's [`TowerStyle::forward_all`] can reach its own
+    /// tower type.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// What one tower style is: its presets, how it embeds and encodes, which positions it predicts
