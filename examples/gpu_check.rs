@@ -47,7 +47,7 @@
 //!   (`Moments::update_tensor`) against the host.
 //!
 //! `--no-encoders` leaves the `enc/*` and `moments/*` checks out (the two-tower checks alone, as
-//! `scripts/gpu_session.sh sanitize` runs them under compute-sanitizer).
+//! `scripts/gpu_measure.sh sanitize` runs them under compute-sanitizer).
 //!
 //! The JSON report (`<out>/gpu_check.json`) lists every check with its result. The exit code is
 //! 1 when any check fails, naming the failed checks; errors are printed as sentences.
@@ -178,7 +178,7 @@ fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -
     checks.extend(guarded("attn", || {
         attention_checks::attention_checks(target, seed)
     }));
-    eprintln!("gpu_check: a transformer block's Linear");
+    eprintln!("gpu_check: a Linear layer");
     checks.extend(guarded("linear", || {
         linear_checks::linear_checks(target, seed)
     }));

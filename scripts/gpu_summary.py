@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Markdown summary of one `scripts/gpu_session.sh` session, from its work folder, for
+"""The Markdown summary of one `scripts/gpu_measure.sh` session, from its work folder, for
 docs/gpu.md to take as it is: the steps (status, seconds), gpu_check, tokens/s, MFU and
 PyTorch / ours per style and kernel switch, the kernel profiles (the share of a step the GPU is
 busy, kernel time per step, the longest kernels, ours and PyTorch's), and the `gpu`-protocol GPT

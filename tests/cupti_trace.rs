@@ -5,7 +5,7 @@
 //! nesting, gaps, windows by synchronisation). The harness fails on planted defects (each a
 //! one-line change of the source, compiled as a copy), and the PyTorch peers' profile
 //! (`scripts/peer_common.py`, torch.profiler) agrees with it on the same activities. On the GPU
-//! machine `cupti_trace.cpp` feeds the same code from CUPTI (`scripts/gpu_session.sh`).
+//! machine `cupti_trace.cpp` feeds the same code from CUPTI (`scripts/gpu_measure.sh`).
 
 use std::fs;
 use std::path::{Path, PathBuf};

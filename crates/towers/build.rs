@@ -1,11 +1,12 @@
 //! Under the `cuda` feature: our CUDA kernels (`src/*.cu`: the LSTM op's `fused_lstm_seq`,
 //! AdamW's `adamw`, LayerNorm's `layer_norm`, softmax's `softmax`, GELU's `gelu`, the output
 //! layer's loss `softmax_nll`, the one-pass clipping and AdamW `adamw_multi`, fused attention
-//! `attention`, the transformer blocks' Linear `linear`) compiled to PTX by the CUDA toolkit's
-//! nvcc at build time, as candle-kernels compiles candle's, so that the binary needs no NVRTC at run time and its PTX is of the
-//! toolkit it was built with (a driver rejects PTX newer than itself). `CUDA_COMPUTE_CAP`
-//! (e.g. 90) picks the virtual architecture, default 75 (the oldest CUDA 13 supports; the
-//! driver compiles it for newer GPUs); `NVCC` names the compiler, default `nvcc` on the PATH.
+//! `attention`, the Linear layer's `linear`) compiled to PTX by the CUDA toolkit's nvcc at
+//! build time, as candle-kernels compiles candle's, so that the binary needs no NVRTC at run
+//! time and its PTX is of the toolkit it was built with (a driver rejects PTX newer than
+//! itself). `CUDA_COMPUTE_CAP` (e.g. 90) picks the virtual architecture, default 75 (the oldest
+//! CUDA 13 supports; the driver compiles it for newer GPUs); `NVCC` names the compiler, default
+//! `nvcc` on the PATH.
 
 use std::env;
 use std::path::PathBuf;

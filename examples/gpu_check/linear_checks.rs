@@ -1,4 +1,4 @@
-//! A transformer block's Linear on the target against the CPU's fused Linear, at the
+//! A Linear layer on the target against the CPU's fused Linear, at the
 //! `base_2tower` feed-forward shape.
 
 use candle_core::{DType, Device, Tensor, Var};
@@ -29,7 +29,7 @@ pub const LINEAR_BF16_VALUE_TOL: f64 = 0.05;
 /// graph's db, and a wrong operand is still off by order 1.
 pub const LINEAR_BF16_GRAD_TOL: f64 = 0.25;
 
-/// A Linear(384, 1536) with a bias, as a block's `fc1` ([`Linear::block_forward`]: on CUDA our
+/// A Linear(384, 1536) with a bias, as a block's `fc1` ([`Linear::forward`]: on CUDA our
 /// op, switch `linear`; on the CPU in f32 the fused CPU op), on x [4, 128, 384]: y and the
 /// gradients of Σ w·y with respect to x, W and b on the target in f32 and in bf16 (x in bf16,
 /// W and b f32 masters) against the CPU in f32.
@@ -56,7 +56,7 @@ pub fn linear_checks(target: &Device, seed: u64) -> Result<Vec<Check>, BoxError>
         let wv = Var::from_tensor(&Tensor::from_slice(&w, (d_out, d_in), dev)?)?;
         let bv = Var::from_tensor(&Tensor::from_slice(&bias, d_out, dev)?)?;
         let lin = Linear::from_parts(wv.as_tensor().clone(), Some(bv.as_tensor().clone()));
-        let y = lin.block_forward(&xv.as_tensor().to_dtype(dtype)?)?;
+        let y = lin.forward(&xv.as_tensor().to_dtype(dtype)?)?;
         let weights = Tensor::from_slice(&wy, (b, t, d_out), dev)?;
         let grads = (y.to_dtype(DType::F32)? * weights)?.sum_all()?.backward()?;
         let g = |v: &Var, name: &str| -> Result<Vec<f32>, BoxError> {

@@ -312,27 +312,15 @@ pub fn lstm_checks(shape: &str, target: &Device, seed: u64) -> Result<Vec<Check>
         Ok([host(&h)?, grad(&gx)?, grad(&w)?])
     };
     let (cpu, tgt) = (run(&Device::Cpu)?, run(target)?);
-    let label = |aspect: &str| format!("lstm/{shape}/{aspect}");
-    let (dgx, dw) = (
-        rel_max_diff(&tgt[1], &cpu[1]),
-        rel_max_diff(&tgt[2], &cpu[2]),
-    );
-    Ok(vec![
-        Check::new(
-            label("value"),
-            "max|dh|/max|h_cpu|",
-            rel_max_diff(&tgt[0], &cpu[0]),
-            Bound::AtMost(LSTM_VALUE_TOL),
-        )
-        .with_detail(format!("B {b}, T {t}, C {c}, 3 PADs")),
-        Check::new(
-            label("grad"),
-            "max over dgx, dW_hh of max|dg|/max|g_cpu|",
-            worst([dgx, dw]),
-            Bound::AtMost(GRAD_REL_TOL),
-        )
-        .with_detail(format!("dgx {dgx:.3e}, dW_hh {dw:.3e}")),
-    ])
+    let detail = format!("B {b}, T {t}, C {c}, 3 PADs");
+    let tols = (LSTM_VALUE_TOL, GRAD_REL_TOL);
+    Ok(lstm_value_grad(
+        &format!("lstm/{shape}"),
+        &cpu,
+        &tgt,
+        tols,
+        detail,
+    ))
 }
 
 /// The chained bf16 recurrence on the target against the CPU's f32 op, relative to the largest
@@ -382,29 +370,42 @@ pub fn lstm_bf16_checks(shape: &str, target: &Device, seed: u64) -> Result<Vec<C
         Ok([host(&h)?, grad(&gx)?, grad(&w)?])
     };
     let (cpu, tgt) = (run(&Device::Cpu, DType::F32)?, run(target, DType::BF16)?);
-    let label = |aspect: &str| format!("lstm_bf16/{shape}/{aspect}");
+    let detail = format!("2 chains (1 reversed) of B {b}, T {t}, C {c}, 3 PADs");
+    let tols = (LSTM_BF16_VALUE_TOL, LSTM_BF16_GRAD_TOL);
+    let prefix = format!("lstm_bf16/{shape}");
+    Ok(lstm_value_grad(&prefix, &cpu, &tgt, tols, detail))
+}
+
+/// The two checks of an LSTM recurrence, `<prefix>/value` (h) and `<prefix>/grad` (the worse
+/// of dgx and dW_hh), the target's [h, dgx, dW_hh] against the CPU's relative to their largest
+/// entry, within `(value, grad)` tolerances.
+fn lstm_value_grad(
+    prefix: &str,
+    cpu: &[Vec<f32>; 3],
+    tgt: &[Vec<f32>; 3],
+    (value_tol, grad_tol): (f64, f64),
+    detail: String,
+) -> Vec<Check> {
     let (dgx, dw) = (
         rel_max_diff(&tgt[1], &cpu[1]),
         rel_max_diff(&tgt[2], &cpu[2]),
     );
-    Ok(vec![
+    vec![
         Check::new(
-            label("value"),
+            format!("{prefix}/value"),
             "max|dh|/max|h_cpu|",
             rel_max_diff(&tgt[0], &cpu[0]),
-            Bound::AtMost(LSTM_BF16_VALUE_TOL),
+            Bound::AtMost(value_tol),
         )
-        .with_detail(format!(
-            "2 chains (1 reversed) of B {b}, T {t}, C {c}, 3 PADs"
-        )),
+        .with_detail(detail),
         Check::new(
-            label("grad"),
+            format!("{prefix}/grad"),
             "max over dgx, dW_hh of max|dg|/max|g_cpu|",
             worst([dgx, dw]),
-            Bound::AtMost(LSTM_BF16_GRAD_TOL),
+            Bound::AtMost(grad_tol),
         )
         .with_detail(format!("dgx {dgx:.3e}, dW_hh {dw:.3e}")),
-    ])
+    ]
 }
 
 /// AdamW on the target against the CPU: three updates (gradients clipped by 0.7 inside the

@@ -35,7 +35,7 @@ pub enum ExperimentError {
     NotA {
         /// The folder.
         path: PathBuf,
-        /// What it should have been ("a run folder (no run.json)", ...).
+        /// What it should have been ("a run folder (it has no manifest.json)", ...).
         expected: String,
     },
     /// A run folder holds a different run than the one asked for.

@@ -1,8 +1,6 @@
 //! Evaluation of every head on the same positions: per position the target and each tower's
 //! log p(target) (optionally the full log-distribution).
 
-use std::path::Path;
-
 use corpus::{TokenBatch, IGNORE_LABEL};
 use serde::{Deserialize, Serialize};
 use towers::nn::log_softmax_last;
@@ -46,15 +44,6 @@ impl PositionLogProbs {
             .iter()
             .map(|l| -l.iter().map(|&x| x as f64).sum::<f64>() / l.len().max(1) as f64)
             .collect()
-    }
-
-    /// Writes the results as JSON.
-    pub fn save_json(&self, path: &Path) -> Result<()> {
-        let bytes = serde_json::to_vec(self)?;
-        std::fs::write(path, bytes).map_err(|source| HeadsError::Io {
-            path: path.display().to_string(),
-            source,
-        })
     }
 }
 

@@ -54,8 +54,8 @@ impl SelfAttention {
 
     /// softmax(Q Kᵀ / √d + bias) V over `x` [B, T, H]; scores are normalised in f32.
     pub fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
-        let y = attend(&self.qkv.block_forward(x)?, bias, self.n_heads)?;
-        self.out.block_forward(&y)
+        let y = attend(&self.qkv.forward(x)?, bias, self.n_heads)?;
+        self.out.forward(&y)
     }
 }
 

@@ -41,7 +41,7 @@ pub enum CudaKernel {
     /// Multi-head self-attention forward and backward, one block per (sequence, head)
     /// (`attention.cu`); off, attention runs candle's composed graph.
     Attention,
-    /// The transformer blocks' Linear layers (matmul, bias and the bias gradient) as one op
+    /// Every Linear layer with a bias (matmul, bias and the bias gradient) as one op
     /// with its own backward pass writing the f32 weight gradient (`linear.cu` and cuBLAS);
     /// off, they run candle's composed graph.
     Linear,

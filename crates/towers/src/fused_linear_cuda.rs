@@ -1,4 +1,4 @@
-//! The fused Linear y = x Wᵀ + b on CUDA, for the transformer blocks' Linears: one custom op
+//! The fused Linear y = x Wᵀ + b on CUDA, for every Linear with a bias: one custom op
 //! with its own backward pass where candle's composed graph casts the f32 master weight, adds
 //! the bias by a broadcast, and in the backward pass reduces the bias gradient and casts both
 //! gradients back to f32 as separate ops and graph edges. Forward: the bias broadcast into y's

@@ -44,23 +44,10 @@ impl Linear {
         self.bias.as_ref()
     }
 
-    /// Applies the layer to the last dimension of `x` (any leading shape).
+    /// Applies the layer to the last dimension of `x` (any leading shape). A layer with a bias
+    /// runs as one op with its own backward pass: on the CPU in f32 (`fused_linear`), on CUDA
+    /// with the `linear` switch on ([`crate::CudaKernel::Linear`], `fused_linear_cuda`).
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_as(x, false)
-    }
-
-    /// [`Linear::forward`] for a transformer block's Linear: on CUDA with the `linear` switch
-    /// on ([`crate::CudaKernel::Linear`]), a layer with a bias runs as one op with its own
-    /// backward pass (`fused_linear_cuda`); everywhere else as `forward`.
-    pub fn block_forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.forward_as(x, true)
-    }
-
-    /// `forward`, taking the CUDA op where `block` and the switch allow it.
-    fn forward_as(&self, x: &Tensor, block: bool) -> Result<Tensor> {
-        // Only the CUDA op reads `block`.
-        #[cfg(not(feature = "cuda"))]
-        let _ = block;
         let mut dims = x.dims().to_vec();
         let d_in = dims.pop().unwrap_or(1);
         let n: usize = dims.iter().product();
@@ -73,8 +60,7 @@ impl Linear {
             )?,
             #[cfg(feature = "cuda")]
             Some(b)
-                if block
-                    && crate::cuda_switch::on_cuda_kernel_typed(crate::CudaKernel::Linear, x)
+                if crate::cuda_switch::on_cuda_kernel_typed(crate::CudaKernel::Linear, x)
                     && self.weight.dtype() == candle_core::DType::F32
                     && b.dtype() == candle_core::DType::F32 =>
             {

@@ -43,7 +43,7 @@ impl Block {
         let x = (x + self.attn.forward(&self.ln1.forward(x)?, bias)?)?;
         let m = self
             .fc2
-            .block_forward(&gelu(&self.fc1.block_forward(&self.ln2.forward(&x)?)?)?)?;
+            .forward(&gelu(&self.fc1.forward(&self.ln2.forward(&x)?)?)?)?;
         Ok((x + m)?)
     }
 }

@@ -7,10 +7,10 @@
 #                        libcupti_trace.so and its libcupti.so.13
 #   .gpu/data.tar.xz     the shared inputs the protocols read
 #
-#   scripts/gpu_session.sh          every step below, in order, then the summary and the pack
-#   scripts/gpu_session.sh setup    unpack the binaries into .gpu/run; the data where this
+#   scripts/gpu_measure.sh          every step below, in order, then the summary and the pack
+#   scripts/gpu_measure.sh setup    unpack the binaries into .gpu/run; the data where this
 #                                   checkout's ../shared is (what the runs' paths name)
-#   scripts/gpu_session.sh summary  the summary of what $WORK holds, again (no device)
+#   scripts/gpu_measure.sh summary  the summary of what $WORK holds, again (no device)
 #
 # The steps, each cut at its time box (timeout; 124 or 137: "timeout"), each recorded as one
 # line of steps.jsonl (name, status ok / failed / timeout / skipped, exit code, seconds, box);
@@ -39,15 +39,15 @@
 #
 # Out ($OUT, default out/gpu): summary.md (Markdown: the steps, gpu_check, tokens/s, MFU and
 # PyTorch / ours per style and switch, the profiles' GPU-busy shares and top kernels, the run;
-# scripts/gpu_summary.py), steps.jsonl, session.log and session.tar.xz (every step's output,
+# scripts/gpu_summary.py), steps.jsonl, measure.log and measure.tar.xz (every step's output,
 # each cut to its last LOG_KIB (256) KiB, the profiles, gpu_check.json, the run's log, state
 # and manifest; left out when over PACK_MIB (12) MiB). Work files in $WORK
-# (/tmp/lmsplit-gpu-session, emptied first).
+# (/tmp/lmsplit-gpu-measure, emptied first).
 set -uo pipefail
 export LC_ALL=C
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/gpu}
-WORK=${WORK:-/tmp/lmsplit-gpu-session}
+WORK=${WORK:-/tmp/lmsplit-gpu-measure}
 BIN=.gpu/run
 SESSION_S=${SESSION_S:-400}
 PACK_S=${PACK_S:-15}
@@ -90,10 +90,10 @@ left_s() { echo $((SESSION_S - ($(now_us) - T0) / 1000000 - $1)); }
 # A step's name as a file name (the device tool brings back letters, digits, '.', '_', '-').
 safe() { echo "$1" | tr '/:,' '___'; }
 
-# record NAME STATUS RC SECONDS BOX: one line of steps.jsonl, and one of session.log.
+# record NAME STATUS RC SECONDS BOX: one line of steps.jsonl, and one of measure.log.
 record() {
   printf '{"step":"%s","status":"%s","rc":%s,"seconds":%s,"box":%s}\n' "$@" >>"$WORK/steps.jsonl"
-  printf '%-34s %-8s rc %-4s %8s s  (box %s s)\n' "$@" | tee -a "$WORK/session.log"
+  printf '%-34s %-8s rc %-4s %8s s  (box %s s)\n' "$@" | tee -a "$WORK/measure.log"
 }
 
 # run_step NAME BOX RESERVE CMD...: CMD cut at BOX seconds, or at what is left of the session
@@ -304,26 +304,26 @@ pack() {
     [ -f "$WORK/gpt-run/gpt-s0/$f" ] && tail -c 1048576 "$WORK/gpt-run/gpt-s0/$f" \
       >"$keep/gpt_run-$(safe "$f")"
   done
-  tar -C "$keep" -cJf "$OUT/session.tar.xz" . 2>/dev/null
-  if [ "$(stat -c %s "$OUT/session.tar.xz" 2>/dev/null || echo 0)" -gt $((${PACK_MIB:-12} << 20)) ]; then
-    echo "pack: session.tar.xz over ${PACK_MIB:-12} MiB: left out" | tee -a "$WORK/session.log"
-    rm -f "$OUT/session.tar.xz"
+  tar -C "$keep" -cJf "$OUT/measure.tar.xz" . 2>/dev/null
+  if [ "$(stat -c %s "$OUT/measure.tar.xz" 2>/dev/null || echo 0)" -gt $((${PACK_MIB:-12} << 20)) ]; then
+    echo "pack: measure.tar.xz over ${PACK_MIB:-12} MiB: left out" | tee -a "$WORK/measure.log"
+    rm -f "$OUT/measure.tar.xz"
   fi
   cp "$WORK/summary.md" "$WORK/steps.jsonl" "$OUT/" 2>/dev/null
-  tail -c 1048576 "$WORK/session.log" >"$OUT/session.log"
+  tail -c 1048576 "$WORK/measure.log" >"$OUT/measure.log"
 }
 
 summary() {
-  python3 scripts/gpu_summary.py "$WORK" >"$WORK/summary.md.tmp" 2>>"$WORK/session.log" &&
+  python3 scripts/gpu_summary.py "$WORK" >"$WORK/summary.md.tmp" 2>>"$WORK/measure.log" &&
     mv "$WORK/summary.md.tmp" "$WORK/summary.md" ||
-    echo "summary: scripts/gpu_summary.py failed" | tee -a "$WORK/session.log"
+    echo "summary: scripts/gpu_summary.py failed" | tee -a "$WORK/measure.log"
 }
 
 all() {
   rm -rf "$WORK"
   mkdir -p "$WORK/logs" "$WORK/profile"
   : >"$WORK/steps.jsonl"
-  run_step setup "$SETUP_S" "$RESERVE" bash scripts/gpu_session.sh setup
+  run_step setup "$SETUP_S" "$RESERVE" bash scripts/gpu_measure.sh setup
   run_step gpu_check "$CHECK_S" "$RESERVE" "$BIN/gpu_check" --device cuda \
     --no-minilm --fixtures crates/lmd/tests/fixtures --out "$WORK/gpu_check"
   profiles
@@ -341,5 +341,5 @@ case ${1:-all} in
   all) all ;;
   setup) setup ;;
   summary) summary && cat "$WORK/summary.md" ;;
-  *) echo "gpu_session: no step $1 (all, setup, summary)" >&2; exit 2 ;;
+  *) echo "gpu_measure: no step $1 (all, setup, summary)" >&2; exit 2 ;;
 esac

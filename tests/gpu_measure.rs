@@ -1,4 +1,4 @@
-//! Process-level: `scripts/gpu_session.sh`, the one script a session lent a GPU runs, on
+//! Process-level: `scripts/gpu_measure.sh`, the one script a session lent a GPU runs, on
 //! stand-ins for the CUDA binaries (`gpu_check`, the `train_step` one-shot, `reproduce`, the
 //! CUPTI tracer) and the PyTorch peers (shell and Python scripts that compute nothing), in a copy
 //! of the script with its own `.gpu/` and `../shared/`. It must run every step in order, record
@@ -112,7 +112,7 @@ fn session() -> Session {
     fs::create_dir_all(repo.join("scripts")).unwrap();
     fs::create_dir_all(repo.join(".gpu/bin")).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for f in ["gpu_session.sh", "gpu_summary.py"] {
+    for f in ["gpu_measure.sh", "gpu_summary.py"] {
         fs::copy(root.join("scripts").join(f), repo.join("scripts").join(f)).unwrap();
     }
     for f in ["peer_two_tower_gpt.py", "peer_two_tower_elmo.py"] {
@@ -167,7 +167,7 @@ impl Session {
     fn run(&self, env: &[(&str, &str)]) -> (Output, Duration) {
         let t = Instant::now();
         let o = Command::new("bash")
-            .arg(self.repo.join("scripts/gpu_session.sh"))
+            .arg(self.repo.join("scripts/gpu_measure.sh"))
             .env("OUT", &self.out)
             .env("WORK", &self.work)
             .env("CALLS", &self.calls)
@@ -434,13 +434,13 @@ fn what_comes_back_is_at_most_eight_plain_files_under_16_mib() {
     names.sort();
     assert_eq!(
         names,
-        ["session.log", "session.tar.xz", "steps.jsonl", "summary.md"]
+        ["measure.log", "measure.tar.xz", "steps.jsonl", "summary.md"]
     );
     assert!(total < 16 << 20, "{total} bytes come back");
     // The tar holds every step's log (cut), the profiles and the run's state.
     let listing = Command::new("tar")
         .arg("-tJf")
-        .arg(s.out.join("session.tar.xz"))
+        .arg(s.out.join("measure.tar.xz"))
         .output()
         .unwrap();
     let listing = String::from_utf8(listing.stdout).unwrap();
