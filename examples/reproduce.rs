@@ -4,14 +4,15 @@
 //! # every run of a protocol (smoke, cpu, gpu) trained, resumed or reused under <out>/<model>-s<seed>/
 //! cargo run --release --example reproduce -- train --protocol smoke --out out/smoke
 //! cargo run --release --example reproduce -- train --protocol cpu --out runs/cpu --only gpt-s0
+//! cargo run --release --example reproduce -- train --protocol cpu --out runs/cpu --only gpt-s0@0.5
 //! # every table and figure of any set of finished run folders (nothing is trained)
 //! cargo run --release --example reproduce -- analyze out/smoke/gpt-s0 out/smoke/gpt-s1 out/smoke/bert-s0 \
 //!     --protocol smoke --out out/smoke-analysis
 //! ```
 //!
-//! `train` writes the study's tables too once every run of the protocol (or of `--only`) has
+//! `train` writes the study's tables too once every job of the protocol (or of `--only`) has
 //! finished. As jobs: processes with disjoint `--only` sets may share one `--out` (a Slurm
-//! array, one run a task); SIGTERM or SIGINT stops training after its checkpoint and exits with
+//! array, one run or one snapshot of a finished run a task); SIGTERM or SIGINT stops training after its checkpoint and exits with
 //! code 75 (requeue the same command to resume bit-exactly); exit code 1 is any other error,
 //! printed as a sentence; `analyze` over the finished folders then makes the tables. The last
 //! line printed is the study's JSON summary.
@@ -57,7 +58,8 @@ struct Common {
 struct Train {
     #[command(flatten)]
     common: Common,
-    /// Train only these runs now (comma-separated, e.g. gpt-s0,elmo_released-s1).
+    /// Only these jobs (comma-separated): runs (gpt-s0) and the heads of a finished run's
+    /// phase-1 snapshot (gpt-s0@0.5); default: every run, then every snapshot.
     #[arg(long, default_value = "")]
     only: String,
     /// Where to train: cpu, cuda or cuda:<N> (default: the first GPU of a CUDA build, else

@@ -219,3 +219,73 @@ fn new_head_settings_retrain_the_heads_on_the_kept_phase_one() {
     assert!(!dir.path().join("changed/superseded/003").exists());
     assert!(kept.join("heads/heads.safetensors").is_file());
 }
+
+#[test]
+fn a_snapshot_is_scored_by_a_job_of_its_own_and_loaded_with_its_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = tiny_spec(6);
+    spec.phase1.snapshots = vec![0.25, 0.5];
+    spec.retest_heads = true;
+    let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
+    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let run_dir = dir.path().join("run");
+
+    // The run's job scores its own heads only; its snapshots wait for their jobs.
+    let run = ws.ensure_run(&spec, &run_dir, &set, &quiet()).unwrap();
+    assert!(run.snapshots.is_empty());
+    assert_eq!(run.result().unwrap().snapshots.len(), 2);
+    let err = ws
+        .ensure_snapshot(&run_dir, 0.3, &set, &quiet())
+        .unwrap_err();
+    assert!(err.to_string().contains("[0.25, 0.5]"), "{err}");
+
+    // One snapshot's job may run while another holds its own folder's lock.
+    let snaps = &run.result().unwrap().snapshots;
+    let other = snaps[0].job_dir(&run_dir);
+    std::fs::create_dir_all(&other).unwrap();
+    let held = lmsplit::files::FolderLock::acquire(&other.join("writer.lock"), "test").unwrap();
+    let half = ws.ensure_snapshot(&run_dir, 0.5, &set, &quiet()).unwrap();
+    let err = ws
+        .ensure_snapshot(&run_dir, 0.25, &set, &quiet())
+        .unwrap_err();
+    assert!(matches!(err, ExperimentError::Locked { .. }), "{err:?}");
+    drop(held);
+    let quarter = ws.ensure_snapshot(&run_dir, 0.25, &set, &quiet()).unwrap();
+    assert_eq!((quarter.fraction, half.fraction), (0.25, 0.5));
+    let res = run.result().unwrap();
+    assert_eq!(
+        half.tokens,
+        snaps[1].step * (res.phase1.tokens / res.phase1.steps)
+    );
+    assert!(half.retest.is_some() && half.retest_heads.is_some());
+    // Heads of an earlier snapshot fit worse, and their scores are not the end's.
+    assert_ne!(half.logprobs.logp, run.logprobs.logp);
+    assert_ne!(quarter.logprobs.logp, half.logprobs.logp);
+
+    // A finished job is reused; the run folder copied elsewhere loads with both points.
+    let again = ws.ensure_snapshot(&run_dir, 0.5, &set, &quiet()).unwrap();
+    assert_eq!(again.logprobs, half.logprobs);
+    assert_eq!(again.heads, half.heads);
+    let copy = dir.path().join("elsewhere/run");
+    common::copy_dir(&run_dir, &copy);
+    let loaded = ScoredRun::load(&copy).unwrap();
+    let points: Vec<f64> = loaded.snapshots.iter().map(|s| s.fraction).collect();
+    assert_eq!(points, [0.25, 0.5]);
+    assert_eq!(loaded.snapshots[1].logprobs, half.logprobs);
+    assert_eq!(loaded.snapshots[1].retest, half.retest);
+
+    // A snapshot job's folder from another phase 1 is refused, not read as this run's.
+    let job = snaps[1].job_dir(&copy).join("snapshot.json");
+    let text = std::fs::read_to_string(&job).unwrap();
+    let sha = loaded.manifest.weights_sha256.clone().unwrap();
+    std::fs::write(&job, text.replace(&sha, &"0".repeat(sha.len()))).unwrap();
+    let err = ScoredRun::load(&copy).unwrap_err();
+    assert!(err.to_string().contains("another phase 1"), "{err}");
+
+    // A run not finished has no snapshot to score yet.
+    let manifest = copy.join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"done\"", "\"heads\"")).unwrap();
+    let err = ws.ensure_snapshot(&copy, 0.5, &set, &quiet()).unwrap_err();
+    assert!(matches!(err, ExperimentError::Unfinished { .. }), "{err:?}");
+}

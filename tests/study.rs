@@ -356,6 +356,14 @@ fn some_runs_write_their_tables_to_a_subset_folder() {
     assert!(out.pairs.is_empty());
     assert!(dir.path().join("bert-s0/manifest.json").is_file());
     assert!(!dir.path().join("gpt-s0").exists());
+    // A snapshot job names one of the run's snapshots, and needs its run finished.
+    let err = run_study(&spec, dir.path(), &["gpt-s0@0.3".into()], &quiet()).unwrap_err();
+    assert!(
+        err.to_string().contains("gpt-s0 has snapshots at [0.5]"),
+        "{err}"
+    );
+    let err = run_study(&spec, dir.path(), &["gpt-s1@0.5".into()], &quiet()).unwrap_err();
+    assert!(err.to_string().contains("gpt-s1 (not started)"), "{err}");
     let err = run_study(&spec, dir.path(), &["elmo-s9".into()], &quiet()).unwrap_err();
     assert!(err.to_string().contains("elmo-s9 is not a run"), "{err}");
     assert!(

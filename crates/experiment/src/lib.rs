@@ -8,9 +8,10 @@
 //!   fingerprints, weights hash, device, build), the checkpoints, and `scores.safetensors`
 //!   ([`scores_file`]: every head's log p(target) on the fixed [`scoring::ScoringSet`]).
 //!   [`Workspace::ensure_run`] trains phase 1 (joint head, weight snapshots), retrains one head
-//!   per frozen tower (phases 2/3, [`training`]), scores every head and the snapshots' heads
-//!   ([`snapshots`]), resuming from checkpoints and reusing finished runs, one writer per
-//!   folder ([`lock`]);
+//!   per frozen tower (phases 2/3, [`training`]) and scores every head, resuming from
+//!   checkpoints and reusing finished runs, one writer per folder ([`lock`]);
+//! - **scoring a snapshot is a job** ([`snapshots`]): [`Workspace::ensure_snapshot`] trains and
+//!   scores the heads of one phase-1 snapshot of a finished run in its own folder;
 //! - **analyses are pure functions of scored runs** loaded by [`ScoredRun::load`] from any
 //!   folder ([`analysis`], [`controls`], [`split_scoring`], [`orientation`], [`pieces`],
 //!   [`emergence`], [`groups`]), and their tables and figures ([`tables`], `report`);

@@ -10,7 +10,7 @@
 //! <run>/tokenizer/<file>      the run's vocabulary, so the folder is read anywhere
 //! <run>/phase1/               phase-1 checkpoint (bit-exact resume), snapshots, metrics
 //! <run>/heads/, heads_retest/ the heads' checkpoints
-//! <run>/emergence/step-<N>/   the heads of each phase-1 snapshot
+//! <run>/emergence/step-<N>/   one snapshot job each: snapshot.json, its heads, its scores file
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -22,11 +22,12 @@ use towers::TrainSummary;
 use crate::progress::Progress;
 use crate::scoring::ScoringSetId;
 use crate::spec::RunSpec;
+use crate::{ExperimentError, Result};
 
 /// File name of a run's manifest.
 pub const MANIFEST_FILE: &str = "manifest.json";
-/// The manifest layout this crate writes and reads.
-pub const MANIFEST_VERSION: u32 = 1;
+/// The manifest layout this crate writes and reads (2: a snapshot's heads are its own job).
+pub const MANIFEST_VERSION: u32 = 2;
 /// A study's data folder (tokenizer, scoring sets), beside its run folders.
 pub const STUDY_DATA_DIR: &str = "data";
 /// Folder of a run's copy of its tokenizer.
@@ -37,7 +38,7 @@ pub const PHASE1_DIR: &str = "phase1";
 pub const HEADS_DIR: &str = "heads";
 /// Folder of a run's retest heads (head seed + 1).
 pub const RETEST_HEADS_DIR: &str = "heads_retest";
-/// Folder of a run's snapshot heads (one `step-<N>/` per phase-1 snapshot).
+/// Folder of a run's snapshot jobs (one `step-<N>/` per phase-1 snapshot, [`crate::snapshots`]).
 pub const SNAPSHOT_HEADS_DIR: &str = "emergence";
 
 /// What names a run: its model and its seed (`<model>-s<seed>`, the folder name in a study).
@@ -75,9 +76,7 @@ pub enum Stage {
     Heads,
     /// The heads scored; the retest heads (head seed + 1) are training or scoring.
     RetestHeads,
-    /// The run's heads scored; the phase-1 snapshots' heads are training or scoring.
-    SnapshotHeads,
-    /// Every head scored: the run's results and scores are final.
+    /// Every head scored: the results and scores are final.
     Done,
 }
 
@@ -130,20 +129,11 @@ impl Snapshot {
             .join("snapshots")
             .join(format!("step-{:07}.safetensors", self.step))
     }
-}
 
-/// The heads of one phase-1 snapshot, as measured (their scores are in the scores file under
-/// [`crate::scores_file::snapshot_set`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SnapshotHeads {
-    /// The snapshot.
-    pub snapshot: Snapshot,
-    /// Token positions trained by then.
-    pub tokens: u64,
-    /// The heads of the run's head seed.
-    pub heads: HeadQuality,
-    /// The retest heads (head seed + 1), when the run has them.
-    pub retest: Option<HeadQuality>,
+    /// The folder of the snapshot's job in the run folder `run_dir` (`emergence/step-<N>/`).
+    pub fn job_dir(&self, run_dir: &Path) -> PathBuf {
+        (run_dir.join(SNAPSHOT_HEADS_DIR)).join(format!("step-{:07}", self.step))
+    }
 }
 
 /// What a finished run measured.
@@ -159,10 +149,8 @@ pub struct RunResult {
     pub positions: u64,
     /// Mean NLL of each head on the scoring set.
     pub scored_nll: Vec<f64>,
-    /// Phase-1 snapshots.
+    /// Phase-1 snapshots (each scored by a job of its own, [`crate::snapshots`]).
     pub snapshots: Vec<Snapshot>,
-    /// The snapshots' heads scored so far.
-    pub snapshot_heads: Vec<SnapshotHeads>,
 }
 
 /// `manifest.json`: what the run is, how far it has got, and what it measured.
@@ -198,6 +186,17 @@ impl Manifest {
     pub fn finished(&self) -> bool {
         self.stage == Stage::Done && self.result.is_some()
     }
+
+    /// The results of the finished run, or [`ExperimentError::Unfinished`] naming its stage.
+    pub fn finished_result(&self) -> Result<&RunResult> {
+        match &self.result {
+            Some(r) if self.finished() => Ok(r),
+            _ => Err(ExperimentError::Unfinished {
+                runs: vec![format!("{} (stage {:?})", self.id, self.stage)],
+                total: 1,
+            }),
+        }
+    }
 }
 
 /// The name of `device` in a manifest.
@@ -224,9 +223,6 @@ pub struct RunOptions {
     /// Also give the trained model (for embedding analyses): a finished run's is read from its
     /// final phase-1 weights, nothing trained or scored again.
     pub need_model: bool,
-    /// Train the heads of every phase-1 snapshot (the agreement curve's points; each costs one
-    /// or two head trainings); `false` skips them, and the run then finishes without them.
-    pub snapshot_heads: bool,
     /// Checkpoint every training (phase 1 and heads) also after this many seconds of wall
     /// time since its last checkpoint ([`towers::TrainConfig::checkpoint_secs`]), so that a
     /// run killed without warning loses at most that much. It changes no number.
@@ -234,14 +230,13 @@ pub struct RunOptions {
 }
 
 impl Default for RunOptions {
-    /// CPU, progress bars and messages on stdout, no model for a finished run, snapshot heads
-    /// trained, a checkpoint at least every 5 minutes of training.
+    /// CPU, progress bars and messages on stdout, no model for a finished run, a checkpoint at
+    /// least every 5 minutes of training.
     fn default() -> Self {
         Self {
             device: Device::Cpu,
             progress: Progress::stdout(),
             need_model: false,
-            snapshot_heads: true,
             checkpoint_secs: Some(300.0),
         }
     }

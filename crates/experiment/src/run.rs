@@ -1,7 +1,8 @@
 //! One two-tower run as a job, end to end and resumable: phase 1 (joint training, with weight
 //! snapshots for the agreement curve), phases 2/3 (one head per frozen tower, trained until the
-//! validation NLL stops improving, and again with the retest head seed), the scoring of every
-//! head on the study's [`ScoringSet`], and the heads of every phase-1 snapshot.
+//! validation NLL stops improving, and again with the retest head seed), and the scoring of
+//! every head on the study's [`ScoringSet`]. Each snapshot's heads are a job of their own
+//! ([`crate::snapshots`]).
 //!
 //! A run lives in one folder ([`crate::manifest`]). The same spec reuses it; new head settings
 //! retrain the heads on the kept phase 1; a larger budget under the constant schedule continues
@@ -24,7 +25,7 @@ pub use crate::manifest::{
 };
 use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
-use crate::snapshots::{score_snapshots, snapshot_scores, SnapshotScores};
+use crate::snapshots::{load_snapshots, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
 use crate::training::{compute_dtype, phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
@@ -46,26 +47,22 @@ pub struct ScoredRun {
     pub retest: Option<PositionLogProbs>,
     /// The trained model (when trained now or asked for).
     pub model: Option<TwoTowerLm>,
-    /// The heads and scores of every phase-1 snapshot scored (the agreement curve's points).
+    /// The heads and scores of every phase-1 snapshot whose job has finished (the agreement
+    /// curve's points, [`crate::snapshots`]).
     pub snapshots: Vec<SnapshotScores>,
     /// Whether a finished run was reused without training.
     pub reused: bool,
 }
 
 impl ScoredRun {
-    /// Reads the finished run in `dir` (its manifest and scores file; nothing trained, locked
-    /// or written), from any folder on any machine: a run folder copied elsewhere loads the
-    /// same. A folder without a manifest is [`ExperimentError::NotA`] a run folder; a run not
+    /// Reads the finished run in `dir` (its manifest and scores file, and its finished snapshot
+    /// jobs'; nothing trained, locked or written), from any folder on any machine: a run folder
+    /// copied elsewhere loads the same. A folder without a manifest is [`ExperimentError::NotA`] a run folder; a run not
     /// finished is [`ExperimentError::Unfinished`] naming its stage.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let manifest = read_manifest(dir)?;
-        if !manifest.finished() {
-            return Err(ExperimentError::Unfinished {
-                runs: vec![format!("{} (stage {:?})", manifest.id, manifest.stage)],
-                total: 1,
-            });
-        }
+        manifest.finished_result()?;
         let file = ScoresFile::load(&dir.join(SCORES_FILE))?;
         scored_run(manifest, dir, file, None, true)
     }
@@ -92,13 +89,7 @@ impl ScoredRun {
 
     /// The results (a scored run always has them).
     pub fn result(&self) -> Result<&RunResult> {
-        self.manifest
-            .result
-            .as_ref()
-            .ok_or_else(|| ExperimentError::Unfinished {
-                runs: vec![self.label.clone()],
-                total: 1,
-            })
+        self.manifest.finished_result()
     }
 
     /// The trained phase-1 model of the run, read from its final checkpoint (no training, no
@@ -152,7 +143,7 @@ fn scored_run(
         true => Some(file.require(RETEST, &path)?),
         false => None,
     };
-    let snapshots = snapshot_scores(&manifest, &file, &path)?;
+    let snapshots = load_snapshots(&manifest, dir)?;
     Ok(ScoredRun {
         label: manifest.id.to_string(),
         dir: dir.to_path_buf(),
@@ -222,8 +213,7 @@ fn ensure_run(
     // Held until this function returns: one writer per run folder.
     let _lock = files::FolderLock::acquire(&dir.join(WRITER_LOCK), "run")?;
     let mut m = open_manifest(spec, dir, ws.data(), scoring, opts)?;
-    let snapshots_left = opts.snapshot_heads && snapshots_left(&m);
-    let reused = m.finished() && !snapshots_left;
+    let reused = m.finished();
     let (file, model) = match reused {
         true => (ScoresFile::load(&dir.join(SCORES_FILE))?, None),
         false => train_and_score(&mut m, dir, ws.data(), scoring, opts)?,
@@ -234,13 +224,6 @@ fn ensure_run(
         (_, false) => None,
     };
     scored_run(m, dir, file, model, reused)
-}
-
-/// Whether the run of `m` has phase-1 snapshots whose heads are not scored yet.
-fn snapshots_left(m: &Manifest) -> bool {
-    m.result
-        .as_ref()
-        .is_some_and(|r| r.snapshot_heads.len() < r.snapshots.len())
 }
 
 /// The manifest of the run in `dir`: the saved one (continued to a larger budget where that is
@@ -284,7 +267,7 @@ fn open_manifest(
 }
 
 /// A saved manifest whose spec differs from `spec` only by a larger phase-1 budget (under the
-/// constant schedule), or only in its head settings, is continued: its heads, snapshot heads
+/// constant schedule), or only in its head settings, is continued: its heads, snapshot jobs
 /// and scores move to `superseded/NNN/` with the old manifest ([`supersede`]; hours of head
 /// training are never deleted), the new spec is saved, and phase 1 goes on (or is kept as it
 /// is). The same spec leaves it as it is; any other difference is refused.
@@ -331,7 +314,7 @@ fn continue_manifest(
 /// The folder of a run's superseded heads and scores.
 pub const SUPERSEDED_DIR: &str = "superseded";
 
-/// Moves the heads, snapshot heads and scores of `saved` (the manifest in `dir`) into
+/// Moves the heads, snapshot jobs and scores of `saved` (the manifest in `dir`) into
 /// `superseded/NNN/` beside a copy of the manifest they belong to, and returns that folder
 /// (`None` when there was nothing to move). A call killed half way is finished by the next
 /// one in the same folder: the last folder whose manifest equals `saved` is taken up again.
@@ -371,8 +354,7 @@ fn supersede(saved: &Manifest, dir: &Path) -> Result<Option<PathBuf>> {
 }
 
 /// The stages of the run of `m` not done yet: phase 1 (resumed from its checkpoint), the heads
-/// and the retest heads with their scores, then the snapshots' heads (with
-/// [`RunOptions::snapshot_heads`]). The manifest is saved after each stage and the scores file
+/// and the retest heads with their scores. The manifest is saved after each stage and the scores file
 /// after each head set, so a stop loses at most the stage in progress (its training resumes
 /// from its checkpoint). Returns the scores file, and the model when phase 1 was loaded.
 fn train_and_score(
@@ -423,22 +405,8 @@ fn train_and_score(
             positions: main.len() as u64,
             scored_nll: main.mean_nll(),
             snapshots,
-            snapshot_heads: Vec::new(),
         });
         model = Some(trained);
-    }
-    if opts.snapshot_heads && snapshots_left(m) {
-        save(m, Stage::SnapshotHeads)?;
-        score_snapshots(
-            m,
-            dir,
-            data,
-            scoring,
-            opts,
-            &mut scores,
-            &scores_path,
-            &mut |m| write_json_atomic(&dir.join(MANIFEST_FILE), m),
-        )?;
     }
     save(m, Stage::Done)?;
     Ok((scores, model))

@@ -1,21 +1,59 @@
-//! The run stage's last step: heads for every phase-1 weight snapshot of a run (the agreement
-//! curve's points), trained by the run's head rule and its retest seed under
-//! `<run>/emergence/step-<N>/heads-<seed>/` (checkpointed like every head training), and scored
-//! on the study's scoring set into the run's scores file.
+//! Scoring one phase-1 snapshot of a finished run is a job of its own (the agreement curve's
+//! points): the run's head rule trains heads on the frozen snapshot (and the retest heads, when
+//! the run has them), scored on the run's scoring set. Each snapshot has its own folder,
+//! `<run>/emergence/step-<N>/`, with its own writer lock, its own manifest (`snapshot.json`,
+//! [`SnapshotManifest`]), its heads' checkpoints (`heads-<seed>/`) and its own scores file (sets
+//! `main` and `retest`), so the snapshots of one run can be scored by a job array in parallel,
+//! and a stopped job resumes like a run. [`crate::ScoredRun::load`] gathers the finished ones.
 
 use std::path::Path;
 
 use heads::PositionLogProbs;
+use serde::{Deserialize, Serialize};
 use towers::TwoTowerLm;
 
-use crate::data::CorpusData;
+use crate::error::{io_at, read_json, write_json_atomic};
+use crate::lock::WRITER_LOCK;
 use crate::manifest::{
-    heads_flagged, HeadQuality, Manifest, RunOptions, SnapshotHeads, SNAPSHOT_HEADS_DIR,
+    build_name, device_name, heads_flagged, HeadQuality, Manifest, RunId, RunOptions, Snapshot,
+    Stage, MANIFEST_VERSION,
 };
-use crate::scores_file::{snapshot_set, ScoresFile};
+use crate::run::read_manifest;
+use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
 use crate::training::{compute_dtype, score, train_heads_in, validation_batches};
-use crate::Result;
+use crate::workspace::Workspace;
+use crate::{ExperimentError, Result};
+
+/// File name of a snapshot job's manifest, in its folder ([`Snapshot::job_dir`]).
+pub const SNAPSHOT_MANIFEST: &str = "snapshot.json";
+
+/// `snapshot.json`: which run and snapshot the job scores, how far it has got, its heads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotManifest {
+    /// [`MANIFEST_VERSION`] of the layout.
+    pub version: u32,
+    /// The run whose snapshot this is.
+    pub run: RunId,
+    /// The snapshot.
+    pub snapshot: Snapshot,
+    /// Token positions phase 1 had trained by then.
+    pub tokens: u64,
+    /// The run's final phase-1 weights hash: the phase 1 the snapshot was taken from.
+    pub run_weights_sha256: Option<String>,
+    /// The scoring set's fingerprint ([`crate::ScoringSetId::fingerprint`]).
+    pub scoring: String,
+    /// [`Stage::Heads`], [`Stage::RetestHeads`] or [`Stage::Done`].
+    pub stage: Stage,
+    /// The heads of the run's head seed, once trained.
+    pub heads: Option<HeadQuality>,
+    /// The retest heads (head seed + 1), once trained, when the run has them.
+    pub retest: Option<HeadQuality>,
+    /// The device that last wrote the manifest.
+    pub device: String,
+    /// The build that last wrote the manifest.
+    pub build: String,
+}
 
 /// The heads of one phase-1 snapshot and their log-probabilities on the scoring set.
 #[derive(Debug, Clone)]
@@ -41,92 +79,158 @@ impl SnapshotScores {
     }
 }
 
-/// The scores of every snapshot whose heads the manifest `m` records, read from the scores
-/// file `file` (at `path`, named in errors).
-pub(crate) fn snapshot_scores(
-    m: &Manifest,
-    file: &ScoresFile,
-    path: &Path,
-) -> Result<Vec<SnapshotScores>> {
+/// The scores of every snapshot of the run `m` in `dir` whose job has finished, in phase-1
+/// order; a snapshot not scored yet (no job, or one still running) is left out. A job folder
+/// of another phase 1 or scoring set is refused.
+pub(crate) fn load_snapshots(m: &Manifest, dir: &Path) -> Result<Vec<SnapshotScores>> {
     let Some(res) = &m.result else {
         return Ok(Vec::new());
     };
-    res.snapshot_heads
-        .iter()
-        .map(|s| {
-            let step = s.snapshot.step;
-            Ok(SnapshotScores {
-                fraction: s.snapshot.fraction,
-                tokens: s.tokens,
-                heads: s.heads.clone(),
-                logprobs: file.require(&snapshot_set(step, false), path)?,
-                retest_heads: s.retest.clone(),
-                retest: match &s.retest {
-                    Some(_) => Some(file.require(&snapshot_set(step, true), path)?),
-                    None => None,
-                },
-            })
-        })
-        .collect()
+    let mut out = Vec::new();
+    for snap in &res.snapshots {
+        let job = snap.job_dir(dir);
+        if !job.join(SNAPSHOT_MANIFEST).is_file() {
+            continue;
+        }
+        let sm: SnapshotManifest = read_json(&job.join(SNAPSHOT_MANIFEST))?;
+        check_belongs(&sm, m, &job)?;
+        if sm.stage == Stage::Done {
+            out.push(snapshot_scores(&sm, &job)?);
+        }
+    }
+    Ok(out)
 }
 
-/// Trains and scores the heads of every snapshot of the finished run `m` in `dir` not scored
-/// yet, adding each one's scores to `scores` (saved at `scores_path`) and its heads to the
-/// manifest (handed to `save_manifest`) as soon as it is done.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn score_snapshots(
-    m: &mut Manifest,
-    dir: &Path,
-    data: &CorpusData,
-    scoring: &ScoringSet,
-    opts: &RunOptions,
-    scores: &mut ScoresFile,
-    scores_path: &Path,
-    save_manifest: &mut dyn FnMut(&Manifest) -> Result<()>,
-) -> Result<()> {
-    let spec = m.spec.clone();
-    let Some(res) = &m.result else {
+/// The snapshot job's manifest `sm` (in `job`) is of the run `m`: its version, phase 1 and
+/// scoring set.
+fn check_belongs(sm: &SnapshotManifest, m: &Manifest, job: &Path) -> Result<()> {
+    let why = if sm.version != MANIFEST_VERSION {
+        "it is of another manifest version"
+    } else if sm.run != m.id {
+        "it belongs to another run"
+    } else if sm.run_weights_sha256 != m.weights_sha256 {
+        "it was taken from another phase 1"
+    } else if sm.scoring != m.scoring.fingerprint {
+        "it was scored on another scoring set"
+    } else {
         return Ok(());
     };
-    let per_update = res.phase1.tokens / res.phase1.steps.max(1);
-    let done: Vec<u64> = res.snapshot_heads.iter().map(|s| s.snapshot.step).collect();
-    let left: Vec<_> = (res.snapshots.iter())
-        .filter(|s| !done.contains(&s.step))
-        .cloned()
-        .collect();
-    if left.is_empty() {
-        return Ok(());
-    }
-    let valid = validation_batches(&spec, data)?;
-    let cfg = spec.model_config(data.padded_vocab())?;
-    for snap in left {
-        let model = TwoTowerLm::new(&cfg, &opts.device, spec.seed)?
-            .with_compute_dtype(compute_dtype(&opts.device));
-        model.params().load(&snap.weights_in(dir))?;
-        let folder = dir
-            .join(SNAPSHOT_HEADS_DIR)
-            .join(format!("step-{:07}", snap.step));
-        let mut heads_of = |seed: u64, retest: bool| -> Result<HeadQuality> {
-            let heads_dir = folder.join(format!("heads-{seed}"));
-            let (heads, q) = train_heads_in(&spec, &model, data, &valid, seed, &heads_dir, opts)?;
-            let set = snapshot_set(snap.step, retest);
-            scores.ensure(&set, scores_path, || score(&model, &heads, scoring))?;
+    Err(ExperimentError::mismatch(
+        format!("the snapshot job {}", job.display()),
+        format!("run {}", m.id),
+        why,
+    ))
+}
+
+/// The finished snapshot job `sm`'s scores, read from its scores file in `job`.
+fn snapshot_scores(sm: &SnapshotManifest, job: &Path) -> Result<SnapshotScores> {
+    let path = job.join(SCORES_FILE);
+    let file = ScoresFile::load(&path)?;
+    let heads = sm.heads.clone().ok_or_else(|| ExperimentError::Missing {
+        path: job.join(SNAPSHOT_MANIFEST),
+        what: "the heads of a finished snapshot job".into(),
+    })?;
+    Ok(SnapshotScores {
+        fraction: sm.snapshot.fraction,
+        tokens: sm.tokens,
+        heads,
+        logprobs: file.require(MAIN, &path)?,
+        retest_heads: sm.retest.clone(),
+        retest: match &sm.retest {
+            Some(_) => Some(file.require(RETEST, &path)?),
+            None => None,
+        },
+    })
+}
+
+impl Workspace {
+    /// Scores the phase-1 snapshot at `fraction` of the finished run in `run_dir` (a job of its
+    /// own in `emergence/step-<N>/`): its heads trained, resumed from their checkpoints or
+    /// reused, and scored on `scoring`, the run's scoring set.
+    ///
+    /// A run not finished is [`ExperimentError::Unfinished`]; a fraction at which the run has
+    /// no snapshot, or another scoring set, is refused. The job holds its folder's
+    /// `writer.lock` until it returns ([`ExperimentError::Locked`] for a second writer), so
+    /// jobs of different snapshots of one run may run at once.
+    pub fn ensure_snapshot(
+        &self,
+        run_dir: &Path,
+        fraction: f64,
+        scoring: &ScoringSet,
+        opts: &RunOptions,
+    ) -> Result<SnapshotScores> {
+        let m = read_manifest(run_dir)?;
+        let (res, spec) = (m.finished_result()?, &m.spec);
+        let here = run_dir.display().to_string();
+        m.scoring
+            .check_comparable(&scoring.id, &here, "this scoring set")?;
+        let Some(snap) = res.snapshots.iter().find(|s| s.fraction == fraction) else {
+            let have: Vec<String> = res
+                .snapshots
+                .iter()
+                .map(|s| s.fraction.to_string())
+                .collect();
+            return Err(ExperimentError::mismatch(
+                format!("the snapshot at fraction {fraction}"),
+                format!("run {}", m.id),
+                format!("its snapshots are at [{}]", have.join(", ")),
+            ));
+        };
+        let job = snap.job_dir(run_dir);
+        std::fs::create_dir_all(&job).map_err(io_at(&job))?;
+        let _lock = files::FolderLock::acquire(&job.join(WRITER_LOCK), "snapshot job")?;
+        let path = job.join(SNAPSHOT_MANIFEST);
+        let mut sm = match path.is_file() {
+            true => read_json(&path)?,
+            false => SnapshotManifest {
+                version: MANIFEST_VERSION,
+                run: m.id.clone(),
+                snapshot: snap.clone(),
+                tokens: snap.step * (res.phase1.tokens / res.phase1.steps.max(1)),
+                run_weights_sha256: m.weights_sha256.clone(),
+                scoring: m.scoring.fingerprint.clone(),
+                stage: Stage::Heads,
+                heads: None,
+                retest: None,
+                device: device_name(&opts.device),
+                build: build_name(),
+            },
+        };
+        check_belongs(&sm, &m, &job)?;
+        if sm.stage == Stage::Done {
+            return snapshot_scores(&sm, &job);
+        }
+        let data = self.data();
+        let model = TwoTowerLm::new(
+            &spec.model_config(data.padded_vocab())?,
+            &opts.device,
+            spec.seed,
+        )?
+        .with_compute_dtype(compute_dtype(&opts.device));
+        model.params().load(&snap.weights_in(run_dir))?;
+        let valid = validation_batches(spec, data)?;
+        let scores_path = job.join(SCORES_FILE);
+        let mut scores = match scores_path.is_file() {
+            true => ScoresFile::load(&scores_path)?,
+            false => ScoresFile::new(&sm.scoring),
+        };
+        let mut heads_of = |seed: u64, set: &str| -> Result<HeadQuality> {
+            let heads_dir = job.join(format!("heads-{seed}"));
+            let (heads, q) = train_heads_in(spec, &model, data, &valid, seed, &heads_dir, opts)?;
+            scores.ensure(set, &scores_path, || score(&model, &heads, scoring))?;
             Ok(q)
         };
-        let heads = heads_of(spec.head_seed, false)?;
-        let retest = match spec.retest_heads {
-            true => Some(heads_of(spec.head_seed + 1, true)?),
-            false => None,
+        let save = |sm: &mut SnapshotManifest, stage: Stage| {
+            (sm.stage, sm.device, sm.build) = (stage, device_name(&opts.device), build_name());
+            write_json_atomic(&path, &*sm)
         };
-        if let Some(res) = m.result.as_mut() {
-            res.snapshot_heads.push(SnapshotHeads {
-                tokens: snap.step * per_update,
-                snapshot: snap,
-                heads,
-                retest,
-            });
+        save(&mut sm, Stage::Heads)?;
+        sm.heads = Some(heads_of(spec.head_seed, MAIN)?);
+        if spec.retest_heads {
+            save(&mut sm, Stage::RetestHeads)?;
+            sm.retest = Some(heads_of(spec.head_seed + 1, RETEST)?);
         }
-        save_manifest(m)?;
+        save(&mut sm, Stage::Done)?;
+        snapshot_scores(&sm, &job)
     }
-    Ok(())
 }

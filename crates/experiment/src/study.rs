@@ -10,11 +10,12 @@ use towers::Style;
 
 use crate::data::CorpusData;
 use crate::error::{io_at, write_json_atomic};
-use crate::manifest::STUDY_DATA_DIR;
+use crate::manifest::{MANIFEST_FILE, STUDY_DATA_DIR};
 use crate::progress::Progress;
 pub use crate::protocol::{Protocol, StudySpec};
 use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
+use crate::snapshots::load_snapshots;
 use crate::spec::RunSpec;
 pub use crate::tables::StudyRun;
 pub use crate::units::{
@@ -23,21 +24,21 @@ pub use crate::units::{
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
-/// Runs (or resumes, or reuses) every run of `spec` whose label is in `only` (all when
-/// empty) under `out/<label>/`, then writes the tables and figures over those runs
-/// ([`analyze_with`]): to `out/` when they are all the study's runs, else to
-/// `out/subset-<label>+<label>.../` (so a study can be run and read in parts). A label in
-/// `only` that is not a run of the study is an error.
+/// Runs (or resumes, or reuses) the jobs of `spec` that `only` names ([`Job`]: all of them
+/// when empty, every run's job and then its snapshots' jobs) under `out/<label>/`, then writes
+/// the tables and figures over the runs they touched ([`analyze_with`]): to `out/` when they
+/// are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study can be run
+/// and read in parts). A job in `only` that is not one of the study's is an error.
 pub fn run_study(
     spec: &StudySpec,
     out: &Path,
     only: &[String],
     opts: &RunOptions,
 ) -> Result<StudyOutcome> {
-    check_labels(spec, only)?;
+    let jobs = check_labels(spec, only)?;
     std::fs::create_dir_all(out).map_err(io_at(out))?;
     let ws = Workspace::open(&spec.corpus, out.join(STUDY_DATA_DIR))?;
-    let runs = run_stage(spec, out, only, &ws, opts)?;
+    let runs = run_stage(spec, out, jobs.as_deref(), &ws, opts)?;
     let tables = match runs.len() == spec.runs.len() {
         true => out.to_path_buf(),
         false => {
@@ -94,8 +95,55 @@ fn check_distinct(runs: &[ScoredRun]) -> Result<()> {
     }
 }
 
-/// Labels are unique, and every label of `only` is a run of the study.
-pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
+/// One job of a study, as `--only` names it: a run (`<label>`, e.g. `gpt-s0`), or the heads of
+/// one of its phase-1 snapshots (`<label>@<fraction>`, e.g. `gpt-s0@0.5`;
+/// [`Workspace::ensure_snapshot`]), which needs the run finished.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Job {
+    /// The run's job: phase 1, its heads and their scores.
+    Run(String),
+    /// The job of the run's snapshot at this fraction of phase 1.
+    Snapshot(String, f64),
+}
+
+impl Job {
+    /// The job of `s` (`<label>` or `<label>@<fraction>`) in `spec`, or an error naming the
+    /// study's runs or the run's snapshots.
+    fn parse(s: &str, spec: &StudySpec, labels: &[String]) -> Result<Self> {
+        let (label, fraction) = match s.split_once('@') {
+            Some((l, f)) => (l, Some(f)),
+            None => (s, None),
+        };
+        let Some(run) = spec.runs.iter().find(|r| r.label() == label) else {
+            return Err(ExperimentError::UnknownRun {
+                label: label.into(),
+                runs: labels.to_vec(),
+            });
+        };
+        let Some(f) = fraction else {
+            return Ok(Job::Run(label.into()));
+        };
+        let p = &run.phase1;
+        match f.parse::<f64>() {
+            Ok(f) if p.snapshots.contains(&f) => Ok(Job::Snapshot(label.into(), f)),
+            _ => Err(ExperimentError::bad_setting(
+                "a snapshot job",
+                s,
+                format!("{label} has snapshots at {:?} of phase 1", p.snapshots),
+            )),
+        }
+    }
+
+    fn label(&self) -> &str {
+        match self {
+            Job::Run(l) | Job::Snapshot(l, _) => l,
+        }
+    }
+}
+
+/// Labels are unique, and every job of `only` is one of the study's; `None` for every job
+/// (`only` empty).
+pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<Option<Vec<Job>>> {
     let labels: Vec<String> = spec.runs.iter().map(RunSpec::label).collect();
     if let Some(dup) = labels
         .iter()
@@ -104,21 +152,20 @@ pub(crate) fn check_labels(spec: &StudySpec, only: &[String]) -> Result<()> {
     {
         return Err(ExperimentError::DuplicateRun(dup.1.clone()));
     }
-    if let Some(bad) = only.iter().find(|l| !labels.contains(l)) {
-        return Err(ExperimentError::UnknownRun {
-            label: bad.clone(),
-            runs: labels,
-        });
+    match only.is_empty() {
+        true => Ok(None),
+        false => Some(only.iter().map(|s| Job::parse(s, spec, &labels)).collect()).transpose(),
     }
-    Ok(())
 }
 
-/// The run stage: each run of `only` (all when empty) trained, resumed or reused in
-/// `out/<label>/` and scored on its style's scoring set (built once per style in `out/data/`).
+/// The run stage: the jobs of `jobs` (all when `None`) in spec order, each run's folder
+/// `out/<label>/`: its run job trained, resumed or reused and scored on its style's scoring
+/// set (built once per style in `out/data/`), then its snapshot jobs; the runs touched are
+/// given back.
 fn run_stage(
     spec: &StudySpec,
     out: &Path,
-    only: &[String],
+    jobs: Option<&[Job]>,
     ws: &Workspace,
     opts: &RunOptions,
 ) -> Result<Vec<ScoredRun>> {
@@ -126,7 +173,12 @@ fn run_stage(
     let mut sets: Vec<ScoringSet> = Vec::new();
     for r in &spec.runs {
         let label = r.label();
-        if !only.is_empty() && !only.contains(&label) {
+        let mine: Vec<&Job> = jobs
+            .unwrap_or_default()
+            .iter()
+            .filter(|j| j.label() == label)
+            .collect();
+        if jobs.is_some() && mine.is_empty() {
             continue;
         }
         if !sets.iter().any(|s| s.id.style == r.style) {
@@ -140,8 +192,34 @@ fn run_stage(
             });
             sets.push(set);
         }
-        let set = set_of(&sets, r.style)?;
-        scored.push(ws.ensure_run(r, &out.join(&label), set, opts)?);
+        let (set, dir) = (set_of(&sets, r.style)?, out.join(&label));
+        let run_job = jobs.is_none() || mine.contains(&&Job::Run(label.clone()));
+        let mut run = match run_job {
+            true => ws.ensure_run(r, &dir, set, opts)?,
+            false if dir.join(MANIFEST_FILE).is_file() => ScoredRun::load(&dir)?,
+            false => {
+                return Err(ExperimentError::Unfinished {
+                    runs: vec![format!("{label} (not started)")],
+                    total: 1,
+                })
+            }
+        };
+        let fractions: Vec<f64> = match jobs {
+            None => run.result()?.snapshots.iter().map(|s| s.fraction).collect(),
+            Some(_) => (mine.iter())
+                .filter_map(|j| match j {
+                    Job::Snapshot(_, f) => Some(*f),
+                    Job::Run(_) => None,
+                })
+                .collect(),
+        };
+        for f in &fractions {
+            ws.ensure_snapshot(&dir, *f, set, opts)?;
+        }
+        if !fractions.is_empty() {
+            run.snapshots = load_snapshots(&run.manifest, &dir)?;
+        }
+        scored.push(run);
     }
     Ok(scored)
 }
