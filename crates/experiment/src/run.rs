@@ -95,7 +95,7 @@ impl ScoredRun {
     /// The trained phase-1 model of the run, read from its final checkpoint (no training, no
     /// scoring), with the vocabulary of `data`.
     pub fn trained_model(&self, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
-        final_model(&self.manifest.spec, &self.dir, data, device)
+        model_at(&self.manifest.spec, &final_weights(&self.dir), data, device)
     }
 }
 
@@ -220,7 +220,12 @@ fn ensure_run(
     };
     let model = match (model, opts.need_model) {
         (Some(m), true) => Some(m),
-        (None, true) => Some(final_model(spec, dir, ws.data(), &opts.device)?),
+        (None, true) => Some(model_at(
+            spec,
+            &final_weights(dir),
+            ws.data(),
+            &opts.device,
+        )?),
         (_, false) => None,
     };
     scored_run(m, dir, file, model, reused)
@@ -367,10 +372,7 @@ fn train_and_score(
     let spec = m.spec.clone();
     let valid = validation_batches(&spec, data)?;
     let scores_path = dir.join(SCORES_FILE);
-    let mut scores = match scores_path.is_file() {
-        true => ScoresFile::load(&scores_path)?,
-        false => ScoresFile::new(&scoring.id.fingerprint),
-    };
+    let mut scores = ScoresFile::open_or_new(&scores_path, &scoring.id.fingerprint)?;
     let save = |m: &mut Manifest, stage: Stage| {
         m.stage = stage;
         m.device = device_name(&opts.device);
@@ -426,23 +428,23 @@ fn final_weights(dir: &Path) -> PathBuf {
         .join(towers::WEIGHTS_FILE)
 }
 
-/// The final phase-1 model of the run `spec` in `dir`, read from its checkpoint.
-fn final_model(
+/// The model of the run `spec` with the phase-1 weights at `path` (its final checkpoint's or
+/// a snapshot's).
+pub(crate) fn model_at(
     spec: &RunSpec,
-    dir: &Path,
+    path: &Path,
     data: &CorpusData,
     device: &Device,
 ) -> Result<TwoTowerLm> {
-    let path = final_weights(dir);
     if !path.is_file() {
         return Err(ExperimentError::Missing {
-            path,
-            what: "the run's final phase-1 weights".into(),
+            path: path.to_path_buf(),
+            what: "the run's phase-1 weights".into(),
         });
     }
     let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?
         .with_compute_dtype(compute_dtype(device));
-    model.params().load(&path)?;
+    model.params().load(path)?;
     Ok(model)
 }
 

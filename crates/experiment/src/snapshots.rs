@@ -10,7 +10,6 @@ use std::path::Path;
 
 use heads::PositionLogProbs;
 use serde::{Deserialize, Serialize};
-use towers::TwoTowerLm;
 
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::WRITER_LOCK;
@@ -18,10 +17,10 @@ use crate::manifest::{
     build_name, device_name, heads_flagged, HeadQuality, Manifest, RunId, RunOptions, Snapshot,
     Stage, MANIFEST_VERSION,
 };
-use crate::run::read_manifest;
+use crate::run::{model_at, read_manifest};
 use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
-use crate::training::{compute_dtype, score, train_heads_in, validation_batches};
+use crate::training::{score, train_heads_in, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 
@@ -165,16 +164,9 @@ impl Workspace {
         m.scoring
             .check_comparable(&scoring.id, &here, "this scoring set")?;
         let Some(snap) = res.snapshots.iter().find(|s| s.fraction == fraction) else {
-            let have: Vec<String> = res
-                .snapshots
-                .iter()
-                .map(|s| s.fraction.to_string())
-                .collect();
-            return Err(ExperimentError::mismatch(
-                format!("the snapshot at fraction {fraction}"),
-                format!("run {}", m.id),
-                format!("its snapshots are at [{}]", have.join(", ")),
-            ));
+            let have: Vec<f64> = res.snapshots.iter().map(|s| s.fraction).collect();
+            let why = format!("run {} has snapshots at {have:?}", m.id);
+            return Err(ExperimentError::bad_setting("the snapshot", fraction, why));
         };
         let job = snap.job_dir(run_dir);
         std::fs::create_dir_all(&job).map_err(io_at(&job))?;
@@ -201,19 +193,10 @@ impl Workspace {
             return snapshot_scores(&sm, &job);
         }
         let data = self.data();
-        let model = TwoTowerLm::new(
-            &spec.model_config(data.padded_vocab())?,
-            &opts.device,
-            spec.seed,
-        )?
-        .with_compute_dtype(compute_dtype(&opts.device));
-        model.params().load(&snap.weights_in(run_dir))?;
+        let model = model_at(spec, &snap.weights_in(run_dir), data, &opts.device)?;
         let valid = validation_batches(spec, data)?;
         let scores_path = job.join(SCORES_FILE);
-        let mut scores = match scores_path.is_file() {
-            true => ScoresFile::load(&scores_path)?,
-            false => ScoresFile::new(&sm.scoring),
-        };
+        let mut scores = ScoresFile::open_or_new(&scores_path, &sm.scoring)?;
         let mut heads_of = |seed: u64, set: &str| -> Result<HeadQuality> {
             let heads_dir = job.join(format!("heads-{seed}"));
             let (heads, q) = train_heads_in(spec, &model, data, &valid, seed, &heads_dir, opts)?;

@@ -99,45 +99,35 @@ fn check_distinct(runs: &[ScoredRun]) -> Result<()> {
 /// one of its phase-1 snapshots (`<label>@<fraction>`, e.g. `gpt-s0@0.5`;
 /// [`Workspace::ensure_snapshot`]), which needs the run finished.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Job {
-    /// The run's job: phase 1, its heads and their scores.
-    Run(String),
-    /// The job of the run's snapshot at this fraction of phase 1.
-    Snapshot(String, f64),
+pub struct Job {
+    /// The run's label.
+    pub run: String,
+    /// The fraction of phase 1 of the snapshot, for a snapshot's job.
+    pub snapshot: Option<f64>,
 }
 
 impl Job {
     /// The job of `s` (`<label>` or `<label>@<fraction>`) in `spec`, or an error naming the
     /// study's runs or the run's snapshots.
     fn parse(s: &str, spec: &StudySpec, labels: &[String]) -> Result<Self> {
-        let (label, fraction) = match s.split_once('@') {
-            Some((l, f)) => (l, Some(f)),
-            None => (s, None),
-        };
+        let (label, fraction) = s.split_once('@').map_or((s, None), |(l, f)| (l, Some(f)));
         let Some(run) = spec.runs.iter().find(|r| r.label() == label) else {
             return Err(ExperimentError::UnknownRun {
                 label: label.into(),
                 runs: labels.to_vec(),
             });
         };
-        let Some(f) = fraction else {
-            return Ok(Job::Run(label.into()));
+        let snaps = &run.phase1.snapshots;
+        let snapshot = match fraction.map(str::parse::<f64>) {
+            None => None,
+            Some(Ok(f)) if snaps.contains(&f) => Some(f),
+            Some(_) => {
+                let why = format!("{label} has snapshots at {snaps:?} of phase 1");
+                return Err(ExperimentError::bad_setting("a snapshot job", s, why));
+            }
         };
-        let p = &run.phase1;
-        match f.parse::<f64>() {
-            Ok(f) if p.snapshots.contains(&f) => Ok(Job::Snapshot(label.into(), f)),
-            _ => Err(ExperimentError::bad_setting(
-                "a snapshot job",
-                s,
-                format!("{label} has snapshots at {:?} of phase 1", p.snapshots),
-            )),
-        }
-    }
-
-    fn label(&self) -> &str {
-        match self {
-            Job::Run(l) | Job::Snapshot(l, _) => l,
-        }
+        let run = label.to_string();
+        Ok(Job { run, snapshot })
     }
 }
 
@@ -173,10 +163,8 @@ fn run_stage(
     let mut sets: Vec<ScoringSet> = Vec::new();
     for r in &spec.runs {
         let label = r.label();
-        let mine: Vec<&Job> = jobs
-            .unwrap_or_default()
-            .iter()
-            .filter(|j| j.label() == label)
+        let mine: Vec<&Job> = (jobs.unwrap_or_default().iter())
+            .filter(|j| j.run == label)
             .collect();
         if jobs.is_some() && mine.is_empty() {
             continue;
@@ -193,8 +181,7 @@ fn run_stage(
             sets.push(set);
         }
         let (set, dir) = (set_of(&sets, r.style)?, out.join(&label));
-        let run_job = jobs.is_none() || mine.contains(&&Job::Run(label.clone()));
-        let mut run = match run_job {
+        let mut run = match jobs.is_none() || mine.iter().any(|j| j.snapshot.is_none()) {
             true => ws.ensure_run(r, &dir, set, opts)?,
             false if dir.join(MANIFEST_FILE).is_file() => ScoredRun::load(&dir)?,
             false => {
@@ -206,12 +193,7 @@ fn run_stage(
         };
         let fractions: Vec<f64> = match jobs {
             None => run.result()?.snapshots.iter().map(|s| s.fraction).collect(),
-            Some(_) => (mine.iter())
-                .filter_map(|j| match j {
-                    Job::Snapshot(_, f) => Some(*f),
-                    Job::Run(_) => None,
-                })
-                .collect(),
+            Some(_) => mine.iter().filter_map(|j| j.snapshot).collect(),
         };
         for f in &fractions {
             ws.ensure_snapshot(&dir, *f, set, opts)?;

@@ -56,6 +56,15 @@ impl ScoresFile {
         }
     }
 
+    /// The file at `path` when there is one (a resumed job's), else an empty one for the set
+    /// of fingerprint `scoring`.
+    pub fn open_or_new(path: &Path, scoring: &str) -> Result<Self> {
+        match path.is_file() {
+            true => Self::load(path),
+            false => Ok(Self::new(scoring)),
+        }
+    }
+
     /// Adds (or replaces) the head set `name`; its positions must be the file's (the first
     /// set added defines them), or it is [`HeadsError::Mismatch`].
     pub fn insert(&mut self, name: &str, lp: &PositionLogProbs) -> Result<()> {
