@@ -19,6 +19,15 @@ pub enum CorpusError {
         #[source]
         source: std::io::Error,
     },
+    /// A file the call needs that is not there: `path` is the file, or the folder it was looked
+    /// for in; `what` says what the file is for.
+    #[error("{path}: missing {what}")]
+    Missing {
+        /// The file (or folder) looked at.
+        path: PathBuf,
+        /// What is missing there ("the CoNLL-U file that trains the POS tagger ...").
+        what: String,
+    },
     /// A line that is not valid UTF-8.
     #[error("{path}:{line}: invalid UTF-8")]
     InvalidUtf8 {

@@ -5,7 +5,8 @@
 //! styles (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches
 //! with a resumable cursor, document-level splits, the LMD `SequenceSampler` and the LMD reference's chunking
 //! ([`reference_chunks()`]), a seeded synthetic
-//! corpus with gold UPOS tags, and a UPOS tagger with the per-token `PosLexicon`.
+//! corpus with gold UPOS tags, a UPOS tagger with the per-token `PosLexicon`, and the
+//! [`Vocabulary`] choice of a study.
 //!
 //! This crate has no candle dependency: everything is plain Rust data.
 
@@ -24,6 +25,7 @@ pub mod sentence;
 pub mod split;
 pub mod synthetic;
 pub mod tokenizer;
+pub mod vocabulary;
 pub mod windows;
 
 pub use batch::{
@@ -43,6 +45,7 @@ pub use sentence::{split_sentences, SentenceSplitter};
 pub use split::{fnv1a, DocumentSplitter, Split, SplitFractions, SplitKey};
 pub use synthetic::{SyntheticConfig, SyntheticCorpus, TaggedDocument};
 pub use tokenizer::{ChunkMemo, Encoded, SpecialTokens, Tokenizer, BERT_SPECIAL_TOKENS};
+pub use vocabulary::{tokenizer_file, Vocabulary, TOKENIZER_FILES};
 pub use windows::{
     bert_windows, causal_blocks, pack_bert_windows, pack_causal_blocks, pad_sequence, TrainingData,
     DEFAULT_MAX_LEN,

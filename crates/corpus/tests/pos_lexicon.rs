@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use corpus::{
-    CorpusError, PerceptronTagger, PosLexicon, SyntheticConfig, SyntheticCorpus, TaggedSentence,
-    TaggerConfig, TokenTag, Upos,
+    CorpusError, DocSource, Document, PerceptronTagger, PosLexicon, SentenceSplitter,
+    SyntheticConfig, SyntheticCorpus, TaggedSentence, TaggerConfig, TokenTag, Upos,
 };
 
 /// A toy "tokenizer": the first piece of a word is its first three letters (ids by a table).
@@ -208,4 +208,47 @@ fn bert_first_piece_on_the_synthetic_corpus() {
         }
     }
     assert!(checked > 300, "{checked}");
+}
+
+/// Tagging documents counts what tagging their sentences (split, then cut at whitespace) does,
+/// and reports each document once.
+#[test]
+fn tag_documents_counts_the_sentences_of_every_document() {
+    use Upos::*;
+    let train = [
+        sent(&[("the", Det), ("dog", Noun), ("runs", Verb), (".", Punct)]),
+        sent(&[
+            ("the", Det),
+            ("fast", Adj),
+            ("dog", Noun),
+            ("sleeps", Verb),
+            (".", Punct),
+        ]),
+    ];
+    let tagger = PerceptronTagger::train(&train, &TaggerConfig::default()).unwrap();
+    let texts = ["The dog runs. The fast dog sleeps.", "", "The dog sleeps ."];
+    let docs: Vec<Document> = texts
+        .iter()
+        .enumerate()
+        .map(|(index, t)| Document {
+            index,
+            text: t.to_string(),
+            title: None,
+            source: DocSource {
+                path: "inline.txt".into(),
+                line: index + 1,
+            },
+        })
+        .collect();
+    let mut seen = 0;
+    let lex = PosLexicon::tag_documents(&tagger, &docs, first_piece, || seen += 1);
+    assert_eq!(seen, docs.len());
+    let splitter = SentenceSplitter::default();
+    let words: Vec<Vec<&str>> = texts
+        .iter()
+        .flat_map(|t| splitter.split(t))
+        .map(|s| s.split_whitespace().collect())
+        .collect();
+    assert_eq!(lex, PosLexicon::tag_corpus(&tagger, &words, first_piece));
+    assert!(lex.mapped_words() > 0);
 }

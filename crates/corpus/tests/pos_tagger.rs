@@ -203,3 +203,48 @@ fn concurrent_saves_of_one_cache_file_all_succeed_and_never_show_part_of_it() {
         .collect();
     assert_eq!(left, vec![std::ffi::OsString::from("tagger.bin")]);
 }
+
+/// The tagger cache of a study: trained once from the CoNLL-U file and saved, then loaded
+/// without it; with neither there the error names the CoNLL-U file.
+#[test]
+fn load_or_train_trains_once_then_loads_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conllu, cache) = (
+        dir.path().join("train.conllu"),
+        dir.path().join("tagger.bin"),
+    );
+    match PerceptronTagger::load_or_train(&conllu, &cache) {
+        Err(e @ CorpusError::Missing { .. }) => {
+            let msg = e.to_string();
+            assert!(
+                msg.contains("train.conllu") && msg.contains("CoNLL-U"),
+                "{msg}"
+            );
+        }
+        other => panic!("expected a missing CoNLL-U file, got {other:?}"),
+    }
+    let rows = [
+        ("the", "DET"),
+        ("dog", "NOUN"),
+        ("runs", "VERB"),
+        (".", "PUNCT"),
+    ];
+    let sentence: String = rows
+        .iter()
+        .enumerate()
+        .map(|(i, (w, t))| format!("{}\t{w}\t_\t{t}\t_\t_\t_\t_\t_\t_\n", i + 1))
+        .collect();
+    std::fs::write(&conllu, format!("{sentence}\n{sentence}")).unwrap();
+    let trained = PerceptronTagger::load_or_train(&conllu, &cache).unwrap();
+    let direct = corpus::read_conllu(&conllu).unwrap();
+    assert_eq!(
+        trained,
+        PerceptronTagger::train(&direct, &TaggerConfig::default()).unwrap()
+    );
+    assert!(cache.is_file());
+    std::fs::remove_file(&conllu).unwrap();
+    assert_eq!(
+        PerceptronTagger::load_or_train(&conllu, &cache).unwrap(),
+        trained
+    );
+}

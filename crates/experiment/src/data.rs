@@ -134,7 +134,7 @@ impl CorpusData {
                 return Err(ExperimentError::NotA {
                     path: p.clone(),
                     expected: "a tokenizer file (vocab.txt or tokenizer.json; \
-                               `spec::tokenizer_file` finds the one in a folder)"
+                               `corpus::tokenizer_file` finds the one in a folder)"
                         .into(),
                 })
             }

@@ -2,9 +2,7 @@
 //! corpus; on real text, the averaged-perceptron tagger trained on UD English EWT (gold UPOS),
 //! each word's tag counted on its first WordPiece, the most frequent tag kept.
 
-use std::path::Path;
-
-use corpus::{PerceptronTagger, PosLexicon, SentenceSplitter, TaggerConfig, Tokenizer};
+use corpus::{PerceptronTagger, PosLexicon, Tokenizer};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::data::{synthetic_corpus, CorpusData};
@@ -54,36 +52,19 @@ pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<
             conllu,
             tagger_cache,
         } => {
-            let tagger = load_or_train_tagger(conllu, tagger_cache)?;
+            let tagger = PerceptronTagger::load_or_train(conllu, tagger_cache)?;
             Ok(tag_documents(&tagger, data.train(), &data.tok, progress))
         }
     }
 }
 
-fn load_or_train_tagger(conllu: &Path, cache: &Path) -> Result<PerceptronTagger> {
-    if cache.is_file() {
-        return Ok(PerceptronTagger::load(cache)?);
-    }
-    if !conllu.is_file() {
-        return Err(ExperimentError::Missing {
-            path: conllu.to_path_buf(),
-            what: "the CoNLL-U file that trains the POS tagger (UD English EWT train)".into(),
-        });
-    }
-    let train = corpus::read_conllu(conllu)?;
-    let tagger = PerceptronTagger::train(&train, &TaggerConfig::default())?;
-    tagger.save(cache)?;
-    Ok(tagger)
-}
-
-/// Tags every sentence of the documents and counts each word's tag on its first WordPiece.
+/// Tags the documents ([`PosLexicon::tag_documents`]), with a bar of documents where `progress`.
 fn tag_documents(
     tagger: &PerceptronTagger,
     docs: &[corpus::Document],
     tok: &Tokenizer,
     progress: bool,
 ) -> PosLexicon {
-    let splitter = SentenceSplitter::default();
     let bar = if progress {
         ProgressBar::new(docs.len() as u64).with_style(
             ProgressStyle::with_template("tagging {bar:30} {pos}/{len} documents {elapsed}")
@@ -92,18 +73,7 @@ fn tag_documents(
     } else {
         ProgressBar::hidden()
     };
-    let mut lex = PosLexicon::new();
-    for d in docs {
-        let sentences = splitter
-            .split(&d.text)
-            .into_iter()
-            .map(|s| s.split_whitespace().collect::<Vec<_>>())
-            .filter(|w| !w.is_empty());
-        lex.merge(&PosLexicon::tag_corpus(tagger, sentences, |w| {
-            tok.first_piece(w)
-        }));
-        bar.inc(1);
-    }
+    let lex = PosLexicon::tag_documents(tagger, docs, |w| tok.first_piece(w), || bar.inc(1));
     bar.finish_and_clear();
     lex
 }

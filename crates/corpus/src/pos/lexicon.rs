@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::tagger::{PerceptronTagger, TagScratch};
 use super::{TaggedSentence, Upos};
 use crate::error::{CorpusError, Result};
+use crate::read::Document;
+use crate::sentence::SentenceSplitter;
 
 /// The majority tag of one token.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +100,29 @@ impl PosLexicon {
             tagger.tag_into(words, &mut scratch, &mut tags);
             lex.add_tagged(words, &tags, &first_piece)
                 .expect("the tagger returns one tag per word");
+        }
+        lex
+    }
+
+    /// Tags every sentence of the documents (split by [`SentenceSplitter::default`], words at
+    /// whitespace) with `tagger` and counts the predicted tags, calling `on_document()` after
+    /// each document (e.g. to advance a progress bar).
+    pub fn tag_documents(
+        tagger: &PerceptronTagger,
+        docs: &[Document],
+        first_piece: impl Fn(&str) -> Option<u32>,
+        mut on_document: impl FnMut(),
+    ) -> Self {
+        let splitter = SentenceSplitter::default();
+        let mut lex = Self::new();
+        for d in docs {
+            let sentences = splitter
+                .split(&d.text)
+                .into_iter()
+                .map(|s| s.split_whitespace().collect::<Vec<_>>())
+                .filter(|w| !w.is_empty());
+            lex.merge(&Self::tag_corpus(tagger, sentences, &first_piece));
+            on_document();
         }
         lex
     }

@@ -18,7 +18,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use super::features::{Extractor, NO_TAG};
-use super::{TaggedSentence, Upos};
+use super::{read_conllu, TaggedSentence, Upos};
 use crate::error::{CorpusError, Result};
 use crate::split::fnv1a;
 
@@ -326,6 +326,26 @@ impl PerceptronTagger {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| CorpusError::io(path, e))?;
         Self::from_bytes_named(&bytes, path)
+    }
+
+    /// The tagger saved at `cache`, else one trained on the CoNLL-U file `conllu` with
+    /// [`TaggerConfig::default`] and saved at `cache`, so training happens once per cache.
+    ///
+    /// A missing `conllu` (when no cache is there) gives [`CorpusError::Missing`] naming it.
+    pub fn load_or_train(conllu: impl AsRef<Path>, cache: impl AsRef<Path>) -> Result<Self> {
+        let (conllu, cache) = (conllu.as_ref(), cache.as_ref());
+        if cache.is_file() {
+            return Self::load(cache);
+        }
+        if !conllu.is_file() {
+            return Err(CorpusError::Missing {
+                path: conllu.to_path_buf(),
+                what: "the CoNLL-U file that trains the POS tagger".into(),
+            });
+        }
+        let tagger = Self::train(&read_conllu(conllu)?, &TaggerConfig::default())?;
+        tagger.save(cache)?;
+        Ok(tagger)
     }
 
     /// The compact binary format (little endian): magic `LMSPTAG1`, `u32` tag count, `u64` row
