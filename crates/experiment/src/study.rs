@@ -26,7 +26,7 @@ use crate::{ExperimentError, Result};
 
 /// Runs (or resumes, or reuses) the jobs of `spec` that `only` names ([`Job`]: all of them
 /// when empty, every run's job and then its snapshots' jobs) under `out/<label>/`, then writes
-/// the tables and figures over the runs they touched ([`analyze_with`]): to `out/` when they
+/// the tables and figures over the runs they touched (as [`analyze`] does): to `out/` when they
 /// are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study can be run
 /// and read in parts). A job in `only` that is not one of the study's is an error.
 pub fn run_study(

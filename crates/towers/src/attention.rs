@@ -63,7 +63,7 @@ impl SelfAttention {
 /// heads of width H / n_heads inside each) under `bias` [B, 1, T, T]: the merged heads
 /// [B, T, H]. On CPU in f32 a fused kernel with its own backward pass; on CUDA in f32 or bf16,
 /// with the `attention` switch on, our kernels (`attention.cu`: T ≤ 128 and a head width whose
-/// block fits, e.g. the models' 32); elsewhere [`attend_composed`]. All give the same values
+/// block fits, e.g. the models' 32); elsewhere `attend_composed`. All give the same values
 /// and gradients up to rounding. Shapes that do not fit each other are a
 /// [`crate::TowersError::Batch`], heads that do not divide H a [`crate::TowersError::Config`].
 pub fn attend(qkv: &Tensor, bias: &Tensor, n_heads: usize) -> Result<Tensor> {

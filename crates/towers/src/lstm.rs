@@ -102,7 +102,7 @@ pub(crate) fn chains_on_cuda(x: &Tensor) -> bool {
 /// or any float dtype) and the shared `mask` [B, T, 1] (1 real, 0 PAD), the hidden states
 /// [N, B, T, C] in `gx`'s dtype and in time order; chain n reads time reversed (its first step
 /// is T − 1, its state passes from t + 1 to t) where `reversed[n]`. With `fused`, one op for
-/// all chains where it applies: on CUDA in bf16 ([`chains_on_cuda`]: bf16 gx, h and their
+/// all chains where it applies: on CUDA in bf16 (`chains_on_cuda`: bf16 gx, h and their
 /// gradients, f32 gates, cell state and dW_hh, one batched GEMM per step) and f32 on the CPU
 /// ([`kernels::LstmSeq`] per chain); otherwise each chain's [`recurrence`] on time-reversed
 /// copies where reversed.

@@ -81,12 +81,10 @@ pub struct EmergencePair {
     pub class: String,
     /// Fraction of phase 1.
     pub fraction: f64,
-    /// Token positions trained by then (by the first run); none for an end point read from a
-    /// Table 2 pairs table, which does not hold it ([`read_study_curve`]).
-    pub tokens: Option<u64>,
-    /// Tokens in the selection (none for a pair read back from a table, which does not
-    /// hold it: [`read_study_curve`]).
-    pub n: Option<usize>,
+    /// Token positions trained by then (by the first run).
+    pub tokens: u64,
+    /// Tokens in the selection.
+    pub n: usize,
     /// Raw Pearson correlation of the two runs' scores.
     pub pearson: f64,
     /// Its bootstrap interval.
@@ -272,8 +270,8 @@ pub fn emergence(
                     b: p.b,
                     class: format!("{} × {}", x.0, y.0),
                     fraction: *fa,
-                    tokens: Some(*tokens),
-                    n: Some(p.tokens),
+                    tokens: *tokens,
+                    n: p.tokens,
                     pearson: p.pearson.r,
                     interval: p.pearson.interval,
                     reliability: p.reliability_head_seed,
@@ -305,8 +303,8 @@ mod tests {
             b: "b".into(),
             class: class.into(),
             fraction,
-            tokens: Some(0),
-            n: Some(10),
+            tokens: 0,
+            n: 10,
             pearson: d * 0.9,
             interval: None,
             reliability: Some([0.9, 0.9]),

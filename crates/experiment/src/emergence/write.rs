@@ -336,7 +336,7 @@ fn pair_row(p: &EmergencePair) -> Vec<report::Cell> {
     vec![
         format!("{} × {}", p.a, p.b).into(),
         p.fraction.into(),
-        p.tokens.map(|t| t as usize).into(),
+        (p.tokens as usize).into(),
         p.pearson.into(),
         interval_text(p.interval).into(),
         p.disattenuated.into(),
