@@ -19,6 +19,7 @@ use candle_core::Device;
 use serde::{Deserialize, Serialize};
 use towers::TrainSummary;
 
+use crate::error::read_json;
 use crate::progress::Progress;
 use crate::scoring::ScoringSetId;
 use crate::spec::RunSpec;
@@ -197,6 +198,29 @@ impl Manifest {
             }),
         }
     }
+}
+
+/// The manifest of the run folder `dir`; a folder without one is [`ExperimentError::NotA`] a
+/// run folder.
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST_FILE);
+    if !path.is_file() {
+        return Err(ExperimentError::NotA {
+            path: dir.to_path_buf(),
+            expected: format!("a run folder (it has no {MANIFEST_FILE})"),
+        });
+    }
+    let m: Manifest = read_json(&path)?;
+    if m.version != MANIFEST_VERSION {
+        return Err(ExperimentError::NotA {
+            path,
+            expected: format!(
+                "a manifest of version {MANIFEST_VERSION} (it is {})",
+                m.version
+            ),
+        });
+    }
+    Ok(m)
 }
 
 /// The name of `device` in a manifest.

@@ -18,7 +18,7 @@ use towers::{Schedule, TwoTowerLm};
 use crate::data::CorpusData;
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::WRITER_LOCK;
-use crate::manifest::{build_name, device_name, MANIFEST_VERSION};
+use crate::manifest::{build_name, device_name, read_manifest, MANIFEST_VERSION};
 pub use crate::manifest::{
     HeadQuality, Manifest, RunId, RunOptions, RunResult, Snapshot, Stage, HEADS_DIR, MANIFEST_FILE,
     PHASE1_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR, TOKENIZER_DIR,
@@ -27,7 +27,7 @@ use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
 use crate::snapshots::{load_snapshots, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
-use crate::training::{compute_dtype, phase1, score};
+use crate::training::{model_at, phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
@@ -97,29 +97,6 @@ impl ScoredRun {
     pub fn trained_model(&self, data: &CorpusData, device: &Device) -> Result<TwoTowerLm> {
         model_at(&self.manifest.spec, &final_weights(&self.dir), data, device)
     }
-}
-
-/// The manifest of the run folder `dir`; a folder without one is [`ExperimentError::NotA`] a
-/// run folder.
-pub fn read_manifest(dir: &Path) -> Result<Manifest> {
-    let path = dir.join(MANIFEST_FILE);
-    if !path.is_file() {
-        return Err(ExperimentError::NotA {
-            path: dir.to_path_buf(),
-            expected: format!("a run folder (it has no {MANIFEST_FILE})"),
-        });
-    }
-    let m: Manifest = read_json(&path)?;
-    if m.version != MANIFEST_VERSION {
-        return Err(ExperimentError::NotA {
-            path,
-            expected: format!(
-                "a manifest of version {MANIFEST_VERSION} (it is {})",
-                m.version
-            ),
-        });
-    }
-    Ok(m)
 }
 
 /// The run of `manifest` in `dir` with its scores from `file`, its scores file.
@@ -426,26 +403,6 @@ fn final_weights(dir: &Path) -> PathBuf {
     (dir.join(PHASE1_DIR))
         .join(towers::CHECKPOINT_DIR)
         .join(towers::WEIGHTS_FILE)
-}
-
-/// The model of the run `spec` with the phase-1 weights at `path` (its final checkpoint's or
-/// a snapshot's).
-pub(crate) fn model_at(
-    spec: &RunSpec,
-    path: &Path,
-    data: &CorpusData,
-    device: &Device,
-) -> Result<TwoTowerLm> {
-    if !path.is_file() {
-        return Err(ExperimentError::Missing {
-            path: path.to_path_buf(),
-            what: "the run's phase-1 weights".into(),
-        });
-    }
-    let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?
-        .with_compute_dtype(compute_dtype(device));
-    model.params().load(path)?;
-    Ok(model)
 }
 
 /// The shared token-embedding table of a model, one row per token id.

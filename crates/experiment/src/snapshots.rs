@@ -14,13 +14,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{io_at, read_json, write_json_atomic};
 use crate::lock::WRITER_LOCK;
 use crate::manifest::{
-    build_name, device_name, heads_flagged, HeadQuality, Manifest, RunId, RunOptions, Snapshot,
-    Stage, MANIFEST_VERSION,
+    build_name, device_name, heads_flagged, read_manifest, HeadQuality, Manifest, RunId,
+    RunOptions, Snapshot, Stage, MANIFEST_VERSION,
 };
-use crate::run::{model_at, read_manifest};
 use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
-use crate::training::{score, train_heads_in, validation_batches};
+use crate::training::{model_at, score, train_heads_in, validation_batches};
 use crate::workspace::Workspace;
 use crate::{ExperimentError, Result};
 

@@ -16,7 +16,7 @@ use crate::error::{io_at, save_atomic};
 use crate::manifest::{HeadQuality, RunOptions, Snapshot, PHASE1_DIR};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
-use crate::Result;
+use crate::{ExperimentError, Result};
 
 /// Seed of the validation batches: a constant, so every run validates on the same batches.
 const VALID_SEED: u64 = 0x0076_616c_6964;
@@ -56,6 +56,26 @@ fn updates_of(b: &corpus::Batcher, spec: &RunSpec) -> (u64, u64) {
     let p = &spec.phase1;
     let per_update = (b.data().seq_len() * p.batch_size.min(b.data().len()).max(1)) as u64;
     (per_update, p.budget_tokens.div_ceil(per_update).max(1))
+}
+
+/// The model of the run `spec` with the phase-1 weights at `path` (its final checkpoint's or
+/// a snapshot's).
+pub(crate) fn model_at(
+    spec: &RunSpec,
+    path: &Path,
+    data: &CorpusData,
+    device: &Device,
+) -> Result<TwoTowerLm> {
+    if !path.is_file() {
+        return Err(ExperimentError::Missing {
+            path: path.to_path_buf(),
+            what: "the run's phase-1 weights".into(),
+        });
+    }
+    let model = TwoTowerLm::new(&spec.model_config(data.padded_vocab())?, device, spec.seed)?
+        .with_compute_dtype(compute_dtype(device));
+    model.params().load(path)?;
+    Ok(model)
 }
 
 /// Phase 1's training batches of the run `spec`.
