@@ -9,8 +9,9 @@
 //!   where permission bits are ignored) names the file and leaves the previous checkpoint;
 //! - N processes on one study: `reproduce --only` on disjoint runs of one folder create one
 //!   `data/` and give the results of a sequential study;
-//! - the status read from a run's folder follows it (phase 1, the live writer, heads,
-//!   finished), and `reproduce --status` names every run of a study without preparing one.
+//! - the status read from a run's folder follows it (phase 1, heads, finished);
+//! - a snapshot's job (`reproduce train --only gpt-s0@0.5`) stopped by SIGTERM exits 75 and
+//!   resumes to the scores of the same job uninterrupted.
 //!
 //! The examples must be built from the current sources: a plain `cargo test` builds them,
 //! `cargo test --test jobs` alone does not (run `cargo build --examples` first).
@@ -363,4 +364,64 @@ fn n_processes_on_one_study_create_one_data_folder_and_the_sequential_results() 
     for l in labels {
         same_scores(&par.join(l), &seq.join(l));
     }
+}
+
+/// The `snapshot.json` files under the run folder `run`'s snapshot jobs.
+fn snapshot_jobs(run: &Path) -> Vec<PathBuf> {
+    match std::fs::read_dir(run.join("emergence")) {
+        Ok(rd) => rd
+            .map(|e| e.unwrap().path().join("snapshot.json"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+#[test]
+fn a_snapshot_job_stopped_by_sigterm_exits_75_and_resumes_to_the_uninterrupted_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    // The run's job alone: it scores no snapshot.
+    let o = reproduce(&a, "gpt-s0", None).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    assert!(snapshot_jobs(&a.join("gpt-s0")).is_empty());
+    assert!(Command::new("cp")
+        .arg("-r")
+        .arg(&a)
+        .arg(&b)
+        .status()
+        .unwrap()
+        .success());
+
+    // The snapshot's job, stopped as soon as its heads train, then the same command again.
+    let mut job = reproduce(&a, "gpt-s0@0.5", None).spawn().unwrap();
+    wait_for(&mut job, "snapshot heads training", || {
+        let jobs = snapshot_jobs(&a.join("gpt-s0"));
+        let heads = jobs
+            .iter()
+            .flat_map(|m| std::fs::read_dir(m.parent().unwrap()).unwrap());
+        heads
+            .map(|e| e.unwrap().path())
+            .any(|h| h.join("metrics.jsonl").is_file())
+    });
+    sigterm(&job);
+    let o = job.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(EXIT_STOPPED), "{}", stderr_of(&o));
+    let manifest = &snapshot_jobs(&a.join("gpt-s0"))[0];
+    let stage: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(manifest).unwrap()).unwrap();
+    assert_eq!(stage["stage"], "heads");
+    let o = reproduce(&a, "gpt-s0@0.5", None).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+
+    // The same job uninterrupted on a copy of the run: the same scores, bit for bit.
+    let o = reproduce(&b, "gpt-s0@0.5", None).output().unwrap();
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let (x, y) = (
+        ScoredRun::load(a.join("gpt-s0")).unwrap(),
+        ScoredRun::load(b.join("gpt-s0")).unwrap(),
+    );
+    assert_eq!(x.snapshots.len(), 1);
+    assert_eq!(x.snapshots[0].logprobs, y.snapshots[0].logprobs);
+    assert_eq!(x.snapshots[0].retest, y.snapshots[0].retest);
+    assert_eq!(x.snapshots[0].heads, y.snapshots[0].heads);
 }

@@ -174,15 +174,7 @@ fn ensure_run(
             "a scoring set serves runs of its own style",
         ));
     }
-    // The run trains on the workspace's text and tokenizer: a spec naming others would record
-    // a corpus it never saw.
-    if spec.corpus != *ws.corpus() {
-        return Err(ExperimentError::mismatch(
-            format!("run {} (corpus {:?})", spec.label(), spec.corpus),
-            format!("the workspace opened on {:?}", ws.corpus()),
-            "a run trains on its workspace's text and tokenizer",
-        ));
-    }
+    ws.check_corpus(spec)?;
     // The model's config (preset, sizes) before anything is written: a bad one leaves no
     // manifest that a corrected call would then be refused against.
     spec.model_config(ws.data().padded_vocab())?;

@@ -147,7 +147,7 @@ impl Workspace {
     /// reused, and scored on `scoring`, the run's scoring set.
     ///
     /// A run not finished is [`ExperimentError::Unfinished`]; a fraction at which the run has
-    /// no snapshot, or another scoring set, is refused. The job holds its folder's
+    /// no snapshot, another scoring set or another corpus than the workspace's is refused. The job holds its folder's
     /// `writer.lock` until it returns ([`ExperimentError::Locked`] for a second writer), so
     /// jobs of different snapshots of one run may run at once.
     pub fn ensure_snapshot(
@@ -159,6 +159,7 @@ impl Workspace {
     ) -> Result<SnapshotScores> {
         let m = read_manifest(run_dir)?;
         let (res, spec) = (m.finished_result()?, &m.spec);
+        self.check_corpus(spec)?;
         let here = run_dir.display().to_string();
         m.scoring
             .check_comparable(&scoring.id, &here, "this scoring set")?;

@@ -9,8 +9,8 @@ use towers::Style;
 
 use crate::data::CorpusData;
 use crate::scoring::{ScoringSet, ScoringSpec};
-use crate::spec::CorpusSpec;
-use crate::Result;
+use crate::spec::{CorpusSpec, RunSpec};
+use crate::{ExperimentError, Result};
 
 /// A study's data folder and the corpus (documents, tokenizer, frequencies) loaded from it.
 #[derive(Debug, Clone)]
@@ -42,6 +42,19 @@ impl Workspace {
     /// The data folder (scoring sets, tokenizer, synthetic text).
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// A run (or its snapshot's job) trains on the workspace's text and tokenizer: a spec
+    /// naming others would record a corpus it never saw ([`ExperimentError::Mismatch`]).
+    pub fn check_corpus(&self, spec: &RunSpec) -> Result<()> {
+        match spec.corpus == self.corpus {
+            true => Ok(()),
+            false => Err(ExperimentError::mismatch(
+                format!("run {} (corpus {:?})", spec.label(), spec.corpus),
+                format!("the workspace opened on {:?}", self.corpus),
+                "a run trains on its workspace's text and tokenizer",
+            )),
+        }
     }
 
     /// The corpus loaded from it.
