@@ -1,10 +1,10 @@
 //! The smoke protocol end to end through the facade: every run trained and scored on its
 //! style's fixed set, the tables written, and a second call reusing every finished run with
-//! identical numbers.
+//! identical numbers; `reproduce analyze` over copies of the run folders gives the same tables.
 
 mod common;
 
-use common::{quiet, shared};
+use common::{copy_dir, quiet, shared};
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::study::StudyContext;
 use lmsplit::experiment::{
@@ -96,25 +96,32 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         &lmsplit::experiment::Progress::silent(),
     )
     .unwrap();
-    let mut compared = 0;
-    for e in std::fs::read_dir(dir.path()).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "md" || x == "csv")
-            && !p.ends_with("runs.md")
-            && !p.ends_with("runs.csv")
-        {
-            let name = p.file_name().unwrap();
-            let again = std::fs::read_to_string(tables.join(name)).unwrap();
-            assert_eq!(
-                std::fs::read_to_string(&p).unwrap(),
-                again,
-                "{}",
-                p.display()
-            );
-            compared += 1;
+    // And by the command line: `reproduce analyze <the copies> --protocol smoke --out cli`.
+    let cli = elsewhere.path().join("cli");
+    let o = std::process::Command::new(common::example_bin("reproduce"))
+        .args(["analyze", "--protocol", "smoke", "--out"])
+        .arg(&cli)
+        .args(&copies)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for again in [&tables, &cli] {
+        let mut compared = 0;
+        for e in std::fs::read_dir(dir.path()).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "md" || x == "csv")
+                && !p.ends_with("runs.md")
+                && !p.ends_with("runs.csv")
+            {
+                let name = p.file_name().unwrap();
+                let made = std::fs::read_to_string(again.join(name)).unwrap();
+                let want = std::fs::read_to_string(&p).unwrap();
+                assert_eq!(want, made, "{} in {}", p.display(), again.display());
+                compared += 1;
+            }
         }
+        assert!(compared >= 20, "{compared} tables compared");
     }
-    assert!(compared >= 20, "{compared} tables compared");
     // Computing writes nothing: the analysis of the copies toward a folder that does not exist
     // leaves it absent, and holds the written study's numbers.
     let data = CorpusData::for_runs(&loaded, &tables.join("data")).unwrap();
@@ -481,21 +488,6 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         .runs
         .iter()
         .all(|r| r.corpus.tokenizer.is_none() && r.corpus.train_vocab == 8192));
-}
-
-/// Copies the folder `from` (recursively) to `to`.
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        let dest = to.join(p.file_name().unwrap());
-        match p.is_dir() {
-            true => copy_dir(&p, &dest),
-            false => {
-                std::fs::copy(&p, &dest).unwrap();
-            }
-        }
-    }
 }
 
 /// The rows of two Markdown tables hold the same cells, but their `paper` column; numbers
