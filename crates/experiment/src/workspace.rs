@@ -1,7 +1,7 @@
-//! The data side of a two-tower study, held together: the study's data folder and the corpus
-//! loaded from it. Runs are started through it ([`Workspace::ensure_run`], defined with the run
-//! stage in `run.rs`), so a run folder and a data folder can never be passed in each other's
-//! place, and every run records the folder its data came from.
+//! The data side of a two-tower study, held together: the study's data folder and the corpus loaded
+//! from it. Runs and snapshot jobs are started through it ([`Workspace::ensure_run`] in `run.rs`,
+//! [`Workspace::ensure_snapshot`] in `snapshots.rs`), so a run folder and a data folder can never
+//! be passed in each other's place, and every run records the folder its data came from.
 
 use std::path::{Path, PathBuf};
 
