@@ -1,7 +1,7 @@
 //! How the preference emerges during phase 1 (beyond the paper: no published figure shows it).
 //!
 //! Every phase-1 weight snapshot of a run (e.g. at 1/8, 1/4, 1/2 of training) has its own
-//! heads, trained by the run stage (`run::SnapshotScores`) with the run's head rule and, when
+//! heads, trained by its snapshot job ([`crate::snapshots`]) with the run's head rule and, when
 //! the run has retest heads, a second pair with the retest seed, all scored on the study's
 //! scoring set; the end of training is the run itself. For each point: the share of
 //! tokens won by the primary tower and which tower that is, each head's gap to the joint head,
@@ -188,7 +188,7 @@ fn r_with_end(
 }
 
 /// The emergence analysis over the runs of `spec.models` among `runs`, from the scores of their
-/// phase-1 snapshots (`ScoredRun::snapshots`, made by the run stage), with the bootstrap of
+/// phase-1 snapshots (`ScoredRun::snapshots`, made by their snapshot jobs), with the bootstrap of
 /// `copts` (its permutations are not used); `freq` selects the tokens. A pure function of the
 /// runs: no training, no files.
 pub fn emergence(
