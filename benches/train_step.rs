@@ -10,14 +10,14 @@
 //! `cargo bench -p lmsplit --bench train_step`
 //!
 //! Whole-process timing beside the PyTorch peer (`scripts/peer_two_tower_gpt.py`):
-//! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape,
-//! runs one warm-up step and 10 timed steps, prints JSON and exits; the JSON also splits a step
-//! into `forward_s`, `backward_s` (each timed alone over as many steps, between device
-//! synchronisations) and `update_s` (the rest: clipping, AdamW, the loss read back); on a
-//! device the update is split again into `grad_norm_s`, `adamw_s` and, for comparison,
-//! `grad_norm_sum_all_s` (the norm's sums with one whole-gradient `sum_all` each). For ELMo it also prints the
-//! step's GFLOP/s (matrix products only, backward = 2x forward) beside faer's f32 GEMM rate at the
-//! recurrent product's shape and at 1024^3, measured in the same process.
+//! `TRAIN_STEP_ONESHOT=gpt/peer_small/10 target/release/deps/train_step-*` builds that shape, runs
+//! one warm-up step and 10 timed steps, prints JSON and exits; the JSON also splits a step into
+//! `forward_s`, `backward_s` (each timed alone over as many steps, between device synchronisations)
+//! and `update_s` (the rest: clipping, AdamW, the loss read back); on a device the update is split
+//! again into `grad_norm_s`, `adamw_s` and, for comparison, `grad_norm_sum_all_s` (the norm's sums
+//! with one whole-gradient `sum_all` each). For ELMo it also prints the step's GFLOP/s (matrix
+//! products only, backward = 2x forward) beside faer's f32 GEMM rate at the recurrent product's
+//! shape and at 1024^3, measured in the same process.
 //!
 //! On a GPU (a `--features cuda` build): `TRAIN_STEP_DEVICE=cuda` (default cpu),
 //! `TRAIN_STEP_DTYPE=bf16` (bf16 compute on f32 master weights; default f32) and

@@ -11,11 +11,11 @@
 //! ```
 //!
 //! `train` writes the study's tables too once every job of the protocol (or of `--only`) has
-//! finished. As jobs: processes with disjoint `--only` sets may share one `--out` (a Slurm
-//! array, one run or one snapshot of a finished run a task); SIGTERM or SIGINT stops training after its checkpoint and exits with
-//! code 75 (requeue the same command to resume bit-exactly); exit code 1 is any other error,
-//! printed as a sentence; `analyze` over the finished folders then makes the tables. The last
-//! line printed is the study's JSON summary.
+//! finished. As jobs: processes with disjoint `--only` sets may share one `--out` (a Slurm array,
+//! one run or one snapshot of a finished run a task); SIGTERM or SIGINT stops training after its
+//! checkpoint and exits with code 75 (requeue the same command to resume bit-exactly); exit code 1
+//! is any other error, printed as a sentence; `analyze` over the finished folders then makes the
+//! tables. The last line printed is the study's JSON summary.
 
 mod common;
 

@@ -1,12 +1,11 @@
 //! `corpus`: text in, token ids out.
 //!
 //! Streaming readers (plain text, WikiText, folders of `.txt`, JSONL), sentence splitting, a
-//! tokenizer wrapper over `tokenizers`, token frequencies, training data for the three model
-//! styles (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches
-//! with a resumable cursor, document-level splits, the LMD `SequenceSampler` and the LMD reference's chunking
-//! ([`reference_chunks()`]), a seeded synthetic
-//! corpus with gold UPOS tags, a UPOS tagger with the per-token `PosLexicon`, and the
-//! [`Vocabulary`] choice of a study.
+//! tokenizer wrapper over `tokenizers`, token frequencies, training data for the three model styles
+//! (BERT windows with MLM masks, contiguous causal blocks), deterministic shuffled batches with a
+//! resumable cursor, document-level splits, the LMD `SequenceSampler` and the LMD reference's
+//! chunking ([`reference_chunks()`]), a seeded synthetic corpus with gold UPOS tags, a UPOS tagger
+//! with the per-token `PosLexicon`, and the [`Vocabulary`] choice of a study.
 //!
 //! This crate has no candle dependency: everything is plain Rust data.
 

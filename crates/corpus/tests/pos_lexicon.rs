@@ -57,8 +57,9 @@ fn majority_vote_on_a_hand_made_example() {
     );
     assert_eq!(lex.majority(2).unwrap().tag, Det);
     assert_eq!(lex.majority(2).unwrap().count, 2);
-    assert_eq!(lex.majority(3).unwrap().total, 2); // "Dogs" and "dog"
-                                                   // "fast": ADV once, ADJ once: tie -> ADJ comes first alphabetically.
+    // "Dogs" and "dog".
+    assert_eq!(lex.majority(3).unwrap().total, 2);
+    // "fast": ADV once, ADJ once: tie -> ADJ comes first alphabetically.
     assert_eq!(lex.majority(4).unwrap().tag, Adj);
     assert_eq!(lex.majority(5).unwrap().tag, Noun);
     assert_eq!(lex.majority(99), None);

@@ -51,9 +51,9 @@ pub struct RunControl {
     pub null_p: Option<f64>,
 }
 
-/// Computes the controls of `runs` over their `top_n` most frequent tokens, `replicates`
-/// split-null replicates each; `preds` are the runs' [`scored_predictability`] in the same order and
-/// `pairs` the study's pair comparisons of the same score kind (for the same-style mean r).
+/// Computes the controls of `runs` over their `top_n` most frequent tokens, `replicates` split-null
+/// replicates each; `preds` are the runs' [`scored_predictability`] in the same order and `pairs`
+/// the study's pair comparisons of the same score kind (for the same-style mean r).
 #[allow(clippy::too_many_arguments)]
 pub fn run_controls(
     runs: &[RunScores],

@@ -57,8 +57,8 @@ pub struct ScoredRun {
 impl ScoredRun {
     /// Reads the finished run in `dir` (its manifest and scores file, and its finished snapshot
     /// jobs'; nothing trained, locked or written), from any folder on any machine: a run folder
-    /// copied elsewhere loads the same. A folder without a manifest is [`ExperimentError::NotA`] a run folder; a run not
-    /// finished is [`ExperimentError::Unfinished`] naming its stage.
+    /// copied elsewhere loads the same. A folder without a manifest is [`ExperimentError::NotA`] a
+    /// run folder; a run not finished is [`ExperimentError::Unfinished`] naming its stage.
     pub fn load(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let manifest = read_manifest(dir)?;
@@ -327,10 +327,10 @@ fn supersede(saved: &Manifest, dir: &Path) -> Result<Option<PathBuf>> {
     Ok(Some(to))
 }
 
-/// The stages of the run of `m` not done yet: phase 1 (resumed from its checkpoint), the heads
-/// and the retest heads with their scores. The manifest is saved after each stage and the scores file
-/// after each head set, so a stop loses at most the stage in progress (its training resumes
-/// from its checkpoint). Returns the scores file, and the model when phase 1 was loaded.
+/// The stages of the run of `m` not done yet: phase 1 (resumed from its checkpoint), the heads and
+/// the retest heads with their scores. The manifest is saved after each stage and the scores file
+/// after each head set, so a stop loses at most the stage in progress (its training resumes from
+/// its checkpoint). Returns the scores file, and the model when phase 1 was loaded.
 fn train_and_score(
     m: &mut Manifest,
     dir: &Path,

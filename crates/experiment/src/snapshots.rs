@@ -146,10 +146,10 @@ impl Workspace {
     /// own in `emergence/step-<N>/`): its heads trained, resumed from their checkpoints or
     /// reused, and scored on `scoring`, the run's scoring set.
     ///
-    /// A run not finished is [`ExperimentError::Unfinished`]; a fraction at which the run has
-    /// no snapshot, another scoring set or another corpus than the workspace's is refused. The job holds its folder's
-    /// `writer.lock` until it returns ([`ExperimentError::Locked`] for a second writer), so
-    /// jobs of different snapshots of one run may run at once.
+    /// A run not finished is [`ExperimentError::Unfinished`]; a fraction at which the run has no
+    /// snapshot, another scoring set or another corpus than the workspace's is refused. The job
+    /// holds its folder's `writer.lock` until it returns ([`ExperimentError::Locked`] for a second
+    /// writer), so jobs of different snapshots of one run may run at once.
     pub fn ensure_snapshot(
         &self,
         run_dir: &Path,

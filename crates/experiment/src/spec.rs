@@ -1,6 +1,6 @@
-//! What defines one two-tower run: corpus, model, the settings of the three phases and the
-//! seeds. A [`RunSpec`] is saved in `manifest.json` in the run's folder; a folder holding another run
-//! is refused with the differing fields named ([`spec_diff`]).
+//! What defines one two-tower run: corpus, model, the settings of the three phases and the seeds. A
+//! [`RunSpec`] is saved in `manifest.json` in the run's folder; a folder holding another run is
+//! refused with the differing fields named ([`spec_diff`]).
 
 use std::path::PathBuf;
 

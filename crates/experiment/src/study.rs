@@ -191,10 +191,14 @@ fn run_stage(
                 })
             }
         };
-        let fractions: Vec<f64> = match jobs {
+        let asked: Vec<f64> = match jobs {
             None => run.result()?.snapshots.iter().map(|s| s.fraction).collect(),
             Some(_) => mine.iter().filter_map(|j| j.snapshot).collect(),
         };
+        // A snapshot the run loaded with its folder has finished: nothing to run or read again.
+        let fractions: Vec<f64> = (asked.into_iter())
+            .filter(|f| !run.snapshots.iter().any(|s| s.fraction == *f))
+            .collect();
         for f in &fractions {
             ws.ensure_snapshot(&dir, *f, set, opts)?;
         }

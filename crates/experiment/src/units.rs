@@ -66,7 +66,8 @@ pub struct WordGroupSummary {
 /// What a study produced: every number of its tables (`study.json`), and the files written.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct StudyOutcome {
-    /// Whether the tables cover every run of the study (else a subset, see [`crate::study::run_study`]).
+    /// Whether the tables cover every run of the study (else a subset, see
+    /// [`crate::study::run_study`]).
     pub complete: bool,
     /// Where the tables and figures went.
     pub tables: PathBuf,

@@ -1,8 +1,8 @@
-//! The differentiable building blocks that other crates (the retrained heads) build on: a
-//! `Linear` with a fused CPU path, GELU, LayerNorm and log-softmax with backward passes, an LSTM
-//! layer's recurrence (fused on the CPU and CUDA; a layer's chains at once), multi-head attention from a fused QKV
-//! projection (fused on the CPU and CUDA) with the models' additive mask, and the losses and
-//! per-position scores over labelled positions.
+//! The differentiable building blocks that other crates (the retrained heads) build on: a `Linear`
+//! with a fused CPU path, GELU, LayerNorm and log-softmax with backward passes, an LSTM layer's
+//! recurrence (fused on the CPU and CUDA; a layer's chains at once), multi-head attention from a
+//! fused QKV projection (fused on the CPU and CUDA) with the models' additive mask, and the losses
+//! and per-position scores over labelled positions.
 
 pub use crate::attention::{attend, attention_bias};
 pub use crate::layers::{gelu, Linear};

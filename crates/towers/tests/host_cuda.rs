@@ -127,7 +127,8 @@ fn the_attention_cuda_kernels_compiled_for_the_host_match_f64_finite_differences
             let report = run_harness("attention", "attention");
             assert!(report.contains("masked row 0"), "{report}");
             assert!(report.contains("bf16: 0 of"), "{report}");
-            // The shared memory the op gives a block (fused_attention_cuda.rs's test holds the same).
+            // The shared memory the op gives a block (fused_attention_cuda.rs's test holds the
+            // same).
             assert!(
                 report.contains(
                     "forward 38016 (f32) 21632 (bf16), backward 43776 (f32) 27392 (bf16)"

@@ -75,11 +75,12 @@ impl ModelConfig {
         Ok(())
     }
 
-    /// A named preset for a style, K = 2: `tiny` (tests), `peer_small` (2 layers, width 128,
-    /// FFN 512, 4 heads; ELMo cell 512: the CPU reproduction), `peer_large` (4 layers, width
-    /// 256, FFN 1024, 4 heads; ELMo cell 1024, H 256: the CPU protocol's size pair), `base_2tower` and `large_2tower` (the
-    /// released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN 3072, 12 heads;
-    /// BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x 512, 2048, 16).
+    /// A named preset for a style, K = 2: `tiny` (tests), `peer_small` (2 layers, width 128, FFN
+    /// 512, 4 heads; ELMo cell 512: the CPU reproduction), `peer_large` (4 layers, width 256, FFN
+    /// 1024, 4 heads; ELMo cell 1024, H 256: the CPU protocol's size pair), `base_2tower` and
+    /// `large_2tower` (the released code), `paper` (Table 1: ELMo cell 4096; GPT 12 x 768, FFN
+    /// 3072, 12 heads; BERT-base 12 x 384, FFN 1024, 12 heads) and `paper_large` (BERT-large 24 x
+    /// 512, 2048, 16).
     pub fn preset(style: Style, preset: Preset) -> Result<Self> {
         let imp = style.tower_style();
         let sizes = imp.sizes(preset).ok_or_else(|| {
