@@ -41,41 +41,30 @@ use lmsplit::corpus::TokenBatch;
 use lmsplit::heads::{FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use lmsplit::towers::BatchSource;
 use lmsplit::towers::{
-    clip_factor, grad_norm, AdamW, AdamWConfig, Budget, MarkovSource, ModelConfig, Preset, Style,
-    TrainConfig, Trainer, TwoTowerLm,
+    clip_factor, grad_norm, AdamW, AdamWConfig, Budget, ElmoConfig, MarkovSource, ModelConfig,
+    Preset, Style, TrainConfig, Trainer, TransformerConfig, TwoTowerLm,
 };
 
 mod common;
 
 fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
-    let tiny = ModelConfig::preset(style, Preset::Tiny).unwrap();
+    let tiny = ModelConfig::preset(&style, Preset::Tiny).unwrap();
     let mut small = tiny.clone();
     small.vocab_size = 8192;
     small.max_positions = 128;
     let mut medium = small.clone();
-    match style {
-        Style::Elmo => {
-            small.hidden_size = 128;
-            small.lstm_size = 512;
-        }
-        _ => {
-            (
-                small.n_layers,
-                small.hidden_size,
-                small.n_heads,
-                small.ffn_size,
-            ) = (2, 128, 4, 512);
-            (
-                medium.n_layers,
-                medium.hidden_size,
-                medium.n_heads,
-                medium.ffn_size,
-            ) = (4, 256, 4, 1024);
-            medium.vocab_size = 30528;
-        }
+    let elmo = style == Style::elmo();
+    let patch = |c: &ModelConfig, p: serde_json::Value| c.tower.patched(&p).unwrap();
+    if elmo {
+        small.tower = patch(&small, serde_json::json!({"hidden_size": 128, "lstm_size": 512}));
+    } else {
+        let sizes = |l: usize, h: usize, f: usize| serde_json::json!({"n_layers": l, "hidden_size": h, "n_heads": 4, "ffn_size": f});
+        small.tower = patch(&small, sizes(2, 128, 512));
+        medium.tower = patch(&medium, sizes(4, 256, 1024));
+        medium.vocab_size = 30528;
     }
     let mut v = vec![("tiny", tiny, 16, 64), ("peer_small", small, 16, 128)];
-    if style != Style::Elmo {
+    if !elmo {
         v.push(("peer_medium", medium, 8, 128));
     }
     if std::env::var("LMSPLIT_BENCH_BASE")
@@ -84,7 +73,7 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     {
         v.push((
             "base_2tower",
-            ModelConfig::preset(style, Preset::Base2Tower).unwrap(),
+            ModelConfig::preset(&style, Preset::Base2Tower).unwrap(),
             4,
             128,
         ));
@@ -93,20 +82,19 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
 }
 
 /// A model of `cfg` on the CPU and one batch of B x T tokens.
-fn setup(style: Style, cfg: &ModelConfig, b: usize, t: usize) -> (TwoTowerLm, TokenBatch) {
-    setup_on(style, cfg, b, t, &Device::Cpu)
+fn setup(cfg: &ModelConfig, b: usize, t: usize) -> (TwoTowerLm, TokenBatch) {
+    setup_on(cfg, b, t, &Device::Cpu)
 }
 
 /// A model of `cfg` on `device` and one batch of B x T tokens.
 fn setup_on(
-    style: Style,
     cfg: &ModelConfig,
     b: usize,
     t: usize,
     device: &Device,
 ) -> (TwoTowerLm, TokenBatch) {
     let model = TwoTowerLm::new(cfg, device, 0).unwrap();
-    let mut src = MarkovSource::new(style, cfg.vocab_size, 4, b, t, 1, 2).unwrap();
+    let mut src = MarkovSource::new(cfg.style(), cfg.vocab_size, 4, b, t, 1, 2).unwrap();
     (model, src.next_batch().unwrap())
 }
 
@@ -169,13 +157,14 @@ fn update_split(
 /// (C to 4C); per direction the projection Linear(C, H); the joint head's Linear(K 2H, 2H) and
 /// the tied output layer (2H to V). Elementwise work is left out.
 fn elmo_flops_per_token(cfg: &ModelConfig) -> f64 {
+    let e: ElmoConfig = cfg.tower.get().unwrap();
     let (h, c, v, k) = (
-        cfg.hidden_size as f64,
-        cfg.lstm_size as f64,
+        e.hidden_size as f64,
+        e.lstm_size as f64,
         cfg.vocab_size as f64,
         cfg.n_towers as f64,
     );
-    let layers: f64 = (0..cfg.n_layers)
+    let layers: f64 = (0..e.n_layers)
         .map(|l| {
             let d_in = if l == 0 { h } else { c };
             2.0 * d_in * 4.0 * c + 2.0 * c * 4.0 * c
@@ -192,17 +181,19 @@ fn elmo_flops_per_token(cfg: &ModelConfig) -> f64 {
 /// shared K H embedding into each tower (K H^2); the joint head's dense (K H to H for GPT, K H
 /// to K H for BERT) and the tied output layer (to V).
 fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
+    let tc: TransformerConfig = cfg.tower.get().unwrap();
     let (h, f, v, k, l) = (
-        cfg.hidden_size as f64,
-        cfg.ffn_size as f64,
+        tc.hidden_size as f64,
+        tc.ffn_size as f64,
         cfg.vocab_size as f64,
         cfg.n_towers as f64,
-        cfg.n_layers as f64,
+        tc.n_layers as f64,
     );
     let e = cfg.embed_size() as f64;
     let layer = 4.0 * h * h + 2.0 * h * f + 2.0 * t as f64 * h;
-    let proj = if cfg.style == Style::Bert { e * h } else { 0.0 };
-    let head_width = if cfg.style == Style::Bert { e } else { h };
+    let bert = cfg.style() == Style::bert();
+    let proj = if bert { e * h } else { 0.0 };
+    let head_width = if bert { e } else { h };
     let macs = k * (l * layer + proj) + k * h * head_width + head_width * v;
     3.0 * 2.0 * macs
 }
@@ -210,7 +201,7 @@ fn transformer_flops_per_token(cfg: &ModelConfig, t: usize) -> f64 {
 /// The `cpu` protocol's model and batch: the `peer_small` preset with the paper's vocabulary
 /// (V 30,528), B 16, T 128.
 fn head_shape(style: Style) -> (ModelConfig, usize, usize) {
-    let mut cfg = ModelConfig::preset(style, Preset::PeerSmall).unwrap();
+    let mut cfg = ModelConfig::preset(&style, Preset::PeerSmall).unwrap();
     cfg.vocab_size = 30528;
     (cfg, 16, 128)
 }
@@ -219,7 +210,7 @@ fn head_shape(style: Style) -> (ModelConfig, usize, usize) {
 /// its number of labelled positions.
 fn head_setup(style: Style) -> (TwoTowerLm, TowerHeads, TokenBatch, usize) {
     let (cfg, b, t) = head_shape(style);
-    let (model, batch) = setup(style, &cfg, b, t);
+    let (model, batch) = setup(&cfg, b, t);
     let hc = HeadConfig::for_model(&model, HeadInput::TowerLayerNorm);
     let heads = TowerHeads::new(&hc, &Device::Cpu, 1000).unwrap();
     let labelled = (batch.labels.iter())
@@ -242,12 +233,7 @@ fn head_flops_per_token(heads: &HeadConfig) -> f64 {
 
 /// A one-shot spec's style: gpt, bert or elmo.
 fn parse_style(s: &str) -> Style {
-    match s {
-        "gpt" => Style::Gpt,
-        "bert" => Style::Bert,
-        "elmo" => Style::Elmo,
-        other => panic!("unknown style {other}"),
-    }
+    Style::named(s).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `HEAD_STEP_ONESHOT=style/steps`: times `steps` head-training steps after one warm-up step.
@@ -275,7 +261,7 @@ fn head_oneshot(spec: &str) {
     println!(
         "{}",
         serde_json::json!({
-            "style": format!("{style:?}"), "batch": batch.batch_size, "seq": batch.seq_len,
+            "style": style.name(), "batch": batch.batch_size, "seq": batch.seq_len,
             "vocab": hc.vocab_size,
             "tower_width": hc.tower_width, "labelled_per_step": labelled,
             "s_per_step": secs / steps as f64, "labelled_tokens_per_s": per_s,
@@ -314,7 +300,8 @@ fn oneshot(spec: &str) {
     let device = match env("TRAIN_STEP_DEVICE", "cpu").as_str() {
         "cpu" => Device::Cpu,
         "cuda" => {
-            lmsplit::kernels::device::cuda(0).expect("a CUDA device (a --features cuda build)")
+            lmsplit::kernels::device::cuda_with(0, cuda_options_from_env())
+                .expect("a CUDA device (a --features cuda build)")
         }
         other => panic!("TRAIN_STEP_DEVICE: cpu or cuda, not {other}"),
     };
@@ -323,7 +310,7 @@ fn oneshot(spec: &str) {
         "bf16" => (DType::BF16, 989.4),
         other => panic!("TRAIN_STEP_DTYPE: f32 or bf16, not {other}"),
     };
-    let (model, batch) = setup_on(style, &cfg, b, t, &device);
+    let (model, batch) = setup_on(&cfg, b, t, &device);
     let model = model.with_compute_dtype(dtype);
     let mut tr = trainer(&model);
     tr.step(std::slice::from_ref(&batch)).unwrap();
@@ -336,14 +323,14 @@ fn oneshot(spec: &str) {
     let secs = start.elapsed().as_secs_f64();
     let tokens_per_s = (steps * b * t) as f64 / secs;
     let mut out = serde_json::json!({
-        "style": format!("{style:?}"), "shape": shape, "batch": b, "seq": t,
+        "style": style.name(), "shape": shape, "batch": b, "seq": t,
         "device": format!("{device:?}"), "dtype": format!("{dtype:?}"),
         "tokens_per_s": tokens_per_s, "s_per_step": secs / steps as f64,
     });
     if device.is_cuda() {
         out["event_tracking"] = lmsplit::kernels::device::event_tracking(&device).into();
         out["cuda_kernels"] = lmsplit::towers::cuda_kernels_enabled().into();
-        let off = lmsplit::towers::cuda_kernels_off().unwrap_or_else(|e| panic!("{e}"));
+        let off = lmsplit::towers::cuda_kernels().off();
         out["cuda_kernels_off"] = off.iter().map(|k| k.name()).collect::<Vec<_>>().into();
         out["pool_release_threshold"] = lmsplit::kernels::device::pool_release_threshold(&device)
             .unwrap()
@@ -375,17 +362,17 @@ fn oneshot(spec: &str) {
         out["adamw_s"] = adamw_s.into();
         out["grad_norm_sum_all_s"] = sum_all_s.into();
     }
-    let flops = match style {
-        Style::Elmo => elmo_flops_per_token(&cfg),
-        _ => transformer_flops_per_token(&cfg, t),
+    let flops = match style == Style::elmo() {
+        true => elmo_flops_per_token(&cfg),
+        false => transformer_flops_per_token(&cfg, t),
     };
     out["model_gflop_per_token"] = (flops / 1e9).into();
     out["model_tflop_per_s"] = (flops * tokens_per_s / 1e12).into();
     if device.is_cuda() {
         out["mfu"] = (flops * tokens_per_s / 1e12 / peak_tflops).into();
     }
-    if style == Style::Elmo && !device.is_cuda() {
-        let c = cfg.lstm_size;
+    if style == Style::elmo() && !device.is_cuda() {
+        let c = cfg.tower.get::<ElmoConfig>().unwrap().lstm_size;
         out["mflop_per_token"] = (flops / 1e6).into();
         out["gflop_per_s"] = (flops * tokens_per_s / 1e9).into();
         out["faer_gemm_recurrent_gflop_per_s"] =
@@ -396,9 +383,26 @@ fn oneshot(spec: &str) {
     println!("{out}");
 }
 
+/// The examples' environment variables, read here as there: the CUDA kernel switches
+/// (`LMSPLIT_CUDA_KERNELS`) set for the process.
+fn kernels_from_env() {
+    let value = std::env::var(lmsplit::towers::CUDA_KERNELS_ENV).ok();
+    let kernels = lmsplit::towers::CudaKernels::from_env_value(value.as_deref())
+        .unwrap_or_else(|e| panic!("{e}"));
+    lmsplit::towers::set_cuda_kernels(kernels);
+}
+
+/// `LMSPLIT_CUDA_POOL` and `LMSPLIT_CUDA_EVENTS` as the examples read them.
+fn cuda_options_from_env() -> lmsplit::kernels::device::CudaOptions {
+    use lmsplit::kernels::device::{CudaOptions, EVENTS_ENV, POOL_ENV};
+    let var = |k: &str| std::env::var(k).ok();
+    CudaOptions::from_env_values(var(POOL_ENV).as_deref(), var(EVENTS_ENV).as_deref())
+}
+
 fn train_step(c: &mut Criterion) {
     // As the examples do: freed buffers stay in the process (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
+    kernels_from_env();
     if let Ok(spec) = std::env::var("TRAIN_STEP_ONESHOT") {
         oneshot(&spec);
         std::process::exit(0);
@@ -407,11 +411,11 @@ fn train_step(c: &mut Criterion) {
         head_oneshot(&spec);
         std::process::exit(0);
     }
-    for style in [Style::Gpt, Style::Bert, Style::Elmo] {
-        let mut g = c.benchmark_group(format!("train_step_{style:?}").to_lowercase());
+    for style in [Style::gpt(), Style::bert(), Style::elmo()] {
+        let mut g = c.benchmark_group(format!("train_step_{style}"));
         g.sample_size(10);
         for (name, cfg, b, t) in shapes(style) {
-            let (model, batch) = setup(style, &cfg, b, t);
+            let (model, batch) = setup(&cfg, b, t);
             let mut tr = trainer(&model);
             g.throughput(Throughput::Elements((b * t) as u64));
             g.bench_function(BenchmarkId::new(name, format!("B{b}xT{t}")), |bench| {
@@ -420,8 +424,8 @@ fn train_step(c: &mut Criterion) {
         }
         g.finish();
     }
-    for style in [Style::Gpt, Style::Bert, Style::Elmo] {
-        let mut g = c.benchmark_group(format!("head_step_{style:?}").to_lowercase());
+    for style in [Style::gpt(), Style::bert(), Style::elmo()] {
+        let mut g = c.benchmark_group(format!("head_step_{style}"));
         g.sample_size(10);
         let (model, heads, batch, labelled) = head_setup(style);
         let frozen = FrozenTowers {

@@ -72,7 +72,6 @@ use std::time::Instant;
 
 use candle_core::{Device, DeviceLocation};
 use clap::Parser;
-use lmsplit::towers::Style;
 use serde_json::json;
 
 use report::{guarded, BoxError, Check};
@@ -153,11 +152,11 @@ fn fixtures_dir(arg: Option<PathBuf>) -> PathBuf {
 /// Gradient and training checks of every style and shape.
 fn towers_section(shapes: &[String], target: &Device, seed: u64, steps: usize) -> Vec<Check> {
     let mut checks = Vec::new();
-    for style in [Style::Elmo, Style::Gpt, Style::Bert] {
+    for style in lmsplit::towers::registered() {
         for name in shapes {
             let label = format!("{style}/{name}");
             eprintln!("gpu_check: two-tower {label}");
-            match Shape::new(style, name) {
+            match Shape::new(style.clone(), name) {
                 Ok(shape) => {
                     checks.extend(guarded(&format!("grad/{label}"), || {
                         towers_checks::gradient_checks(&shape, target, seed)
@@ -215,7 +214,8 @@ fn run(args: Args) -> Result<(), BoxError> {
                 .to_string(),
         );
     }
-    let kernels_off: Vec<&str> = lmsplit::towers::cuda_kernels_off()?
+    let kernels_off: Vec<&str> = lmsplit::towers::cuda_kernels()
+        .off()
         .iter()
         .map(|k| k.name())
         .collect();
@@ -231,7 +231,7 @@ fn run(args: Args) -> Result<(), BoxError> {
     // The pool's release threshold as the driver reports it (u64::MAX: freed memory stays
     // mapped across synchronisations; None: no CUDA pool).
     let pool_threshold = lmsplit::kernels::device::pool_release_threshold(&target)?;
-    if target.is_cuda() && !lmsplit::kernels::device::pool_keeps_memory() {
+    if target.is_cuda() && !common::cuda_options().keep_pool {
         notices.push(format!(
             "the CUDA memory pool releases freed memory at every synchronisation ({}=release)",
             lmsplit::kernels::device::POOL_ENV

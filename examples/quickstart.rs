@@ -80,9 +80,9 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
         data.tok.vocab_size(),
         ws.dir().display()
     );
-    let mut spec = RunSpec::new(args.style, Preset::Tiny, corpus).with_seed(args.seed);
+    let mut spec = RunSpec::new(args.style.clone(), Preset::Tiny, corpus).with_seed(args.seed);
     spec.phase1.budget_tokens = args.budget_tokens;
-    let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(64))?;
+    let scoring = ws.scoring_set(&spec.style, &ScoringSpec::new(64))?;
     let opts = RunOptions {
         need_model: true,
         ..RunOptions::default()

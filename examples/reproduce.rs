@@ -27,6 +27,7 @@ use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
     analyze, run_study, ExperimentError, Progress, Protocol, RunOptions, ScoredRun, StudySpec,
 };
+use lmsplit::towers::StopToken;
 
 #[derive(Parser, Debug)]
 #[command(about = "Two-tower reproduction: train a protocol's runs, analyse any run folders")]
@@ -90,11 +91,11 @@ fn main() -> ExitCode {
     common::quiet_on_broken_pipe();
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
-    common::stop_on_signals();
-    common::exit_stopped_or_finish(run(Cli::parse()))
+    let stop = common::stop_on_signals();
+    common::exit_stopped_or_finish(run(Cli::parse(), stop))
 }
 
-fn run(cli: Cli) -> Result<(), ExperimentError> {
+fn run(cli: Cli, stop: StopToken) -> Result<(), ExperimentError> {
     let outcome = match cli.verb {
         Verb::Train(t) => {
             let mut spec = StudySpec::protocol(t.common.protocol, &shared())?;
@@ -105,6 +106,7 @@ fn run(cli: Cli) -> Result<(), ExperimentError> {
                 .map_err(|why| ExperimentError::bad_setting("--only", &t.only, why))?;
             let opts = RunOptions {
                 device: common::device(t.device.as_deref())?,
+                stop,
                 ..RunOptions::default()
             };
             run_study(&spec, &t.common.out, &only, &opts)?

@@ -30,7 +30,7 @@ use lmsplit::experiment::{
 };
 use lmsplit::heads::HeadInput;
 use lmsplit::prefscore::{Bootstrap, Method, ScoreKind};
-use lmsplit::towers::{ElmoMode, Preset, Schedule, Style};
+use lmsplit::towers::{ElmoMode, Preset, Schedule, StopToken, Style};
 use serde_json::json;
 
 #[derive(Parser, Debug)]
@@ -117,8 +117,8 @@ fn main() -> ExitCode {
     common::quiet_on_broken_pipe();
     // candle allocates per op: keep freed buffers for reuse (see lmsplit::alloc).
     lmsplit::alloc::retain_freed_memory();
-    common::stop_on_signals();
-    common::exit_stopped_or_finish(run(Args::parse()))
+    let stop = common::stop_on_signals();
+    common::exit_stopped_or_finish(run(Args::parse(), stop))
 }
 
 fn schedule(args: &Args) -> Result<Schedule, ExperimentError> {
@@ -158,7 +158,7 @@ fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
     if let Some(t) = &args.tokenizer {
         corpus = corpus.with_vocabulary(&Vocabulary::parse(t, &args.shared)?);
     }
-    let mut r = RunSpec::new(args.style, args.preset, corpus)
+    let mut r = RunSpec::new(args.style.clone(), args.preset, corpus)
         .with_seed(args.seed)
         .with_elmo_mode(args.elmo_mode);
     r.phase1.budget_tokens = args.budget_tokens;
@@ -173,7 +173,7 @@ fn spec(args: &Args) -> Result<RunSpec, ExperimentError> {
     Ok(r)
 }
 
-fn run(args: Args) -> Result<(), ExperimentError> {
+fn run(args: Args, stop: StopToken) -> Result<(), ExperimentError> {
     let spec = spec(&args)?;
     let ws = Workspace::open(&spec.corpus, args.out.join("data"))?;
     let data = ws.data();
@@ -184,9 +184,10 @@ fn run(args: Args) -> Result<(), ExperimentError> {
         data.tok.vocab_size(),
         data.padded_vocab()
     );
-    let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(args.seq_len))?;
+    let scoring = ws.scoring_set(&spec.style, &ScoringSpec::new(args.seq_len))?;
     let opts = RunOptions {
         device: common::device(args.device.as_deref())?,
+        stop,
         ..RunOptions::default()
     };
     let run = ws.ensure_run(&spec, &args.out, &scoring, &opts)?;

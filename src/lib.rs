@@ -8,6 +8,8 @@
 pub mod alloc;
 pub mod process;
 
+/// candle's tensors, for a tower style or analysis of your own (`lmsplit::candle::Tensor`).
+pub use candle_core as candle;
 pub use corpus;
 pub use experiment;
 pub use files;

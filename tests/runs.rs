@@ -103,7 +103,7 @@ fn a_run_scored_on_another_scoring_set_is_refused() {
         ..ScoringSpec::new(32)
     };
     // A set cut differently (not saved over the study's own) ...
-    let other = ScoringSet::build(spec.style, &data.tok, data.held_out(), &fewer).unwrap();
+    let other = ScoringSet::build(&spec.style, &data.tok, data.held_out(), &fewer).unwrap();
     let err = ws
         .ensure_run(&spec, &dir.path().join("run"), &other, &quiet())
         .unwrap_err();
@@ -112,7 +112,7 @@ fn a_run_scored_on_another_scoring_set_is_refused() {
         "{err:?}"
     );
     // ... and the saved set rebuilt with other settings is refused too.
-    let err = ws.scoring_set(spec.style, &fewer).unwrap_err();
+    let err = ws.scoring_set(&spec.style, &fewer).unwrap_err();
     assert!(
         matches!(err, ExperimentError::ScoringSetMismatch { .. }),
         "{err:?}"
@@ -124,7 +124,7 @@ fn a_run_naming_another_corpus_than_its_workspace_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = tiny_spec(0);
     let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
-    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let set = ws.scoring_set(&spec.style, &ScoringSpec::new(32)).unwrap();
     // The same run, its record saying it was trained with another tokenizer.
     let mut other = spec.clone();
     other.corpus.tokenizer = Some("elsewhere/tokenizer.json".into());
@@ -227,7 +227,7 @@ fn a_snapshot_is_scored_by_a_job_of_its_own_and_loaded_with_its_run() {
     spec.phase1.snapshots = vec![0.25, 0.5];
     spec.retest_heads = true;
     let ws = Workspace::open(&spec.corpus, dir.path().join("data")).unwrap();
-    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32)).unwrap();
+    let set = ws.scoring_set(&spec.style, &ScoringSpec::new(32)).unwrap();
     let run_dir = dir.path().join("run");
 
     // The run's job scores its own heads only; its snapshots wait for their jobs.

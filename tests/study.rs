@@ -12,7 +12,7 @@ use lmsplit::experiment::{
     Stage, StudySpec,
 };
 use lmsplit::prefscore::ScoreKind;
-use lmsplit::towers::{ElmoMode, Preset, Style};
+use lmsplit::towers::{ElmoConfig, ElmoMode, Preset, Style};
 
 #[test]
 fn smoke_study_runs_end_to_end_and_is_reused() {
@@ -424,10 +424,10 @@ fn a_study_given_a_tokenizer_uses_it_in_every_run_and_scoring_set() {
     // set, with another fingerprint.
     let other_dir = tempfile::tempdir().unwrap();
     let other = CorpusData::load(&trained.corpus, other_dir.path()).unwrap();
-    let a = ScoringSet::load_or_build(&dir.path().join("data"), Style::Gpt, &data, &spec.scoring)
+    let a = ScoringSet::load_or_build(&dir.path().join("data"), &Style::gpt(), &data, &spec.scoring)
         .unwrap();
     let b =
-        ScoringSet::load_or_build(other_dir.path(), Style::Gpt, &other, &trained.scoring).unwrap();
+        ScoringSet::load_or_build(other_dir.path(), &Style::gpt(), &other, &trained.scoring).unwrap();
     assert_eq!(out.runs[0].scoring_fingerprint, a.id.short());
     assert_ne!(a.id.fingerprint, b.id.fingerprint);
 }
@@ -457,9 +457,9 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         assert_eq!(r.corpus, spec.corpus.clone());
         assert_eq!(r.phase1.budget_tokens, 8_000_000, "{}", r.label());
         // The heads' cap and validation interval in targets: BERT labels 15% of its positions.
-        let (cap, every) = match r.style {
-            Style::Bert => (13_333_333, 667),
-            _ => (2_000_000, 100),
+        let (cap, every) = match r.style == Style::bert() {
+            true => (13_333_333, 667),
+            false => (2_000_000, 100),
         };
         let h = &r.heads;
         assert_eq!(
@@ -469,7 +469,8 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
             r.label()
         );
         assert_eq!(
-            r.elmo_mode == ElmoMode::AsReleased,
+            r.tower_config().unwrap().get::<ElmoConfig>().ok().map(|c| c.mode)
+                == Some(ElmoMode::AsReleased),
             r.label().starts_with("elmo_released")
         );
     }
@@ -481,7 +482,7 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         }
     );
     let large = spec.runs.last().unwrap();
-    assert_eq!((large.style, large.preset), (Style::Gpt, Preset::PeerLarge));
+    assert_eq!((&large.style, large.preset), (&Style::gpt(), Preset::PeerLarge));
     // The 8k vocabulary of the earlier CPU results, by name.
     let eight = spec.with_vocabulary(&Vocabulary::Trained(8192));
     assert!(eight

@@ -65,23 +65,34 @@ where
 pub fn device(flag: Option<&str>) -> Result<candle_core::Device, ExperimentError> {
     use lmsplit::towers::CUDA_KERNELS_ENV;
     // A mistyped kernel switch fails here, before any work, not as a silent fallback.
-    lmsplit::towers::cuda_kernels_off().map_err(|why| {
-        let value = std::env::var(CUDA_KERNELS_ENV).unwrap_or_default();
-        ExperimentError::bad_setting(CUDA_KERNELS_ENV, &value, why.to_string())
+    let value = std::env::var(CUDA_KERNELS_ENV).ok();
+    let kernels = lmsplit::towers::CudaKernels::from_env_value(value.as_deref()).map_err(|why| {
+        ExperimentError::bad_setting(CUDA_KERNELS_ENV, value.unwrap_or_default(), why.to_string())
     })?;
+    lmsplit::towers::set_cuda_kernels(kernels);
     device_of(flag).map_err(|why| ExperimentError::bad_setting("--device", flag.unwrap_or(""), why))
+}
+
+/// How the examples open a CUDA device: the values of `LMSPLIT_CUDA_POOL` and
+/// `LMSPLIT_CUDA_EVENTS` (`lmsplit::kernels::device::CudaOptions`).
+#[allow(dead_code)]
+pub fn cuda_options() -> lmsplit::kernels::device::CudaOptions {
+    use lmsplit::kernels::device::{CudaOptions, EVENTS_ENV, POOL_ENV};
+    let var = |k: &str| std::env::var(k).ok();
+    CudaOptions::from_env_values(var(POOL_ENV).as_deref(), var(EVENTS_ENV).as_deref())
 }
 
 /// [`device`], its error a bare sentence.
 fn device_of(flag: Option<&str>) -> Result<candle_core::Device, String> {
     use candle_core::Device;
     let cuda = |id: usize| {
-        lmsplit::kernels::device::cuda(id).map_err(|e| {
+        lmsplit::kernels::device::cuda_with(id, cuda_options()).map_err(|e| {
             format!("no CUDA device {id} ({e}); build with --features cuda on a GPU machine")
         })
     };
     match flag {
-        None => lmsplit::kernels::device::cuda_if_available(0).map_err(|e| e.to_string()),
+        None => lmsplit::kernels::device::cuda_if_available_with(0, cuda_options())
+            .map_err(|e| e.to_string()),
         Some("cpu") => Ok(Device::Cpu),
         Some("cuda") => cuda(0),
         Some(s) => match s.strip_prefix("cuda:").map(str::parse::<usize>) {
@@ -96,15 +107,22 @@ fn device_of(flag: Option<&str>) -> Result<candle_core::Device, String> {
 /// signal ends the process at once.
 pub const EXIT_STOPPED: u8 = 75;
 
-/// SIGTERM (what Slurm and Kubernetes send before a kill) and SIGINT ask the training loop to
-/// stop at its next step boundary (`towers::request_stop`, one atomic store); the handler then
-/// restores the default action, so a second signal kills.
+/// The stop token the signal handler requests (a handler cannot capture one).
+static STOP: std::sync::OnceLock<lmsplit::towers::StopToken> = std::sync::OnceLock::new();
+
+/// SIGTERM (what Slurm and Kubernetes send before a kill) and SIGINT request the returned stop
+/// token (one atomic store), which the caller hands to the library's training and scoring
+/// (`RunOptions::stop`): they stop at their next step boundary with a checkpoint. The handler
+/// then restores the default action, so a second signal kills.
 #[allow(dead_code)]
-pub fn stop_on_signals() {
+pub fn stop_on_signals() -> lmsplit::towers::StopToken {
+    let token = STOP.get_or_init(lmsplit::towers::StopToken::new).clone();
     #[cfg(unix)]
     {
         extern "C" fn on_signal(sig: libc::c_int) {
-            lmsplit::towers::request_stop();
+            if let Some(t) = STOP.get() {
+                t.request();
+            }
             // SAFETY: signal() is async-signal-safe; SIG_DFL is a valid disposition.
             unsafe {
                 libc::signal(sig, libc::SIG_DFL);
@@ -121,6 +139,7 @@ pub fn stop_on_signals() {
             }
         }
     }
+    token
 }
 
 /// A closed standard output (`reproduce --status | head`) ends the process quietly, as it

@@ -59,17 +59,24 @@ impl Shape {
     /// tokens. `wide`: 4x the width and vocabulary (H 128, FFN 512, 4 heads, V 256; ELMo H 64,
     /// cell 128), 8 × 64 tokens (ELMo 8 × 32), so GEMMs span several GPU tiles.
     pub fn new(style: Style, name: &str) -> Result<Self, BoxError> {
-        let mut cfg = ModelConfig::preset(style, Preset::Tiny)?;
+        let mut cfg = ModelConfig::preset(&style, Preset::Tiny)?;
         let (batch_size, seq_len) = match name {
             "tiny" => (8, 32),
             "wide" => {
                 cfg.vocab_size = 256;
-                if style == Style::Elmo {
-                    (cfg.hidden_size, cfg.lstm_size) = (64, 128);
-                    (8, 32)
-                } else {
-                    (cfg.hidden_size, cfg.ffn_size, cfg.n_heads) = (128, 512, 4);
-                    (8, 64)
+                // Every width of the style's configuration 4x; a recurrent tower (one with an
+                // LSTM cell) over shorter sequences, its steps being sequential.
+                let tiny = cfg.tower.to_json();
+                let mut patch = serde_json::Map::new();
+                for key in ["hidden_size", "lstm_size", "ffn_size"] {
+                    if let Some(w) = tiny.get(key).and_then(serde_json::Value::as_u64) {
+                        patch.insert(key.into(), (4 * w).into());
+                    }
+                }
+                cfg.tower = cfg.tower.patched(&patch.into())?;
+                match tiny.get("lstm_size") {
+                    Some(_) => (8, 32),
+                    None => (8, 64),
                 }
             }
             other => return Err(format!("unknown shape {other:?} (tiny, wide)").into()),
@@ -86,7 +93,7 @@ impl Shape {
     pub fn batches(&self, n: usize, seed: u64) -> Result<Vec<TokenBatch>, BoxError> {
         let c = &self.cfg;
         let mut src = MarkovSource::new(
-            c.style,
+            c.style(),
             c.vocab_size,
             4,
             self.batch_size,
@@ -99,7 +106,7 @@ impl Shape {
 
     /// The prefix of this shape's check names: `grad/gpt/tiny`.
     fn label(&self, group: &str) -> String {
-        format!("{group}/{}/{}", self.cfg.style, self.name)
+        format!("{group}/{}/{}", self.cfg.style(), self.name)
     }
 }
 
@@ -212,7 +219,6 @@ fn weight_difference(cpu: &TwoTowerLm, dev: &TwoTowerLm) -> Result<f64, BoxError
 fn train_losses(model: &TwoTowerLm, batches: &[TokenBatch]) -> Result<Vec<f64>, BoxError> {
     let tc = TrainConfig {
         budget: Budget::Steps(batches.len() as u64),
-        progress: false,
         ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(model, tc, None)?;

@@ -13,7 +13,7 @@ use lmsplit::towers::{Preset, Style};
 pub fn tiny_spec(seed: u64) -> RunSpec {
     let mut corpus = CorpusSpec::synthetic(120, 0);
     corpus.train_vocab = 256;
-    let mut r = RunSpec::new(Style::Gpt, Preset::Tiny, corpus).with_seed(seed);
+    let mut r = RunSpec::new(Style::gpt(), Preset::Tiny, corpus).with_seed(seed);
     r.phase1.budget_tokens = 6_000;
     r.phase1.seq_len = 32;
     r.phase1.batch_size = 8;
@@ -37,7 +37,7 @@ pub fn quiet() -> RunOptions {
 /// The data of `spec` in `root/data`, its scoring set, and the run in `root/<dir>`.
 pub fn run_in(spec: &RunSpec, root: &Path, dir: &str) -> Result<ScoredRun> {
     let ws = Workspace::open(&spec.corpus, root.join("data"))?;
-    let set = ws.scoring_set(spec.style, &ScoringSpec::new(32))?;
+    let set = ws.scoring_set(&spec.style, &ScoringSpec::new(32))?;
     ws.ensure_run(spec, &root.join(dir), &set, &quiet())
 }
 

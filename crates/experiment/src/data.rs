@@ -220,12 +220,13 @@ impl CorpusData {
 }
 
 /// Takes the creation lock of the study data folder `data_dir`, waiting while another process
-/// creates its files.
+/// creates its files (seconds: the wait is not interruptible, the writer's own work is).
 pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
     crate::lock::acquire_waiting(
         &data_dir.join(DATA_LOCK),
         "study data",
         std::time::Duration::from_millis(100),
+        &towers::StopToken::new(),
     )
 }
 
@@ -256,15 +257,14 @@ pub fn synthetic_corpus(documents: usize, seed: u64) -> Result<SyntheticCorpus> 
 
 /// Shuffled training batches of a style's objective, seeded by `seed`.
 pub fn batcher(
-    style: Style,
+    style: &Style,
     tok: &Tokenizer,
     docs: &[Document],
     seq_len: usize,
     batch_size: usize,
     seed: u64,
 ) -> Result<Batcher> {
-    let imp = style.tower_style();
-    let data = imp.sequences(tok, docs, seq_len)?;
+    let data = style.sequences(tok, docs, seq_len)?;
     let cfg = BatcherConfig {
         batch_size: batch_size.min(data.len()).max(1),
         seed,
@@ -272,7 +272,7 @@ pub fn batcher(
     };
     Ok(Batcher::new(
         data,
-        imp.objective(),
+        style.objective(),
         cfg,
         tok.special_tokens()?,
         tok.vocab_size(),

@@ -99,7 +99,7 @@ pub enum ExperimentError {
         /// The OS error (of the temporary file's write, its sync or the rename).
         source: std::io::Error,
     },
-    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) while the experiment was
+    /// A stop was requested ([`towers::StopToken`], e.g. on SIGTERM) while the experiment was
     /// doing something other than training (training stops with [`towers::TowersError::Stopped`]).
     #[error("stopped on request while {0}; run the same command again to continue")]
     Interrupted(String),

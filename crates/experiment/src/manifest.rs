@@ -27,8 +27,9 @@ use crate::{ExperimentError, Result};
 
 /// File name of a run's manifest.
 pub const MANIFEST_FILE: &str = "manifest.json";
-/// The manifest layout this crate writes and reads (2: a snapshot's heads are its own job).
-pub const MANIFEST_VERSION: u32 = 2;
+/// The manifest layout this crate writes (3: the spec patches the style's own configuration,
+/// `spec.tower`, where layout 2 had `spec.elmo_mode`); layout 2 is still read.
+pub const MANIFEST_VERSION: u32 = 3;
 /// A study's data folder (tokenizer, scoring sets), beside its run folders.
 pub const STUDY_DATA_DIR: &str = "data";
 /// Folder of a run's copy of its tokenizer.
@@ -210,7 +211,12 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
             expected: format!("a run folder (it has no {MANIFEST_FILE})"),
         });
     }
-    let m: Manifest = read_json(&path)?;
+    let mut v: serde_json::Value = read_json(&path)?;
+    upgrade_layout_2(&mut v);
+    let m: Manifest = serde_json::from_value(v).map_err(|e| ExperimentError::NotA {
+        path: path.clone(),
+        expected: format!("a run manifest ({e})"),
+    })?;
     if m.version != MANIFEST_VERSION {
         return Err(ExperimentError::NotA {
             path,
@@ -221,6 +227,21 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
         });
     }
     Ok(m)
+}
+
+/// A layout-2 manifest read as layout 3: its `spec.elmo_mode` becomes the patch
+/// `spec.tower = {"mode": ...}` (as-released ELMo) or goes (the default, both directions).
+pub(crate) fn upgrade_layout_2(v: &mut serde_json::Value) {
+    if v.get("version").and_then(serde_json::Value::as_u64) != Some(2) {
+        return;
+    }
+    if let Some(spec) = v.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+        let mode = spec.remove("elmo_mode");
+        if let Some(mode) = mode.filter(|m| m != "BiLstm") {
+            spec.insert("tower".into(), serde_json::json!({ "mode": mode }));
+        }
+    }
+    v["version"] = MANIFEST_VERSION.into();
 }
 
 /// The name of `device` in a manifest.
@@ -244,6 +265,9 @@ pub struct RunOptions {
     pub device: Device,
     /// Progress bars and messages (the library never prints itself).
     pub progress: Progress,
+    /// The caller's stop request (e.g. set by a SIGTERM handler): training and scoring stop
+    /// at their next step boundary with a checkpoint.
+    pub stop: towers::StopToken,
     /// Also give the trained model (for embedding analyses): a finished run's is read from its
     /// final phase-1 weights, nothing trained or scored again.
     pub need_model: bool,
@@ -260,6 +284,7 @@ impl Default for RunOptions {
         Self {
             device: Device::Cpu,
             progress: Progress::stdout(),
+            stop: towers::StopToken::new(),
             need_model: false,
             checkpoint_secs: Some(300.0),
         }

@@ -120,7 +120,7 @@ fn run_maker<'a>(
 /// saw 300k targets and stopped 0.5–0.9 nats above the joint head, and with the cap alone a
 /// retest head stopped early on a plateau of 300 updates (92k targets).
 fn heads_in_targets(mut run: RunSpec) -> RunSpec {
-    let share = run.style.tower_style().objective().target_share();
+    let share = run.style.objective().target_share();
     let h = &mut run.heads;
     h.max_budget_tokens = (h.max_budget_tokens as f64 / share).round() as u64;
     h.eval_every = (h.eval_every as f64 / share).round() as u64;
@@ -149,7 +149,7 @@ fn smoke() -> StudySpec {
     };
     let runs = {
         let run = run_maker(Preset::Tiny, &corpus, &phase1, &heads);
-        vec![run(Style::Gpt, 0), run(Style::Gpt, 1), run(Style::Bert, 0)]
+        vec![run(Style::gpt(), 0), run(Style::gpt(), 1), run(Style::bert(), 0)]
     };
     StudySpec {
         scoring: ScoringSpec::new(32),
@@ -257,21 +257,21 @@ fn real_text_runs(gpu: bool, corpus: &CorpusSpec) -> Vec<RunSpec> {
     };
     let make = run_maker(preset, corpus, &phase1, &heads);
     let run = |style, seed| heads_in_targets(make(style, seed));
-    let released = |seed| run(Style::Elmo, seed).with_elmo_mode(ElmoMode::AsReleased);
-    let mut gpt_large = run(Style::Gpt, 0).named("gpt_large");
+    let released = |seed| run(Style::elmo(), seed).with_elmo_mode(ElmoMode::AsReleased);
+    let mut gpt_large = run(Style::gpt(), 0).named("gpt_large");
     gpt_large.preset = large;
     // The headline cells first (the paper's 0.94 and 0.91), then BERT, the full BiLSTM and
     // the size pair: `--only` and resumption follow this order.
     vec![
-        run(Style::Gpt, 0),
-        run(Style::Gpt, 1),
-        run(Style::Gpt, 2),
+        run(Style::gpt(), 0),
+        run(Style::gpt(), 1),
+        run(Style::gpt(), 2),
         released(0),
         released(1),
-        run(Style::Bert, 0),
-        run(Style::Bert, 1),
-        run(Style::Elmo, 0),
-        run(Style::Elmo, 1),
+        run(Style::bert(), 0),
+        run(Style::bert(), 1),
+        run(Style::elmo(), 0),
+        run(Style::elmo(), 1),
         gpt_large,
     ]
 }

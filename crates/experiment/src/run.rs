@@ -167,7 +167,7 @@ fn ensure_run(
     opts: &RunOptions,
 ) -> Result<ScoredRun> {
     spec.validate()?;
-    if scoring.id.style != spec.style {
+    if scoring.id.style != spec.style.scoring_style()? {
         return Err(ExperimentError::mismatch(
             format!("run {} ({})", spec.label(), spec.style),
             format!("the scoring set cut for {}", scoring.id.style),
@@ -357,7 +357,7 @@ fn train_and_score(
         let mut heads_of = |seed: u64, folder: &str, set: &str| -> Result<HeadQuality> {
             let (heads, q) =
                 train_heads_in(&spec, &trained, data, &valid, seed, &dir.join(folder), opts)?;
-            scores.ensure(set, &scores_path, || score(&trained, &heads, scoring))?;
+            scores.ensure(set, &scores_path, || score(&trained, &heads, scoring, &opts.stop))?;
             Ok(q)
         };
         let heads = heads_of(spec.head_seed, HEADS_DIR, MAIN)?;

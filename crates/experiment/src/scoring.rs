@@ -243,28 +243,30 @@ fn batches_of(rows: &[Row], batch_size: usize, t: usize) -> Vec<TokenBatch> {
 impl ScoringSet {
     /// Cuts the scoring set of `style` from `docs` (see the module docs).
     pub fn build(
-        style: Style,
+        style: &Style,
         tok: &Tokenizer,
         docs: &[Document],
         spec: &ScoringSpec,
     ) -> Result<Self> {
         check_cut(spec)?;
-        let data = style.tower_style().sequences(tok, docs, spec.seq_len)?;
+        // Named after the style whose set it is ([`towers::TowerStyle::scoring_set`]).
+        let key = style.scoring_style()?;
+        let data = style.sequences(tok, docs, spec.seq_len)?;
         let n = spec.max_sequences.unwrap_or(usize::MAX).min(data.len());
         if n == 0 {
             let what = "the scoring documents (sequences)";
             return Err(ExperimentError::too_little(what, 0, 1));
         }
         let specials = tok.special_tokens()?;
-        let objective = style.tower_style().objective();
+        let objective = style.objective();
         let rows: Vec<Row> = (0..n)
             .flat_map(|i| scored_rows(i, data.ids(i), &objective, spec, &specials))
             .collect();
         let batches = batches_of(&rows, spec.batch_size, spec.seq_len);
         let positions = batches.iter().map(|b| b.n_targets() as u64).sum();
         let id = ScoringSetId {
-            style,
-            fingerprint: batches_fingerprint(style, &batches),
+            fingerprint: batches_fingerprint(&key, &batches),
+            style: key,
             text_fingerprint: text_fingerprint(tok, docs),
             positions,
         };
@@ -280,12 +282,12 @@ impl ScoringSet {
     /// tokenizer, text or setting is an error, not a silently different set).
     pub fn load_or_build(
         dir: &Path,
-        style: Style,
+        style: &Style,
         data: &CorpusData,
         spec: &ScoringSpec,
     ) -> Result<Self> {
         let set = Self::build(style, &data.tok, &spec.documents(data)?, spec)?;
-        let path = Self::path(dir, style);
+        let path = Self::path(dir, &set.id.style);
         // Created once when N processes of a study start together: the first writes it under
         // the data folder's creation lock, the others then check against it.
         let _lock = match path.is_file() {
@@ -321,7 +323,7 @@ impl ScoringSet {
 
 impl ScoringSet {
     /// Where the set of `style` is saved in the data folder `dir`.
-    pub fn path(dir: &Path, style: Style) -> PathBuf {
+    pub fn path(dir: &Path, style: &Style) -> PathBuf {
         dir.join(format!("{}-{SCORING_FILE}", style.as_str()))
     }
 }
@@ -331,7 +333,7 @@ pub(crate) fn hex(d: impl AsRef<[u8]>) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn batches_fingerprint(style: Style, batches: &[TokenBatch]) -> String {
+fn batches_fingerprint(style: &Style, batches: &[TokenBatch]) -> String {
     let mut h = Sha256::new();
     h.update(style.as_str().as_bytes());
     for b in batches {

@@ -102,7 +102,8 @@ pub(crate) fn load_snapshots(m: &Manifest, dir: &Path) -> Result<Vec<SnapshotSco
 /// The snapshot job's manifest `sm` (in `job`) is of the run `m`: its version, phase 1 and
 /// scoring set.
 fn check_belongs(sm: &SnapshotManifest, m: &Manifest, job: &Path) -> Result<()> {
-    let why = if sm.version != MANIFEST_VERSION {
+    // A snapshot job's own layout is the same in manifest layouts 2 and 3.
+    let why = if !(2..=MANIFEST_VERSION).contains(&sm.version) {
         "it is of another manifest version"
     } else if sm.run != m.id {
         "it belongs to another run"
@@ -200,7 +201,7 @@ impl Workspace {
         let mut heads_of = |seed: u64, set: &str| -> Result<HeadQuality> {
             let heads_dir = job.join(format!("heads-{seed}"));
             let (heads, q) = train_heads_in(spec, &model, data, &valid, seed, &heads_dir, opts)?;
-            scores.ensure(set, &scores_path, || score(&model, &heads, scoring))?;
+            scores.ensure(set, &scores_path, || score(&model, &heads, scoring, &opts.stop))?;
             Ok(q)
         };
         let save = |sm: &mut SnapshotManifest, stage: Stage| {

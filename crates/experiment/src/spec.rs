@@ -10,7 +10,7 @@ use corpus::Format;
 use heads::HeadInput;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use towers::{ElmoMode, ModelConfig, Preset, Schedule, Style};
+use towers::{ElmoMode, ModelConfig, Preset, Schedule, Style, TowerConfig};
 
 use crate::{ExperimentError, Result};
 
@@ -199,12 +199,14 @@ pub struct RunSpec {
     /// Also retrain the heads with `head_seed + 1` and score them: the head-seed (test-retest)
     /// reliability of the run's scores.
     pub retest_heads: bool,
-    /// ELMo only: both directions (`full`, the default) or the released code's forward-only
-    /// towers (`as-released`: its `flip_seq` zeroes the backward output).
-    #[serde(default)]
-    pub elmo_mode: ElmoMode,
+    /// Fields of the style's own configuration that replace the preset's (a JSON object, e.g.
+    /// `{"mode": "AsReleased"}` for the released code's forward-only ELMo towers); `None`: the
+    /// preset as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tower: Option<Value>,
     /// The model's name in labels and tables (e.g. `gpt_large` for a second size of one
-    /// style); `None`: the style's name, `elmo_released` for as-released ELMo.
+    /// style); `None`: the configuration's ([`towers::TowerStyle::model_name`]: the style's
+    /// name, `elmo_released` for as-released ELMo).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
 }
@@ -221,15 +223,34 @@ impl RunSpec {
             seed: 0,
             head_seed: 1000,
             retest_heads: true,
-            elmo_mode: ElmoMode::BiLstm,
+            tower: None,
             name: None,
         }
     }
 
-    /// The same run with the ELMo towers in `mode`.
-    pub fn with_elmo_mode(mut self, mode: ElmoMode) -> Self {
-        self.elmo_mode = mode;
+    /// The same run with the fields of `patch` replacing the preset's in the style's own
+    /// configuration ([`RunSpec::tower`]); checked by [`RunSpec::validate`].
+    pub fn with_tower(mut self, patch: Value) -> Self {
+        self.tower = Some(patch);
         self
+    }
+
+    /// The same run with ELMo's towers in `mode` (`with_tower({"mode": mode})`; a run of
+    /// another style is refused by [`RunSpec::validate`], its configuration having no mode).
+    pub fn with_elmo_mode(self, mode: ElmoMode) -> Self {
+        match mode {
+            ElmoMode::BiLstm => self,
+            mode => self.with_tower(serde_json::json!({ "mode": mode })),
+        }
+    }
+
+    /// The style's configuration of this run: the preset's, patched by [`RunSpec::tower`].
+    pub fn tower_config(&self) -> Result<TowerConfig> {
+        let preset = ModelConfig::preset(&self.style, self.preset)?.tower;
+        Ok(match &self.tower {
+            Some(patch) => preset.patched(patch)?,
+            None => preset,
+        })
     }
 
     /// The same run under another model name (see [`RunSpec::name`]).
@@ -241,13 +262,12 @@ impl RunSpec {
     /// The model's name: [`RunSpec::name`], else the style's (`elmo_released` for as-released
     /// ELMo). Runs of one model differ only in their seeds.
     pub fn model_name(&self) -> String {
-        let style = self.style.tower_style();
-        match &self.name {
-            Some(n) => n.clone(),
-            None => style
-                .model_name(self.elmo_mode)
-                .unwrap_or(style.name())
-                .into(),
+        match (&self.name, self.tower_config()) {
+            (Some(n), _) => n.clone(),
+            (None, Ok(c)) => c.model_name(),
+            // An invalid configuration is refused by `validate` before any work; its label
+            // meanwhile is the style's.
+            (None, Err(_)) => self.style.name().to_string(),
         }
     }
 
@@ -266,10 +286,10 @@ impl RunSpec {
     /// The model configuration for a tokenizer of `vocab_size` pieces (padded to a multiple of
     /// 8 by the caller).
     pub fn model_config(&self, padded_vocab: usize) -> Result<ModelConfig> {
-        let mut cfg = ModelConfig::preset(self.style, self.preset)?;
+        let mut cfg = ModelConfig::preset(&self.style, self.preset)?;
+        cfg.tower = self.tower_config()?;
         cfg.vocab_size = padded_vocab;
         cfg.max_positions = cfg.max_positions.max(self.phase1.seq_len);
-        cfg.elmo_mode = self.elmo_mode;
         Ok(cfg)
     }
 
@@ -314,14 +334,10 @@ impl RunSpec {
         let early = "early stopping needs it >= 1";
         check(h.eval_every > 0, "heads.eval_every", &h.eval_every, early)?;
         check(h.patience > 0, "heads.patience", &h.patience, early)?;
-        let style = self.style.tower_style();
-        let mode_fits = style.model_name(self.elmo_mode).is_some();
-        check(
-            mode_fits,
-            "elmo_mode",
-            &self.elmo_mode,
-            "applies to ELMo runs only",
-        )?;
+        if let Err(e) = self.tower_config() {
+            let patch = self.tower.as_ref().map_or(String::new(), Value::to_string);
+            return Err(ExperimentError::bad_setting("tower", patch, &e.to_string()));
+        }
         match &self.name {
             Some(n) if n.is_empty() || n.contains(['-', '/', '\\', ' ']) => {
                 let why = "a run name must be non-empty, without '-', '/', '\\' or spaces";
@@ -374,7 +390,7 @@ mod tests {
 
     #[test]
     fn diff_names_nested_fields() {
-        let a = RunSpec::new(Style::Gpt, Preset::Tiny, CorpusSpec::synthetic(100, 0));
+        let a = RunSpec::new(Style::gpt(), Preset::Tiny, CorpusSpec::synthetic(100, 0));
         let mut b = a.clone();
         b.phase1.lr = 1e-3;
         b.heads.patience = 9;
@@ -383,28 +399,34 @@ mod tests {
     }
 
     #[test]
-    fn labels_name_the_model_and_old_records_read_as_full_elmo() {
+    fn labels_name_the_model_and_layout_2_records_keep_their_elmo_mode() {
         let c = CorpusSpec::synthetic(100, 0);
-        let elmo = RunSpec::new(Style::Elmo, Preset::Tiny, c.clone()).with_seed(1);
+        let elmo = RunSpec::new(Style::elmo(), Preset::Tiny, c.clone()).with_seed(1);
         assert_eq!(elmo.label(), "elmo-s1");
         let released = elmo.clone().with_elmo_mode(ElmoMode::AsReleased);
         assert_eq!(released.label(), "elmo_released-s1");
-        assert_eq!(
-            released.model_config(64).unwrap().elmo_mode,
-            ElmoMode::AsReleased
-        );
-        let large = RunSpec::new(Style::Gpt, Preset::PeerLarge, c.clone()).named("gpt_large");
+        let cfg: towers::ElmoConfig = released.model_config(64).unwrap().tower.get().unwrap();
+        assert_eq!(cfg.mode, ElmoMode::AsReleased);
+        let large = RunSpec::new(Style::gpt(), Preset::PeerLarge, c.clone()).named("gpt_large");
         assert_eq!(large.label(), "gpt_large-s0");
-        assert!(RunSpec::new(Style::Gpt, Preset::Tiny, c.clone())
+        assert!(RunSpec::new(Style::gpt(), Preset::Tiny, c.clone())
             .with_elmo_mode(ElmoMode::AsReleased)
             .validate()
             .is_err());
         assert!(large.clone().named("gpt-large").validate().is_err());
-        // A spec written before the field existed is a full BiLSTM run.
-        let mut v = serde_json::to_value(&elmo).unwrap();
-        v.as_object_mut().unwrap().remove("elmo_mode");
-        let back: RunSpec = serde_json::from_value(v).unwrap();
-        assert_eq!(back, elmo);
+        // A patch naming a field the style does not have is refused before any work.
+        let e = elmo.clone().with_tower(serde_json::json!({"n_heads": 4}));
+        assert!(e.validate().unwrap_err().to_string().contains("n_heads"));
+        // A layout-2 manifest's spec reads with its ELMo mode as the patch.
+        for (mode, want) in [("BiLstm", &elmo), ("AsReleased", &released)] {
+            let mut spec = serde_json::to_value(want).unwrap();
+            spec.as_object_mut().unwrap().remove("tower");
+            spec["elmo_mode"] = mode.into();
+            let mut m = serde_json::json!({"version": 2, "spec": spec});
+            crate::manifest::upgrade_layout_2(&mut m);
+            let back: RunSpec = serde_json::from_value(m["spec"].clone()).unwrap();
+            assert_eq!(&back, want, "{mode}");
+        }
     }
 
     #[test]

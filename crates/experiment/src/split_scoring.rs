@@ -565,7 +565,7 @@ mod tests {
         assert!(f.one_tower.abs() < 0.3, "{f:?}");
         // Runs on different scoring sets (styles) are dealt windows of different text: no row.
         let mut runs = [run(1, &x), run(2, &x)];
-        runs[1].scoring.style = Style::Bert;
+        runs[1].scoring.style = Style::bert();
         runs[1].scoring.fingerprint = "another set".into();
         let freq = freq_of(&runs[0].logprobs.targets);
         let opts = r_only(&CorrOptions::default());

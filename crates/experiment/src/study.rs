@@ -169,8 +169,9 @@ fn run_stage(
         if jobs.is_some() && mine.is_empty() {
             continue;
         }
-        if !sets.iter().any(|s| s.id.style == r.style) {
-            let set = ws.scoring_set(r.style, &spec.scoring)?;
+        let key = r.style.scoring_style()?;
+        if !sets.iter().any(|s| s.id.style == key) {
+            let set = ws.scoring_set(&r.style, &spec.scoring)?;
             opts.progress.say(|| {
                 format!(
                     "{label}: scoring set {} ({} positions)",
@@ -180,7 +181,7 @@ fn run_stage(
             });
             sets.push(set);
         }
-        let (set, dir) = (set_of(&sets, r.style)?, out.join(&label));
+        let (set, dir) = (set_of(&sets, &key)?, out.join(&label));
         let mut run = match jobs.is_none() || mine.iter().any(|j| j.snapshot.is_none()) {
             true => ws.ensure_run(r, &dir, set, opts)?,
             false if dir.join(MANIFEST_FILE).is_file() => ScoredRun::load(&dir)?,
@@ -210,8 +211,8 @@ fn run_stage(
     Ok(scored)
 }
 
-fn set_of(sets: &[ScoringSet], style: Style) -> Result<&ScoringSet> {
-    sets.iter().find(|s| s.id.style == style).ok_or_else(|| {
+fn set_of<'a>(sets: &'a [ScoringSet], style: &Style) -> Result<&'a ScoringSet> {
+    sets.iter().find(|s| s.id.style == *style).ok_or_else(|| {
         ExperimentError::mismatch(
             format!("a {style} run"),
             "the study's scoring sets",

@@ -28,7 +28,7 @@ pub(crate) fn one_batch(
 /// positions, no retest, not flagged.
 pub(crate) fn gpt_run(label: String, lp: PositionLogProbs) -> RunScores {
     let id = ScoringSetId {
-        style: towers::Style::Gpt,
+        style: towers::Style::gpt(),
         fingerprint: "synthetic".into(),
         text_fingerprint: "synthetic".into(),
         positions: lp.targets.len() as u64,

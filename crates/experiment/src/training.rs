@@ -25,7 +25,7 @@ const VALID_SEED: u64 = 0x0076_616c_6964;
 pub fn validation_batches(spec: &RunSpec, data: &CorpusData) -> Result<Vec<TokenBatch>> {
     let p = &spec.phase1;
     let b = batcher(
-        spec.style,
+        &spec.style,
         &data.tok,
         data.held_out(),
         p.seq_len,
@@ -82,7 +82,7 @@ pub(crate) fn model_at(
 fn train_batcher(spec: &RunSpec, data: &CorpusData) -> Result<corpus::Batcher> {
     let p = &spec.phase1;
     batcher(
-        spec.style,
+        &spec.style,
         &data.tok,
         data.train(),
         p.seq_len,
@@ -113,14 +113,14 @@ pub(crate) fn phase1(
         checkpoint_every: p.eval_every,
         checkpoint_secs: opts.checkpoint_secs,
         log_every: 10,
-        progress: opts.progress.bars(),
         schedule: p.schedule,
         ..TrainConfig::default()
     };
     let out = dir.join(PHASE1_DIR);
     let mut src = CorpusSource::new(b);
     let budget = tc.budget;
-    let mut trainer = Trainer::resume_or_new(&model, tc, &out, &mut src)?;
+    let mut trainer =
+        Trainer::resume_or_new(&model, tc, &out, &mut src)?.with_control(control_of(opts));
     trainer.extend_budget(budget)?;
     let mut snapshots = Vec::new();
     for &f in &p.snapshots {
@@ -171,7 +171,7 @@ pub fn train_heads_in(
     let h = &spec.heads;
     let heads = TowerHeads::new(&HeadConfig::for_model(model, h.input), model.device(), seed)?;
     let mut src = CorpusSource::new(batcher(
-        spec.style,
+        &spec.style,
         &data.tok,
         data.train(),
         spec.phase1.seq_len,
@@ -186,7 +186,6 @@ pub fn train_heads_in(
         checkpoint_every: h.eval_every,
         checkpoint_secs: opts.checkpoint_secs,
         log_every: 10,
-        progress: opts.progress.bars(),
         early_stop: Some(EarlyStop {
             patience: h.patience,
             min_delta: h.min_delta,
@@ -198,7 +197,8 @@ pub fn train_heads_in(
         },
         ..TrainConfig::default()
     };
-    let summary = retrain(model, &heads, tc, &mut src, valid, Some(heads_dir))?;
+    let ctl = control_of(opts);
+    let summary = retrain(model, &heads, tc, &mut src, valid, Some(heads_dir), &ctl)?;
     heads.save(heads_dir)?;
     let joint_nll = evaluate_loss(model, valid)?;
     let unigram_nll = unigram_cross_entropy(&data.freq, valid);
@@ -236,13 +236,19 @@ pub fn train_heads_in(
 }
 
 /// Scores every head of `heads` on the scoring set (the same positions and masks for every
-/// tower).
+/// tower); a request on `stop` ends it between batches.
 pub(crate) fn score(
     model: &TwoTowerLm,
     heads: &TowerHeads,
     scoring: &ScoringSet,
+    stop: &towers::StopToken,
 ) -> Result<PositionLogProbs> {
-    Ok(heads::evaluate(model, heads, &scoring.batches, false)?)
+    Ok(heads::evaluate(model, heads, &scoring.batches, false, stop)?)
+}
+
+/// The run options' stop token and progress, as training takes them.
+fn control_of(opts: &RunOptions) -> towers::Control {
+    towers::Control::new(opts.stop.clone(), opts.progress.clone())
 }
 
 /// −mean ln p_unigram(target) over the labelled positions of `batches`, with the unigram

@@ -67,9 +67,9 @@ impl Workspace {
         self.data
     }
 
-    /// The scoring set of `style`: built from `spec` and saved in the data folder on first
-    /// use, loaded (and checked against `spec`) after that.
-    pub fn scoring_set(&self, style: Style, spec: &ScoringSpec) -> Result<ScoringSet> {
+    /// The scoring set of `style` ([`towers::TowerStyle::scoring_set`]): built from `spec` and
+    /// saved in the data folder on first use, loaded (and checked against `spec`) after that.
+    pub fn scoring_set(&self, style: &Style, spec: &ScoringSpec) -> Result<ScoringSet> {
         ScoringSet::load_or_build(&self.dir, style, &self.data, spec)
     }
 }

@@ -43,10 +43,9 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(dir.path());
     let spec = ScoringSpec::new(32);
-    let set = ScoringSet::build(Style::Bert, &d.tok, d.held_out(), &spec).unwrap();
+    let set = ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &spec).unwrap();
     let sp = d.tok.special_tokens().unwrap();
-    let windows = Style::Bert
-        .tower_style()
+    let windows = Style::bert()
         .sequences(&d.tok, d.held_out(), 32)
         .unwrap();
     let all = rows(&set);
@@ -83,7 +82,7 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
     assert_eq!(r, all.len(), "rows left over");
     assert_eq!(set.id.positions, maskable_total);
     // Nothing of a run enters: built again, the set is the same.
-    let again = ScoringSet::build(Style::Bert, &d.tok, d.held_out(), &spec).unwrap();
+    let again = ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &spec).unwrap();
     assert_eq!(again.id, set.id);
 }
 
@@ -91,10 +90,9 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
 fn gpt_and_elmo_score_every_labelled_position() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(dir.path());
-    for (style, not_scored_per_window) in [(Style::Gpt, 1usize), (Style::Elmo, 0)] {
-        let set = ScoringSet::build(style, &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
+    for (style, not_scored_per_window) in [(Style::gpt(), 1usize), (Style::elmo(), 0)] {
+        let set = ScoringSet::build(&style, &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
         let w = style
-            .tower_style()
             .sequences(&d.tok, d.held_out(), 32)
             .unwrap();
         let want: usize = (0..w.len())
@@ -131,12 +129,12 @@ fn a_masked_tokens_identity_never_reaches_its_prediction() {
     let mut changed = words.clone();
     changed[i] = other;
     let spec = ScoringSpec::new(32);
-    let a = ScoringSet::build(Style::Bert, &d.tok, &docs, &spec).unwrap();
+    let a = ScoringSet::build(&Style::bert(), &d.tok, &docs, &spec).unwrap();
     docs[0].text = changed.join(" ");
-    let b = ScoringSet::build(Style::Bert, &d.tok, &docs, &spec).unwrap();
+    let b = ScoringSet::build(&Style::bert(), &d.tok, &docs, &spec).unwrap();
     let (ra, rb) = (rows(&a), rows(&b));
     assert_eq!(ra.len(), rb.len());
-    let m = model(Style::Bert, &d, 0);
+    let m = model(Style::bert(), &d, 0);
     let pad = d.tok.special_tokens().unwrap().pad;
     let batch = |x: &Vec<u32>, y: &Vec<u32>| TokenBatch {
         batch_size: 1,
@@ -182,18 +180,18 @@ fn perturb_tower(model: &TwoTowerLm, k: usize) {
 fn head_k_reads_only_tower_k_unless_it_reads_the_joint_layer_norm() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(dir.path());
-    let set = ScoringSet::build(Style::Bert, &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
+    let set = ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
     let batches = &set.batches[..1];
     for (input, independent) in [
         (HeadInput::TowerLayerNorm, true),
         (HeadInput::TowerOutput, true),
         (HeadInput::JointLayerNormSlice, false),
     ] {
-        let m = model(Style::Bert, &d, 1);
+        let m = model(Style::bert(), &d, 1);
         let h = TowerHeads::new(&HeadConfig::for_model(&m, input), &Device::Cpu, 2).unwrap();
-        let before = evaluate(&m, &h, batches, false).unwrap();
+        let before = evaluate(&m, &h, batches, false, &Default::default()).unwrap();
         perturb_tower(&m, 1);
-        let after = evaluate(&m, &h, batches, false).unwrap();
+        let after = evaluate(&m, &h, batches, false, &Default::default()).unwrap();
         assert_ne!(
             before.logp[1], after.logp[1],
             "{input:?}: tower 1 unchanged"
@@ -218,32 +216,32 @@ fn weights(store: &towers::ParamStore) -> Vec<Vec<f32>> {
 fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(&dir.path().join("data"));
-    for style in [Style::Gpt, Style::Elmo] {
-        let src = |seed| CorpusSource::new(batcher(style, &d.tok, d.train(), 32, 4, seed).unwrap());
+    for style in [Style::gpt(), Style::elmo()] {
+        let src = |seed| CorpusSource::new(batcher(&style, &d.tok, d.train(), 32, 4, seed).unwrap());
         let tc = TrainConfig {
             budget: Budget::Steps(12),
             checkpoint_every: 4,
             ..TrainConfig::default()
         };
-        let whole = model(style, &d, 3);
+        let whole = model(style.clone(), &d, 3);
         Trainer::new(&whole, tc.clone(), None)
             .unwrap()
             .train(&mut src(7), &[])
             .unwrap();
-        let out = dir.path().join(format!("{style:?}"));
-        let killed = model(style, &d, 3);
+        let out = dir.path().join(format!("{style}"));
+        let killed = model(style.clone(), &d, 3);
         Trainer::new(&killed, tc.clone(), Some(&out))
             .unwrap()
             .train_until(&mut src(7), &[], Some(6))
             .unwrap();
         // A source of another seed would train on other batches: refused by name.
-        let other = model(style, &d, 99);
+        let other = model(style.clone(), &d, 99);
         let err = Trainer::resume_or_new(&other, tc.clone(), &out, &mut src(12345))
             .err()
             .expect("a cursor of another seed must be refused");
         assert!(err.to_string().contains("seed 7"), "{err}");
         // A fresh model and a fresh source of the run's seed (the cursor holds the position).
-        let resumed = model(style, &d, 99);
+        let resumed = model(style.clone(), &d, 99);
         let mut s = src(7);
         let mut tr = Trainer::resume_or_new(&resumed, tc.clone(), &out, &mut s).unwrap();
         assert_eq!(tr.state().step, 4);
@@ -258,7 +256,8 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
         let hc = HeadConfig::for_model(&whole, HeadInput::TowerLayerNorm);
         let heads = |seed| TowerHeads::new(&hc, &Device::Cpu, seed).unwrap();
         let h_whole = heads(5);
-        retrain(&whole, &h_whole, tc.clone(), &mut src(8), &[], None).unwrap();
+        let ctl = towers::Control::default();
+        retrain(&whole, &h_whole, tc.clone(), &mut src(8), &[], None, &ctl).unwrap();
         let h_out = dir.path().join(format!("{style:?}-heads"));
         let h_killed = heads(5);
         let frozen = FrozenTowers {
@@ -277,6 +276,7 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
             &mut src(8),
             &[],
             Some(&h_out),
+            &ctl,
         )
         .unwrap();
         assert_eq!(
@@ -291,7 +291,7 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
 fn heads_stop_when_validation_stops_improving() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(&dir.path().join("data"));
-    let mut spec = RunSpec::new(Style::Gpt, Preset::Tiny, d.spec.clone());
+    let mut spec = RunSpec::new(Style::gpt(), Preset::Tiny, d.spec.clone());
     spec.phase1.seq_len = 32;
     spec.phase1.batch_size = 4;
     spec.phase1.eval_batches = 2;
@@ -300,7 +300,7 @@ fn heads_stop_when_validation_stops_improving() {
     spec.heads.patience = 1;
     // An improvement this large never comes: the first validation after the best one stops.
     spec.heads.min_delta = 100.0;
-    let m = model(Style::Gpt, &d, 0);
+    let m = model(Style::gpt(), &d, 0);
     let valid = validation_batches(&spec, &d).unwrap();
     let opts = RunOptions {
         progress: experiment::Progress::silent(),

@@ -120,18 +120,14 @@ fn holder_line(now: SystemTime) -> String {
     )
 }
 
-/// This machine's name: `/etc/hostname`, else `$HOSTNAME`, else "unknown".
+/// This machine's name, as the kernel and the system know it: `/proc/sys/kernel/hostname`,
+/// else `/etc/hostname`, else "unknown" (no environment variable: a library reads none).
 fn host_name() -> String {
-    let from_file = std::fs::read_to_string("/etc/hostname").ok();
-    from_file
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
         .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| {
-            std::env::var("HOSTNAME")
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-        })
+        .find(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
 }
 

@@ -5,7 +5,7 @@ use corpus::{TokenBatch, IGNORE_LABEL};
 use serde::{Deserialize, Serialize};
 use towers::nn::log_softmax_last;
 use towers::nn::score_log_probs;
-use towers::TwoTowerLm;
+use towers::{StopToken, TwoTowerLm};
 
 use crate::head::TowerHeads;
 use crate::{HeadsError, Result};
@@ -48,12 +48,14 @@ impl PositionLogProbs {
 }
 
 /// Evaluates every head of `heads` on the labelled positions of `batches` (the same positions
-/// and masks for all towers); `full` also keeps each head's whole log-distribution.
+/// and masks for all towers); `full` also keeps each head's whole log-distribution. A request
+/// on `stop` ends the pass between batches ([`HeadsError::Stopped`]).
 pub fn evaluate(
     model: &TwoTowerLm,
     heads: &TowerHeads,
     batches: &[TokenBatch],
     full: bool,
+    stop: &StopToken,
 ) -> Result<PositionLogProbs> {
     let mut out = PositionLogProbs {
         vocab_size: heads.config().vocab_size,
@@ -66,7 +68,7 @@ pub fn evaluate(
     for (bi, b) in batches.iter().enumerate() {
         // A scoring pass takes minutes on a CPU: a stop request ends it between batches
         // (the run job scores again from its checkpoint).
-        if towers::stop_requested() {
+        if stop.requested() {
             return Err(HeadsError::Stopped {
                 done: bi,
                 total: batches.len(),

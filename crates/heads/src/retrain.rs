@@ -9,7 +9,8 @@ use serde_json::Value;
 use towers::nn::linear_cross_entropy;
 use towers::BatchSource;
 use towers::{
-    NllPass, ParamStore, TowersError, TrainConfig, TrainSummary, Trainable, Trainer, TwoTowerLm,
+    Control, NllPass, ParamStore, TowersError, TrainConfig, TrainSummary, Trainable, Trainer,
+    TwoTowerLm,
 };
 
 use crate::eval::evaluate;
@@ -107,7 +108,8 @@ pub struct RetrainSummary {
 /// Trains `heads` on the frozen towers of `model` (phases 2 and 3 in one pass). With
 /// `out_dir`, metrics and atomic checkpoints go there and an interrupted run resumes. Under
 /// early stopping the heads keep their last update's weights ([`towers::EarlyStop`]);
-/// `val_loss_per_tower` is measured on those.
+/// `val_loss_per_tower` is measured on those. `control` carries the caller's stop token and
+/// progress.
 pub fn retrain(
     model: &TwoTowerLm,
     heads: &TowerHeads,
@@ -115,17 +117,18 @@ pub fn retrain(
     source: &mut dyn BatchSource,
     valid: &[TokenBatch],
     out_dir: Option<&Path>,
+    control: &Control,
 ) -> Result<RetrainSummary> {
     let frozen = FrozenTowers { model, heads };
-    let mut tr = match out_dir {
+    let tr = match out_dir {
         Some(d) => Trainer::resume_or_new(&frozen, cfg, d, source)?,
         None => Trainer::new(&frozen, cfg, None)?,
     };
-    let train = tr.train(source, valid)?;
+    let train = tr.with_control(control.clone()).train(source, valid)?;
     let val_loss_per_tower = if valid.is_empty() {
         Vec::new()
     } else {
-        evaluate(model, heads, valid, false)?.mean_nll()
+        evaluate(model, heads, valid, false, &control.stop)?.mean_nll()
     };
     Ok(RetrainSummary {
         train,

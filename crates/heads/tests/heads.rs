@@ -5,12 +5,12 @@ use corpus::{TokenBatch, IGNORE_LABEL};
 use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use towers::{unigram_entropy, BatchSource};
 use towers::{
-    Budget, ElmoMode, MarkovSource, ModelConfig, Preset, Style, TrainConfig, Trainable, Trainer,
+    Budget, MarkovSource, ModelConfig, Preset, Style, TrainConfig, Trainable, Trainer,
     TwoTowerLm,
 };
 
 fn tiny(style: Style) -> ModelConfig {
-    ModelConfig::preset(style, Preset::Tiny).unwrap()
+    ModelConfig::preset(&style, Preset::Tiny).unwrap()
 }
 
 fn src(style: Style, seed: u64) -> MarkovSource {
@@ -34,9 +34,9 @@ fn tc(steps: u64) -> TrainConfig {
 #[test]
 fn only_head_variables_get_gradients() {
     for (cfg, input) in [
-        (tiny(Style::Gpt), HeadInput::TowerOutput),
-        (tiny(Style::Bert), HeadInput::JointLayerNormSlice),
-        (tiny(Style::Elmo), HeadInput::TowerOutput),
+        (tiny(Style::gpt()), HeadInput::TowerOutput),
+        (tiny(Style::bert()), HeadInput::JointLayerNormSlice),
+        (tiny(Style::elmo()), HeadInput::TowerOutput),
     ] {
         let m = TwoTowerLm::new(&cfg, &Device::Cpu, 1).unwrap();
         let h = TowerHeads::new(&HeadConfig::for_model(&m, input), &Device::Cpu, 2).unwrap();
@@ -44,7 +44,7 @@ fn only_head_variables_get_gradients() {
             model: &m,
             heads: &h,
         };
-        let b = batches(cfg.style, 3, 1).remove(0);
+        let b = batches(cfg.style(), 3, 1).remove(0);
         let grads = frozen.loss(&b).unwrap().backward().unwrap();
         for p in h.params().params() {
             let g: Vec<f32> = grads
@@ -72,18 +72,14 @@ fn only_head_variables_get_gradients() {
 
 #[test]
 fn heads_learn_on_frozen_towers_which_stay_bit_identical() {
-    for cfg in [tiny(Style::Gpt), {
-        let mut c = tiny(Style::Elmo);
-        c.elmo_mode = ElmoMode::BiLstm;
-        c
-    }] {
+    for cfg in [tiny(Style::gpt()), tiny(Style::elmo())] {
         let m = TwoTowerLm::new(&cfg, &Device::Cpu, 5).unwrap();
         Trainer::new(&m, tc(100), None)
             .unwrap()
-            .train(&mut src(cfg.style, 1), &[])
+            .train(&mut src(cfg.style(), 1), &[])
             .unwrap();
         let before = m.params().snapshot().unwrap();
-        let valid = batches(cfg.style, 999, 4);
+        let valid = batches(cfg.style(), 999, 4);
         let h = TowerHeads::new(
             &HeadConfig::for_model(&m, HeadInput::TowerOutput),
             &Device::Cpu,
@@ -95,9 +91,10 @@ fn heads_learn_on_frozen_towers_which_stay_bit_identical() {
             &m,
             &h,
             tc(100),
-            &mut src(cfg.style, 2),
+            &mut src(cfg.style(), 2),
             &valid,
             Some(dir.path()),
+            &towers::Control::default(),
         )
         .unwrap();
         let after = m.params().snapshot().unwrap();
@@ -118,7 +115,7 @@ fn heads_learn_on_frozen_towers_which_stay_bit_identical() {
             assert!(
                 l < 0.8 * ent,
                 "{:?} head {k}: loss {l} vs unigram entropy {ent}",
-                cfg.style
+                cfg.style()
             );
         }
         assert!(dir.path().join("checkpoint/weights.safetensors").is_file());
@@ -127,7 +124,7 @@ fn heads_learn_on_frozen_towers_which_stay_bit_identical() {
 
 #[test]
 fn evaluation_reports_identical_positions_for_all_towers() {
-    let cfg = tiny(Style::Bert);
+    let cfg = tiny(Style::bert());
     let m = TwoTowerLm::new(&cfg, &Device::Cpu, 7).unwrap();
     let h = TowerHeads::new(
         &HeadConfig::for_model(&m, HeadInput::TowerOutput),
@@ -135,8 +132,8 @@ fn evaluation_reports_identical_positions_for_all_towers() {
         8,
     )
     .unwrap();
-    let bs = batches(Style::Bert, 4, 3);
-    let r = evaluate(&m, &h, &bs, true).unwrap();
+    let bs = batches(Style::bert(), 4, 3);
+    let r = evaluate(&m, &h, &bs, true, &Default::default()).unwrap();
     let expected: Vec<u32> = bs
         .iter()
         .flat_map(|b| b.labels.iter().copied().filter(|&l| l != IGNORE_LABEL))
@@ -165,11 +162,11 @@ fn evaluation_reports_identical_positions_for_all_towers() {
     let dir = tempfile::tempdir().unwrap();
     h.save(dir.path()).unwrap();
     let h2 = TowerHeads::load(dir.path(), &Device::Cpu).unwrap();
-    let r2 = evaluate(&m, &h2, &bs, false).unwrap();
+    let r2 = evaluate(&m, &h2, &bs, false, &Default::default()).unwrap();
     assert_eq!(r2.logp, r.logp);
     // Heads of another shape are refused.
-    let mut one = tiny(Style::Bert);
+    let mut one = tiny(Style::bert());
     one.n_towers = 1;
     let other = TwoTowerLm::new(&one, &Device::Cpu, 1).unwrap();
-    assert!(evaluate(&other, &h, &bs, false).is_err());
+    assert!(evaluate(&other, &h, &bs, false, &Default::default()).is_err());
 }

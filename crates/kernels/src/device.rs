@@ -7,54 +7,74 @@
 //! all freed memory to the OS, and the next step maps its activations afresh. PyTorch's caching
 //! allocator never does that. [`cuda`] raises the threshold to `u64::MAX` once the device is
 //! open, so freed memory stays in the pool for the next step (other processes on the same GPU
-//! then see it as used, as they do PyTorch's cache). `LMSPLIT_CUDA_POOL=release` ([`POOL_ENV`])
-//! leaves the driver's default, to measure the difference.
+//! then see it as used, as they do PyTorch's cache). [`CudaOptions::keep_pool`] false leaves the
+//! driver's default, to measure the difference (the examples: `LMSPLIT_CUDA_POOL=release`,
+//! [`POOL_ENV`]).
 //!
 //! cudarc also creates two CUDA events with every buffer (and destroys them with it) for its
 //! multi-stream synchronisation. candle's device computes on one stream, the per-thread one,
 //! where cudarc never waits on those events: four driver calls per tensor for nothing. [`cuda`]
 //! turns that tracking off while the context has no stream of its own (cudarc's "multi-stream
-//! mode"), before any buffer exists; `LMSPLIT_CUDA_EVENTS=on` ([`EVENTS_ENV`]) keeps it.
+//! mode"), before any buffer exists; [`CudaOptions::track_events`] keeps it (the examples:
+//! `LMSPLIT_CUDA_EVENTS=on`, [`EVENTS_ENV`]). The library reads no environment variable: the
+//! caller builds the options.
 
 use candle_core::{Device, Result};
 
-/// The environment variable of the pool policy: `release` leaves the driver's default
-/// (release at every synchronisation); anything else, or unset, keeps freed memory.
+/// The environment variable the examples read into [`CudaOptions::keep_pool`]: `release`
+/// leaves the driver's default (release at every synchronisation); anything else, or unset,
+/// keeps freed memory.
 pub const POOL_ENV: &str = "LMSPLIT_CUDA_POOL";
 
-/// The environment variable of cudarc's per-buffer event tracking: `on` keeps it (cudarc's
-/// default); anything else, or unset, turns it off on a one-stream device.
+/// The environment variable the examples read into [`CudaOptions::track_events`]: `on` keeps
+/// cudarc's per-buffer event tracking (its default); anything else, or unset, turns it off on a
+/// one-stream device.
 pub const EVENTS_ENV: &str = "LMSPLIT_CUDA_EVENTS";
 
-/// Whether the pool keeps freed memory, from the variable's value.
-fn keeps(value: Option<&str>) -> bool {
-    value != Some("release")
+/// How a CUDA device is opened for training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Keep freed memory in the driver's pool across synchronisations (default true).
+    pub keep_pool: bool,
+    /// Keep cudarc's per-buffer synchronisation events (default false on a one-stream device).
+    pub track_events: bool,
 }
 
-/// Whether this process keeps freed CUDA memory in the pool ([`POOL_ENV`]).
-pub fn pool_keeps_memory() -> bool {
-    keeps(std::env::var(POOL_ENV).ok().as_deref())
+impl Default for CudaOptions {
+    fn default() -> Self {
+        Self {
+            keep_pool: true,
+            track_events: false,
+        }
+    }
 }
 
-/// Whether cudarc's event tracking stays on, from the variable's value.
-fn tracks(value: Option<&str>) -> bool {
-    value == Some("on")
+impl CudaOptions {
+    /// The options the values of [`POOL_ENV`] and [`EVENTS_ENV`] name (`None`: unset).
+    pub fn from_env_values(pool: Option<&str>, events: Option<&str>) -> Self {
+        Self {
+            keep_pool: pool != Some("release"),
+            track_events: events == Some("on"),
+        }
+    }
 }
 
-/// Whether this process keeps cudarc's per-buffer event tracking ([`EVENTS_ENV`]).
-pub fn keeps_event_tracking() -> bool {
-    tracks(std::env::var(EVENTS_ENV).ok().as_deref())
-}
-
-/// CUDA device `ordinal` with its memory pool set by [`keep_pool_memory`] and, on its one
-/// stream, cudarc's event tracking off (unless [`EVENTS_ENV`] says `on`); an error in a build
-/// without the `cuda` feature or on a machine without that GPU (candle's own).
+/// CUDA device `ordinal` opened with the default [`CudaOptions`] ([`cuda_with`]).
 pub fn cuda(ordinal: usize) -> Result<Device> {
+    cuda_with(ordinal, CudaOptions::default())
+}
+
+/// CUDA device `ordinal` with its memory pool kept ([`keep_pool_memory`]) and, on its one
+/// stream, cudarc's event tracking off, as `opts` say; an error in a build without the `cuda`
+/// feature or on a machine without that GPU (candle's own).
+pub fn cuda_with(ordinal: usize, opts: CudaOptions) -> Result<Device> {
     let device = Device::new_cuda(ordinal)?;
-    if !keeps_event_tracking() {
+    if !opts.track_events {
         driver::untrack_events(&device);
     }
-    keep_pool_memory(&device)?;
+    if opts.keep_pool {
+        keep_pool_memory(&device)?;
+    }
     Ok(device)
 }
 
@@ -67,21 +87,23 @@ pub fn event_tracking(device: &Device) -> Option<bool> {
 /// The first CUDA device through [`cuda`] when this build has CUDA and a GPU is present, else
 /// the CPU (candle's `Device::cuda_if_available`).
 pub fn cuda_if_available(ordinal: usize) -> Result<Device> {
+    cuda_if_available_with(ordinal, CudaOptions::default())
+}
+
+/// [`cuda_if_available`] with `opts` ([`cuda_with`]).
+pub fn cuda_if_available_with(ordinal: usize, opts: CudaOptions) -> Result<Device> {
     if candle_core::utils::cuda_is_available() {
-        cuda(ordinal)
+        cuda_with(ordinal, opts)
     } else {
         Ok(Device::Cpu)
     }
 }
 
-/// Raises the release threshold of `device`'s current memory pool to `u64::MAX` unless
-/// [`POOL_ENV`] says `release`; the CPU, and drivers without stream-ordered allocation (where
-/// cudarc falls back to `cuMemAlloc`), are left as they are. Returns the threshold the pool has
-/// afterwards (`None` where there is no pool).
+/// Raises the release threshold of `device`'s current memory pool to `u64::MAX`; the CPU, and
+/// drivers without stream-ordered allocation (where cudarc falls back to `cuMemAlloc`), are left
+/// as they are. Returns the threshold the pool has afterwards (`None` where there is no pool).
 pub fn keep_pool_memory(device: &Device) -> Result<Option<u64>> {
-    if pool_keeps_memory() {
-        set_release_threshold(device, u64::MAX)?;
-    }
+    set_release_threshold(device, u64::MAX)?;
     pool_release_threshold(device)
 }
 
@@ -191,18 +213,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_release_leaves_the_driver_default() {
-        assert!(keeps(None));
-        assert!(keeps(Some("keep")));
-        assert!(keeps(Some("")));
+    fn only_release_leaves_the_driver_default_and_only_on_keeps_events() {
+        let keeps = |v| CudaOptions::from_env_values(v, None).keep_pool;
+        assert!(keeps(None) && keeps(Some("keep")) && keeps(Some("")));
         assert!(!keeps(Some("release")));
-    }
-
-    #[test]
-    fn only_on_keeps_event_tracking() {
+        let tracks = |v| CudaOptions::from_env_values(None, v).track_events;
         assert!(tracks(Some("on")));
-        assert!(!tracks(None));
-        assert!(!tracks(Some("off")));
+        assert!(!tracks(None) && !tracks(Some("off")));
+        assert_eq!(CudaOptions::from_env_values(None, None), CudaOptions::default());
         assert_eq!(event_tracking(&Device::Cpu), None);
     }
 

@@ -164,9 +164,9 @@ pub fn load(dir: &Path, dev: &Device) -> Result<CheckpointData> {
 /// Rebuilds a trained [`TwoTowerLm`] from a checkpoint directory (config + weights).
 pub fn load_model(dir: &Path, dev: &Device) -> Result<TwoTowerLm> {
     let config = read_json(&dir.join("config.json"))?;
-    let cfg: ModelConfig = serde_json::from_value(config).map_err(|e| TowersError::Checkpoint {
-        path: dir.display().to_string(),
-        msg: format!("config.json is not a model config: {e}"),
+    let cfg = ModelConfig::from_json(&config).map_err(|e| TowersError::Checkpoint {
+        path: dir.join("config.json").display().to_string(),
+        msg: e.to_string(),
     })?;
     let model = TwoTowerLm::new(&cfg, dev, 0)?;
     let weights = read_tensors(&dir.join(WEIGHTS_FILE), dev)?;
@@ -182,7 +182,7 @@ mod tests {
     use crate::{ModelConfig, Style};
 
     fn data(seed: u64, step: u64) -> CheckpointData {
-        let mc = ModelConfig::preset(Style::Gpt, crate::Preset::Tiny).unwrap();
+        let mc = ModelConfig::preset(&Style::gpt(), crate::Preset::Tiny).unwrap();
         let m = TwoTowerLm::new(&mc, &Device::Cpu, seed).unwrap();
         CheckpointData {
             config: serde_json::to_value(&mc).unwrap(),

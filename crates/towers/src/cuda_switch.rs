@@ -1,19 +1,22 @@
 //! The switches between our CUDA kernels (the LSTM recurrence, LayerNorm, softmax, GELU, AdamW,
 //! the output layer's loss, the one-pass clipping and AdamW update, attention, the transformer
-//! blocks' Linear) and candle's composed graph on CUDA: all on by default;
-//! `LMSPLIT_CUDA_KERNELS=off` turns them all off for the process, `off:nll,gelu` only the ones
-//! named, so that a session whose `gpu_check` fails one kernel still trains with the others (the
-//! LSTM op above all: without it an ELMo step runs candle's per-step graph, slower on a GPU than
-//! on two CPU cores) and can tell the kernel from the rest.
+//! blocks' Linear) and candle's composed graph on CUDA: all on by default. The caller sets a
+//! [`CudaKernels`] value for the process ([`set_cuda_kernels`]; the examples parse
+//! `LMSPLIT_CUDA_KERNELS=off` or `off:nll,gelu` into one), so that a session whose `gpu_check`
+//! fails one kernel still trains with the others (the LSTM op above all: without it an ELMo step
+//! runs candle's per-step graph, slower on a GPU than on two CPU cores) and can tell the kernel
+//! from the rest. The setting is process-wide, as `torch.backends` flags are, because the ops
+//! that consult it sit deep inside every layer; the library reads no environment variable.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use candle_core::{DType, Tensor};
 
 use crate::{Result, TowersError};
 
-/// The environment variable of the switches: unset, empty or `on` leaves every kernel on, `off`
-/// turns every one off, `off:NAME,NAME` the named ones ([`CudaKernel::name`]).
+/// The environment variable the examples read into a [`CudaKernels`]: unset, empty or `on`
+/// leaves every kernel on, `off` turns every one off, `off:NAME,NAME` the named ones
+/// ([`CudaKernel::name`]).
 pub const CUDA_KERNELS_ENV: &str = "LMSPLIT_CUDA_KERNELS";
 
 /// One of our CUDA kernels (with its backward pass), each switchable on its own.
@@ -107,34 +110,84 @@ fn parse(value: Option<&str>) -> std::result::Result<Vec<CudaKernel>, String> {
     }
 }
 
-/// The variable's value as parsed, once per process.
-fn switches() -> &'static std::result::Result<Vec<CudaKernel>, String> {
-    static OFF: OnceLock<std::result::Result<Vec<CudaKernel>, String>> = OnceLock::new();
-    OFF.get_or_init(|| parse(std::env::var(CUDA_KERNELS_ENV).ok().as_deref()))
+/// Which of our CUDA kernels run: every one but those switched off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CudaKernels {
+    /// Bit `i` set: [`CudaKernel::ALL`]`[i]` is off.
+    off: u32,
 }
 
-/// The kernels [`CUDA_KERNELS_ENV`] switches off for this process, or a
-/// [`TowersError::Config`] naming a value that is not a switch (the examples check it before
-/// they compute, so that a mistyped name is not a silent fallback).
-pub fn cuda_kernels_off() -> Result<Vec<CudaKernel>> {
-    switches()
-        .clone()
-        .map_err(|why| TowersError::Config(format!("{CUDA_KERNELS_ENV}: {why}")))
-}
-
-/// Whether `kernel` runs where it applies: unless the variable turns it off. A value that is
-/// not a switch turns every kernel off (the composed graph gives the same numbers, only
-/// slower), and [`cuda_kernels_off`] says why.
-pub fn cuda_kernel_enabled(kernel: CudaKernel) -> bool {
-    match switches() {
-        Ok(off) => !off.contains(&kernel),
-        Err(_) => false,
+impl CudaKernels {
+    /// Every kernel on (the default).
+    pub fn all_on() -> Self {
+        Self::default()
     }
+
+    /// Every kernel off: candle's composed graph everywhere.
+    pub fn all_off() -> Self {
+        CudaKernel::ALL.into_iter().fold(Self::default(), Self::without)
+    }
+
+    /// The same switches with `kernel` off.
+    pub fn without(self, kernel: CudaKernel) -> Self {
+        Self {
+            off: self.off | kernel.bit(),
+        }
+    }
+
+    /// Whether `kernel` runs where it applies.
+    pub fn enabled(self, kernel: CudaKernel) -> bool {
+        self.off & kernel.bit() == 0
+    }
+
+    /// The kernels switched off, in [`CudaKernel::ALL`]'s order.
+    pub fn off(self) -> Vec<CudaKernel> {
+        CudaKernel::ALL
+            .into_iter()
+            .filter(|&k| !self.enabled(k))
+            .collect()
+    }
+
+    /// The switches a value of [`CUDA_KERNELS_ENV`] names (`None`: unset, every kernel on);
+    /// a value that is not a switch is a [`TowersError::Config`] naming the kernels, never a
+    /// silent default.
+    pub fn from_env_value(value: Option<&str>) -> Result<Self> {
+        let off = parse(value)
+            .map_err(|why| TowersError::Config(format!("{CUDA_KERNELS_ENV}: {why}")))?;
+        Ok(off.into_iter().fold(Self::default(), Self::without))
+    }
+}
+
+impl CudaKernel {
+    fn bit(self) -> u32 {
+        let i = CudaKernel::ALL.iter().position(|&k| k == self).unwrap_or(0);
+        1 << i
+    }
+}
+
+/// The process's switches (bits of the kernels off).
+static OFF: AtomicU32 = AtomicU32::new(0);
+
+/// Sets which of our CUDA kernels run in this process from now on (every one by default).
+pub fn set_cuda_kernels(kernels: CudaKernels) {
+    OFF.store(kernels.off, Ordering::SeqCst);
+}
+
+/// The process's switches ([`set_cuda_kernels`]).
+pub fn cuda_kernels() -> CudaKernels {
+    CudaKernels {
+        off: OFF.load(Ordering::Relaxed),
+    }
+}
+
+/// Whether `kernel` runs where it applies ([`cuda_kernels`]).
+pub fn cuda_kernel_enabled(kernel: CudaKernel) -> bool {
+    cuda_kernels().enabled(kernel)
 }
 
 /// Whether every kernel runs where it applies (no switch off).
 pub fn cuda_kernels_enabled() -> bool {
-    CudaKernel::ALL.into_iter().all(cuda_kernel_enabled)
+    cuda_kernels() == CudaKernels::all_on()
 }
 
 /// Whether `x` is on CUDA in a build with our kernels and `kernel` is switched on.
@@ -170,6 +223,14 @@ mod tests {
         assert!(e.contains("\"nl\"") && e.contains("layer_norm"), "{e}");
         assert!(parse(Some("of")).unwrap_err().contains("off:NAME"));
         assert!(parse(Some("off:")).is_err());
+        // The typed value of a variable's value, and its errors.
+        let k = CudaKernels::from_env_value(Some("off:nll,lstm")).unwrap();
+        assert_eq!(k.off(), [CudaKernel::Lstm, CudaKernel::Nll]);
+        assert!(!k.enabled(CudaKernel::Nll) && k.enabled(CudaKernel::Gelu));
+        assert_eq!(CudaKernels::from_env_value(Some("off")).unwrap(), CudaKernels::all_off());
+        assert_eq!(CudaKernels::from_env_value(None).unwrap(), CudaKernels::all_on());
+        let e = CudaKernels::from_env_value(Some("off:nl")).unwrap_err().to_string();
+        assert!(e.contains(CUDA_KERNELS_ENV) && e.contains("layer_norm"), "{e}");
         // A CPU tensor never takes the CUDA kernels.
         let x = Tensor::zeros(3, DType::F32, &candle_core::Device::Cpu).unwrap();
         assert!(CudaKernel::ALL

@@ -13,7 +13,8 @@
 
 use candle_core::{Tensor, D};
 
-use crate::config::{ElmoMode, ModelConfig};
+use crate::config::ModelConfig;
+use crate::style::{ElmoConfig, ElmoMode};
 use crate::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
 use crate::params::Init;
 use crate::style::Tower;
@@ -42,7 +43,7 @@ fn shift_time(x: &Tensor, right: bool) -> Result<Tensor> {
 
 impl ElmoTower {
     /// `fwd.*` and (BiLstm only) `bwd.*` LSTMs of cell `lstm_size`, projected to H.
-    pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+    pub fn new(cfg: &ElmoConfig, model: &ModelConfig, init: Init<'_>) -> Result<Self> {
         let h = cfg.hidden_size;
         let mk = |name: &str| {
             Lstm::new(
@@ -50,11 +51,11 @@ impl ElmoTower {
                 cfg.lstm_size,
                 h,
                 cfg.n_layers,
-                cfg.init_std,
+                model.init_std,
                 init.pp(name),
             )
         };
-        let bwd = match cfg.elmo_mode {
+        let bwd = match cfg.mode {
             ElmoMode::BiLstm => Some(mk("bwd")?),
             ElmoMode::AsReleased => None,
         };
@@ -153,19 +154,14 @@ pub(crate) fn towers_directions_chained(
 }
 
 /// Every tower's output [B, T, 2H] (forward ++ backward) with all towers' chains of a layer as
-/// one op ([`towers_directions_chained`], `fused` as there); an error where a tower is not
-/// ELMo's.
+/// one op ([`towers_directions_chained`], `fused` as there).
 pub(crate) fn forward_towers_chained(
-    towers: &[Box<dyn Tower>],
+    towers: &[ElmoTower],
     xs: &[Tensor],
     mask: &Tensor,
     fused: bool,
 ) -> Result<Vec<Tensor>> {
-    let elmo = towers
-        .iter()
-        .map(|t| t.as_any().downcast_ref::<ElmoTower>())
-        .collect::<Option<Vec<_>>>()
-        .ok_or_else(|| TowersError::Config("forward_towers_chained: not ELMo towers".into()))?;
+    let elmo: Vec<&ElmoTower> = towers.iter().collect();
     towers_directions_chained(&elmo, xs, mask, fused)?
         .iter()
         .map(|(f, b)| Ok(Tensor::cat(&[f, b], D::Minus1)?))
@@ -182,25 +178,23 @@ impl Tower for ElmoTower {
     fn directions(&self, x: &Tensor, mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
         Some(ElmoTower::directions(self, x, mask))
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Preset, Style};
+    use crate::config::Preset;
     use crate::params::ParamStore;
+    use crate::style::Style;
     use crate::test_util::assert_same_op;
     use candle_core::{Device, Var};
 
     #[test]
     fn both_directions_match_the_per_step_graph_values_and_gradients() {
-        let cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
+        let model = ModelConfig::preset(&Style::elmo(), Preset::Tiny).unwrap();
+        let cfg: ElmoConfig = model.tower.get().unwrap();
         let store = ParamStore::new(&Device::Cpu, 5);
-        let tower = ElmoTower::new(&cfg, store.root().pp("tower")).unwrap();
+        let tower = ElmoTower::new(&cfg, &model, store.root().pp("tower")).unwrap();
         let (b, t, h) = (3, 10, cfg.hidden_size);
         let dev = Device::Cpu;
         let xs: Vec<f32> = (0..b * t * h)
@@ -231,10 +225,11 @@ mod tests {
     #[test]
     fn chained_directions_match_the_directions_run_alone() {
         for mode in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
-            let mut cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
-            cfg.elmo_mode = mode;
+            let model = ModelConfig::preset(&Style::elmo(), Preset::Tiny).unwrap();
+            let mut cfg: ElmoConfig = model.tower.get().unwrap();
+            cfg.mode = mode;
             let store = ParamStore::new(&Device::Cpu, 6);
-            let tower = ElmoTower::new(&cfg, store.root().pp("tower")).unwrap();
+            let tower = ElmoTower::new(&cfg, &model, store.root().pp("tower")).unwrap();
             let (b, t, h) = (3, 9, cfg.hidden_size);
             let dev = Device::Cpu;
             let xs: Vec<f32> = (0..b * t * h)
@@ -261,6 +256,64 @@ mod tests {
                 let back = chained.narrow(2, h, h).unwrap();
                 assert_eq!(crate::test_util::max_abs(&back), 0.0);
             }
+        }
+    }
+
+    /// All ELMo towers' layers as one chained op (the route CUDA in bf16 takes, forced here on the
+    /// CPU's f32 op) give the K towers' outputs and every variable's gradient of each tower's
+    /// own chained op bit for bit (the CPU op runs LstmSeq per chain), and those of the towers
+    /// run one by one (each direction alone) within 2e-5, in both modes.
+    #[test]
+    fn all_towers_chained_match_the_towers_run_one_by_one() {
+        for mode in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
+            let model = ModelConfig::preset(&Style::elmo(), Preset::Tiny).unwrap();
+            let mut cfg: ElmoConfig = model.tower.get().unwrap();
+            cfg.mode = mode;
+            let store = ParamStore::new(&Device::Cpu, 7);
+            let towers: Vec<ElmoTower> = (0..3)
+                .map(|k| ElmoTower::new(&cfg, &model, store.root().pp(format!("tower{k}"))))
+                .collect::<Result<_>>()
+                .unwrap();
+            let (b, t, h) = (3, 8, cfg.hidden_size);
+            let dev = Device::Cpu;
+            let xs: Vec<Var> = (0..3)
+                .map(|k| {
+                    let v: Vec<f32> = (0..b * t * h)
+                        .map(|i| ((i + 97 * k) as f32 * 0.43).sin())
+                        .collect();
+                    Var::from_tensor(&Tensor::from_vec(v, (b, t, h), &dev).unwrap()).unwrap()
+                })
+                .collect();
+            let x: Vec<Tensor> = xs.iter().map(|v| v.as_tensor().clone()).collect();
+            let mut m = vec![1f32; b * t];
+            (m[0], m[t + 3], m[3 * t - 1]) = (0.0, 0.0, 0.0);
+            let mask = Tensor::from_vec(m, (b, t, 1), &dev).unwrap();
+            let cat = |ys: Vec<Tensor>| Tensor::cat(&ys, D::Minus1).unwrap();
+            let all = cat(forward_towers_chained(&towers, &x, &mask, true).unwrap());
+            let each = cat(towers
+                .iter()
+                .zip(&x)
+                .map(|(tw, x)| {
+                    let (f, r) = tw.directions_chained(x, &mask, true)?;
+                    Ok(Tensor::cat(&[&f, &r], D::Minus1)?)
+                })
+                .collect::<Result<Vec<_>>>()
+                .unwrap());
+            let alone = cat(towers
+                .iter()
+                .zip(&x)
+                .map(|(tw, x)| Tower::forward(tw, x, &mask))
+                .collect::<Result<Vec<_>>>()
+                .unwrap());
+            let n = all.elem_count();
+            let w: Vec<f32> = (0..n).map(|i| (i as f32 * 0.31).sin()).collect();
+            let w = Tensor::from_vec(w, all.dims(), &dev).unwrap();
+            let params = store.params();
+            let mut vars: Vec<&Var> = params.iter().map(|p| &p.var).collect();
+            assert!(vars.len() > 10, "{}", vars.len());
+            vars.extend(xs.iter());
+            assert_same_op(&all, &each, &w, &vars, 0.0);
+            assert_same_op(&all, &alone, &w, &vars, 2e-5);
         }
     }
 }

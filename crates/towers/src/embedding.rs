@@ -25,7 +25,7 @@ impl SharedEmbedding {
     pub fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
         let e = cfg.embed_size();
         let tokens = init.normal("tokens", &[cfg.vocab_size, e], cfg.init_std)?;
-        let layout = cfg.style.tower_style().embedding();
+        let layout = cfg.tower.style().embedding();
         let positions = match layout.positions {
             true => Some(init.normal("positions", &[cfg.max_positions, e], cfg.init_std)?),
             false => None,
@@ -38,7 +38,7 @@ impl SharedEmbedding {
                     .map(|k| {
                         Linear::new(
                             e,
-                            cfg.hidden_size,
+                            cfg.input_width(),
                             true,
                             cfg.init_std,
                             init.pp(format!("proj{k}")),

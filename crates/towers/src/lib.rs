@@ -15,6 +15,7 @@
 mod attention;
 mod checkpoint;
 mod config;
+mod control;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod cuda_switch;
@@ -66,9 +67,11 @@ mod transformer;
 mod update_table;
 
 pub use checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
-pub use config::{ElmoMode, ModelConfig, Preset, Style};
+pub use control::{Control, Progress, StopToken};
+pub use config::{ModelConfig, Preset, MODEL_CONFIG_LAYOUT};
 pub use cuda_switch::{
-    cuda_kernel_enabled, cuda_kernels_enabled, cuda_kernels_off, CudaKernel, CUDA_KERNELS_ENV,
+    cuda_kernel_enabled, cuda_kernels, cuda_kernels_enabled, set_cuda_kernels, CudaKernel,
+    CudaKernels, CUDA_KERNELS_ENV,
 };
 pub use data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
 pub use error::{Result, TowersError};
@@ -80,8 +83,10 @@ pub use model::{DeviceBatch, TwoTowerLm};
 pub use optim::{clip_factor, clip_grad_norm, grad_norm, AdamW, AdamWConfig};
 pub use params::{Init, Param, ParamStore};
 pub use schedule::{LinearSchedule, Schedule};
-pub use style::{Tower, TowerStyle};
-pub use train::{
-    clear_stop, evaluate_loss, rank_shard, request_stop, stop_requested, Trainable, Trainer,
+pub use style::{
+    register, registered, Bert, Elmo, ElmoConfig, ElmoMode, EmbeddingLayout, Gpt, Style,
+    StyleConfig, Tower, TowerConfig, TowerStyle,
 };
+pub use transformer::{TransformerConfig, TransformerTower};
+pub use train::{evaluate_loss, rank_shard, Trainable, Trainer};
 pub use train_config::{Budget, EarlyStop, StepStats, TrainConfig, TrainState, TrainSummary};

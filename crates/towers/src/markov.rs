@@ -7,7 +7,7 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 
-use crate::config::Style;
+use crate::style::Style;
 use crate::data::BatchSource;
 use crate::{Result, TowersError};
 
@@ -120,7 +120,7 @@ impl BatchSource for MarkovSource {
         let mut ids = vec![SYN_PAD; b * t];
         let mut mask = vec![0u8; b * t];
         let mut labels = vec![IGNORE_LABEL; b * t];
-        let objective = self.style.tower_style().objective();
+        let objective = self.style.objective();
         for row in 0..b {
             let len = if self.rng.random_bool(0.25) {
                 self.rng.random_range(t / 2..t).max(2)
@@ -198,11 +198,11 @@ mod tests {
 
     #[test]
     fn markov_cursor_resumes_the_stream() {
-        let mut a = MarkovSource::new(Style::Bert, 32, 2, 4, 8, 1, 2).unwrap();
+        let mut a = MarkovSource::new(Style::bert(), 32, 2, 4, 8, 1, 2).unwrap();
         a.next_batch().unwrap();
         let c = a.cursor();
         let x = a.next_batch().unwrap();
-        let mut b = MarkovSource::new(Style::Bert, 32, 2, 4, 8, 1, 99).unwrap();
+        let mut b = MarkovSource::new(Style::bert(), 32, 2, 4, 8, 1, 99).unwrap();
         b.seek(&c).unwrap();
         assert_eq!(b.next_batch().unwrap(), x);
     }

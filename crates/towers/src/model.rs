@@ -8,7 +8,7 @@ use crate::embedding::SharedEmbedding;
 use crate::joint_head::JointHead;
 use crate::loss::{labelled_positions, linear_cross_entropy, NllPass};
 use crate::params::ParamStore;
-use crate::style::Tower;
+use crate::style::{Style, TowerStack};
 use crate::{Result, TowersError};
 
 /// A batch moved to the device: ids [B, T] (u32) and the real-token mask.
@@ -25,8 +25,9 @@ pub struct DeviceBatch {
 pub struct TwoTowerLm {
     cfg: ModelConfig,
     params: ParamStore,
+    style: Style,
     embed: SharedEmbedding,
-    towers: Vec<Box<dyn Tower>>,
+    towers: Box<dyn TowerStack>,
     head: JointHead,
     dtype: DType,
 }
@@ -39,13 +40,11 @@ impl TwoTowerLm {
         let params = ParamStore::new(device, seed);
         let root = params.root();
         let embed = SharedEmbedding::new(cfg, root.pp("embed"))?;
-        let style = cfg.style.tower_style();
-        let towers = (0..cfg.n_towers)
-            .map(|k| style.tower(cfg, root.pp(format!("tower{k}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let towers = cfg.tower.build(cfg, params.root())?;
         let head = JointHead::new(cfg, root.pp("head"))?;
         Ok(Self {
             cfg: cfg.clone(),
+            style: cfg.style(),
             params,
             embed,
             towers,
@@ -105,7 +104,7 @@ impl TwoTowerLm {
         if let Some(&bad) = batch.labels.iter().find(|&&l| l >= v && l != IGNORE_LABEL) {
             return Err(TowersError::Batch(format!("label {bad} >= vocab_size {v}")));
         }
-        let style = self.cfg.style.tower_style();
+        let style = &self.style;
         if style.embedding().positions && t > self.cfg.max_positions {
             return Err(TowersError::Batch(format!(
                 "seq_len {t} > max_positions {}",
@@ -119,42 +118,42 @@ impl TwoTowerLm {
     }
 
     /// Every tower's output h_k [B, T, D] (D = `tower_width`), in the compute dtype.
-    /// Towers run together where the style offers it ([`TowerStyle::forward_all`]: ELMo on CUDA in
-    /// bf16), else one by one.
+    /// The towers run as their style runs them ([`TowerStyle::forward_all`]: together for ELMo on
+    /// CUDA in bf16, else one by one).
     ///
     /// [`TowerStyle::forward_all`]: crate::style::TowerStyle::forward_all
     pub fn tower_outputs(&self, db: &DeviceBatch) -> Result<Vec<Tensor>> {
         let xs = self.tower_inputs(db)?;
-        let style = self.cfg.style.tower_style();
-        if let Some(all) = style.forward_all(&self.towers, &xs, &db.mask) {
-            return all;
-        }
-        self.towers
-            .iter()
-            .zip(&xs)
-            .map(|(tower, x)| tower.forward(x, &db.mask))
-            .collect()
+        self.towers.outputs(&xs, &db.mask)
     }
 
     /// Every tower's input [B, T, H] (its projection of the shared embedding).
     fn tower_inputs(&self, db: &DeviceBatch) -> Result<Vec<Tensor>> {
         let shared = self.embed.forward(&db.ids, self.dtype)?;
-        (0..self.towers.len())
+        (0..self.cfg.n_towers)
             .map(|k| self.embed.tower_input(k, &shared))
             .collect()
     }
 
-    /// ELMo only: tower `k`'s (forward, backward) outputs [B, T, H] (for leakage checks).
-    pub fn elmo_directions(&self, db: &DeviceBatch, k: usize) -> Result<(Tensor, Tensor)> {
+    /// Tower `k`'s (forward, backward) outputs [B, T, H] where its style has directions
+    /// ([`Tower::directions`]: ELMo), for leakage checks.
+    ///
+    /// [`Tower::directions`]: crate::style::Tower::directions
+    pub fn directions(&self, db: &DeviceBatch, k: usize) -> Result<(Tensor, Tensor)> {
         let shared = self.embed.forward(&db.ids, self.dtype)?;
-        let tower = self.towers.get(k);
         let x = self.embed.tower_input(k, &shared)?;
-        match tower.and_then(|t| t.directions(&x, &db.mask)) {
+        match self.towers.directions(k, &x, &db.mask) {
             Some(dirs) => dirs,
             None => Err(TowersError::Config(format!(
-                "tower {k} is not an ELMo tower"
+                "tower {k} of {} has no directions",
+                self.style
             ))),
         }
+    }
+
+    /// The towers' style.
+    pub fn style(&self) -> &Style {
+        &self.style
     }
 
     /// The joint head's LayerNorm over concat(h_1..h_K), [B, T, K·D] (what the released code
@@ -194,74 +193,5 @@ impl TwoTowerLm {
         let rows = cat.reshape((b * t, kd))?.index_select(&idx, 0)?;
         let x = self.head.features(&rows)?;
         linear_cross_entropy(&x, self.embed.tokens(), self.head.out_bias(), &labels, pass)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{ElmoMode, Preset, Style};
-    use crate::elmo::forward_towers_chained;
-    use crate::test_util::assert_same_op;
-    use candle_core::Var;
-
-    /// All ELMo towers' layers as one chained op (the route CUDA in bf16 takes, forced here on the
-    /// CPU's f32 op) give the K towers' outputs and every tower and embedding variable's gradient
-    /// of each tower's own chained op bit for bit (the CPU op runs LstmSeq per chain), and those
-    /// of the model's CPU path (each direction alone) within 2e-5, in both modes.
-    #[test]
-    fn all_towers_chained_match_the_towers_run_one_by_one() {
-        for mode in [ElmoMode::BiLstm, ElmoMode::AsReleased] {
-            let mut cfg = ModelConfig::preset(Style::Elmo, Preset::Tiny).unwrap();
-            (cfg.elmo_mode, cfg.n_towers) = (mode, 3);
-            let m = TwoTowerLm::new(&cfg, &Device::Cpu, 7).unwrap();
-            let (b, t) = (3, 8);
-            let v = cfg.vocab_size as u32;
-            let mut attention_mask = vec![1u8; b * t];
-            (
-                attention_mask[0],
-                attention_mask[t + 3],
-                attention_mask[3 * t - 1],
-            ) = (0, 0, 0);
-            let batch = TokenBatch {
-                batch_size: b,
-                seq_len: t,
-                input_ids: (0..b * t).map(|i| (i as u32 * 7 + 3) % v).collect(),
-                attention_mask,
-                labels: vec![IGNORE_LABEL; b * t],
-            };
-            let db = m.device_batch(&batch).unwrap();
-            let xs = m.tower_inputs(&db).unwrap();
-            let cat = |ys: Vec<Tensor>| Tensor::cat(&ys, D::Minus1).unwrap();
-            let all = cat(forward_towers_chained(&m.towers, &xs, &db.mask, true).unwrap());
-            let each = cat(m
-                .towers
-                .iter()
-                .zip(&xs)
-                .map(|(tw, x)| {
-                    let (f, r) = tw
-                        .as_any()
-                        .downcast_ref::<crate::elmo::ElmoTower>()
-                        .unwrap()
-                        .directions_chained(x, &db.mask, true)?;
-                    Ok(Tensor::cat(&[&f, &r], D::Minus1)?)
-                })
-                .collect::<Result<Vec<_>>>()
-                .unwrap());
-            let alone = cat(m.tower_outputs(&db).unwrap());
-            let n = all.elem_count();
-            let w: Vec<f32> = (0..n).map(|i| (i as f32 * 0.31).sin()).collect();
-            let w = Tensor::from_vec(w, all.dims(), &Device::Cpu).unwrap();
-            let params = m.params().params();
-            // The head takes no part here; the tower and embedding variables all do.
-            let vars: Vec<&Var> = params
-                .iter()
-                .filter(|p| !p.name.starts_with("head."))
-                .map(|p| &p.var)
-                .collect();
-            assert!(vars.len() > 10 * cfg.n_towers, "{}", vars.len());
-            assert_same_op(&all, &each, &w, &vars, 0.0);
-            assert_same_op(&all, &alone, &w, &vars, 2e-5);
-        }
     }
 }

@@ -3,16 +3,15 @@
 //! progress bar, and atomic checkpoints that resume bit-exactly on CPU.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Instant;
 
 use candle_core::Tensor;
 use corpus::TokenBatch;
-use indicatif::{ProgressBar, ProgressStyle};
+use report::Bar;
 use serde_json::{json, Value};
 
 use crate::checkpoint::{self, CheckpointData};
+use crate::control::Control;
 use crate::data::BatchSource;
 use crate::loss::NllPass;
 use crate::metrics::MetricsLog;
@@ -23,27 +22,6 @@ use crate::schedule::{LinearSchedule, Schedule};
 use crate::train_config::check_config;
 use crate::{Budget, StepStats, TrainConfig, TrainState, TrainSummary};
 use crate::{Result, TowersError};
-
-/// The process-wide stop request, read by every [`Trainer`] without a flag of its own.
-static STOP: AtomicBool = AtomicBool::new(false);
-
-/// Asks every [`Trainer`] of this process (those without a flag of their own,
-/// [`Trainer::with_stop_flag`]) to stop at its next step boundary: it writes its checkpoint
-/// (when it has an output directory) and returns [`TowersError::Stopped`]. One atomic store,
-/// so a signal handler (SIGTERM, what Slurm and Kubernetes send before a kill) may call it.
-pub fn request_stop() {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-/// Whether [`request_stop`] was called (and not cleared since).
-pub fn stop_requested() -> bool {
-    STOP.load(Ordering::SeqCst)
-}
-
-/// Withdraws a [`request_stop`] (e.g. before the next job of a long-lived process).
-pub fn clear_stop() {
-    STOP.store(false, Ordering::SeqCst);
-}
 
 /// Something the [`Trainer`] can optimise: its variables and a mean loss per batch.
 pub trait Trainable {
@@ -59,6 +37,11 @@ pub trait Trainable {
     }
     /// The configuration saved as `config.json` with every checkpoint.
     fn config_json(&self) -> Result<Value>;
+    /// Whether a checkpoint's `config.json` describes this model (by default: the same JSON;
+    /// a model whose config has older layouts reads them and compares the meaning).
+    fn same_config(&self, stored: &Value) -> Result<bool> {
+        Ok(*stored == self.config_json()?)
+    }
 }
 
 impl Trainable for TwoTowerLm {
@@ -72,7 +55,10 @@ impl Trainable for TwoTowerLm {
         Ok(self.loss_for(batch, NllPass::Eval)?.to_scalar::<f32>()? as f64)
     }
     fn config_json(&self) -> Result<Value> {
-        Ok(serde_json::to_value(self.config())?)
+        Ok(self.config().to_json())
+    }
+    fn same_config(&self, stored: &Value) -> Result<bool> {
+        Ok(crate::ModelConfig::from_json(stored)? == *self.config())
     }
 }
 
@@ -83,7 +69,7 @@ pub struct Trainer<'m, M: Trainable> {
     state: TrainState,
     out_dir: Option<PathBuf>,
     metrics: MetricsLog,
-    stop: Option<Arc<AtomicBool>>,
+    control: Control,
     /// When the last checkpoint was written (or the trainer made): the clock of
     /// [`TrainConfig::checkpoint_secs`].
     saved_at: Instant,
@@ -111,29 +97,27 @@ impl<'m, M: Trainable> Trainer<'m, M> {
             state: TrainState::start(cfg, total_steps),
             out_dir: out_dir.map(Path::to_path_buf),
             metrics,
-            stop: None,
+            control: Control::default(),
             saved_at: Instant::now(),
         })
     }
 
-    /// Stops at the next step boundary once `flag` is set, instead of on the process-wide
-    /// [`request_stop`] (which this trainer then ignores).
-    pub fn with_stop_flag(mut self, flag: Arc<AtomicBool>) -> Self {
-        self.stop = Some(flag);
+    /// The caller's stop token (honoured at the next step boundary, with a checkpoint) and
+    /// progress (a bar with the loss, rate and learning rate); by default the trainer never
+    /// stops early and draws nothing.
+    pub fn with_control(mut self, control: Control) -> Self {
+        self.control = control;
         self
     }
 
     fn stop_asked(&self) -> bool {
-        match &self.stop {
-            Some(f) => f.load(Ordering::SeqCst),
-            None => stop_requested(),
-        }
+        self.control.stop.requested()
     }
 
     /// Like [`Trainer::new`], but when `out_dir` holds a checkpoint, restores weights, optimizer
     /// state, counters and the data cursor (seeking `source`) and continues from there. The
     /// stored training configuration wins over `cfg` (so the schedule is unchanged), except for
-    /// the settings that change no number: the progress bar and
+    /// the setting that changes no number,
     /// [`TrainConfig::checkpoint_secs`] come from `cfg`.
     pub fn resume_or_new(
         model: &'m M,
@@ -147,7 +131,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         };
         let origin = dir.display().to_string();
         let data = checkpoint::load(&dir, model.params().device())?;
-        if data.config != model.config_json()? {
+        if !model.same_config(&data.config)? {
             return Err(TowersError::Checkpoint {
                 path: origin,
                 msg: "stored config differs from the model being trained".into(),
@@ -158,7 +142,6 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 path: origin.clone(),
                 msg: format!("state.json: {e}"),
             })?;
-        state.train.progress = cfg.progress;
         state.train.checkpoint_secs = cfg.checkpoint_secs;
         // The stored settings (a hand-edited state.json too) pass the same checks, and the
         // trainer, its optimizer included, is built from them: the caller's AdamW settings
@@ -401,7 +384,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
 
     /// Trains until the budget is spent, validating on `valid` (may be empty).
     ///
-    /// A stop request ([`request_stop`] or [`Trainer::with_stop_flag`]) is honoured at the
+    /// A stop request (the [`crate::StopToken`] of [`Trainer::with_control`]) is honoured at the
     /// next step boundary: the checkpoint is written (with an output directory) and
     /// [`TowersError::Stopped`] returned; resuming from it continues bit-exactly.
     pub fn train(
@@ -436,7 +419,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         let mut interrupted = false;
         while !self.done() {
             if self.stop_asked() {
-                pb.finish_and_clear();
+                pb.finish();
                 return Err(self.stopped(source)?);
             }
             let s = self.timed_step(source)?;
@@ -451,7 +434,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
                 break;
             }
         }
-        pb.finish_and_clear();
+        pb.finish();
         if !interrupted && !valid.is_empty() {
             let v = self.evaluate(valid)?;
             val_loss = Some(v);
@@ -468,16 +451,12 @@ impl<'m, M: Trainable> Trainer<'m, M> {
         Ok(self.summary(val_loss, checkpoint, interrupted))
     }
 
-    /// The progress bar of a training call (hidden unless `TrainConfig::progress`).
-    fn progress_bar(&self) -> ProgressBar {
-        if !self.state.train.progress {
-            return ProgressBar::hidden();
-        }
-        let pb = ProgressBar::new(self.state.total_steps.unwrap_or(0));
-        pb.set_style(
-            ProgressStyle::with_template("{bar:30} {pos}/{len} {elapsed_precise} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
+    /// The progress bar of a training call (hidden unless the caller's progress has bars).
+    fn progress_bar(&self) -> Bar {
+        let pb = self
+            .control
+            .progress
+            .bar(self.state.total_steps.unwrap_or(0), "train");
         pb.set_position(self.state.step);
         pb
     }
@@ -584,7 +563,7 @@ impl<'m, M: Trainable> Trainer<'m, M> {
 }
 
 /// The progress bar after an update: its position, and the loss, rate and learning rate.
-fn show_step(pb: &ProgressBar, s: &StepStats, tps: f64, total_steps: Option<u64>) {
+fn show_step(pb: &Bar, s: &StepStats, tps: f64, total_steps: Option<u64>) {
     if pb.length() == Some(0) {
         if let Some(n) = total_steps {
             pb.set_length(n);
@@ -651,13 +630,13 @@ mod tests {
         inner: MarkovSource,
         taken: usize,
         at: usize,
-        flag: Arc<AtomicBool>,
+        flag: crate::StopToken,
     }
 
     impl BatchSource for StopAt {
         fn next_batch(&mut self) -> Result<TokenBatch> {
             if self.taken == self.at {
-                self.flag.store(true, Ordering::SeqCst);
+                self.flag.request();
             }
             self.taken += 1;
             self.inner.next_batch()
@@ -671,10 +650,10 @@ mod tests {
     }
 
     fn setup(seed: u64) -> (ModelConfig, TwoTowerLm, MarkovSource) {
-        let mut mc = ModelConfig::preset(Style::Gpt, crate::Preset::Tiny).unwrap();
+        let mut mc = ModelConfig::preset(&Style::gpt(), crate::Preset::Tiny).unwrap();
         mc.n_towers = 2;
         let m = TwoTowerLm::new(&mc, &Device::Cpu, seed).unwrap();
-        let src = MarkovSource::new(mc.style, 24, 2, 4, 12, 7, 5).unwrap();
+        let src = MarkovSource::new(mc.style(), 24, 2, 4, 12, 7, 5).unwrap();
         (mc, m, src)
     }
 
@@ -790,7 +769,7 @@ mod tests {
         // Asked to stop while update 6 takes its batch (not a checkpoint step): update 6
         // completes, then the trainer writes a checkpoint at step 6 and stops.
         let out = dir.path().join("stopped");
-        let flag = Arc::new(AtomicBool::new(false));
+        let flag = crate::StopToken::new();
         let (_, m, inner) = setup(3);
         let mut src = StopAt {
             inner,
@@ -800,7 +779,7 @@ mod tests {
         };
         let err = Trainer::new(&m, cfg(), Some(&out))
             .unwrap()
-            .with_stop_flag(flag.clone())
+            .with_control(crate::Control::new(flag.clone(), crate::Progress::silent()))
             .train(&mut src, &[])
             .unwrap_err();
         match &err {
@@ -817,8 +796,8 @@ mod tests {
             err.to_string().contains("run the same command again"),
             "{err}"
         );
-        // The process-wide request was never raised by this trainer's own flag.
-        assert!(!stop_requested());
+        // A trainer holding another token is not stopped by this one.
+        assert!(!crate::StopToken::new().requested());
 
         let (_, again, mut src) = setup(99);
         let mut tr = Trainer::resume_or_new(&again, cfg(), &out, &mut src).unwrap();

@@ -55,8 +55,6 @@ pub struct TrainConfig {
     pub checkpoint_secs: Option<f64>,
     /// Write a metrics line every this many updates.
     pub log_every: u64,
-    /// Show a progress bar.
-    pub progress: bool,
     /// Stop before the budget once validation stops improving (the budget is then a maximum);
     /// needs `eval_every > 0` and validation batches.
     #[serde(default)]
@@ -99,7 +97,6 @@ impl Default for TrainConfig {
             checkpoint_every: 0,
             checkpoint_secs: None,
             log_every: 10,
-            progress: false,
             early_stop: None,
             clip_groups: Vec::new(),
             schedule: Schedule::default(),

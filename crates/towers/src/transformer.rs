@@ -3,6 +3,7 @@
 //! released DeepSpeed pre-LN kernels).
 
 use candle_core::Tensor;
+use serde::{Deserialize, Serialize};
 
 use crate::attention::SelfAttention;
 use crate::config::ModelConfig;
@@ -11,6 +12,46 @@ use crate::norm::LayerNorm;
 use crate::params::Init;
 use crate::style::Tower;
 use crate::Result;
+
+/// The sizes of a transformer tower (GPT's and BERT's configuration; the field names of the
+/// released code's config).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformerConfig {
+    /// Blocks.
+    pub n_layers: usize,
+    /// Width H.
+    pub hidden_size: usize,
+    /// Feed-forward width.
+    pub ffn_size: usize,
+    /// Attention heads (dividing H).
+    pub n_heads: usize,
+}
+
+impl TransformerConfig {
+    /// `n_layers` blocks of width `hidden_size`, FFN `ffn_size`, `n_heads` heads.
+    pub const fn new(n_layers: usize, hidden_size: usize, ffn_size: usize, n_heads: usize) -> Self {
+        Self {
+            n_layers,
+            hidden_size,
+            ffn_size,
+            n_heads,
+        }
+    }
+
+    /// Heads divide the width; a non-empty FFN and at least one block.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.n_layers == 0 || self.hidden_size == 0 {
+            return Err("n_layers and hidden_size must be positive".into());
+        }
+        if self.n_heads == 0 || !self.hidden_size.is_multiple_of(self.n_heads) {
+            return Err("hidden_size must be a positive multiple of n_heads".into());
+        }
+        if self.ffn_size == 0 {
+            return Err("ffn_size must be positive".into());
+        }
+        Ok(())
+    }
+}
 
 /// One pre-LN block: x + Attn(LN(x)), then x + FFN(LN(x)).
 #[derive(Debug, Clone)]
@@ -23,12 +64,12 @@ struct Block {
 }
 
 impl Block {
-    fn new(cfg: &ModelConfig, init: Init<'_>) -> Result<Self> {
+    fn new(cfg: &TransformerConfig, model: &ModelConfig, init: Init<'_>) -> Result<Self> {
         let (h, f, std, eps) = (
             cfg.hidden_size,
             cfg.ffn_size,
-            cfg.init_std,
-            cfg.layer_norm_eps,
+            model.init_std,
+            model.layer_norm_eps,
         );
         Ok(Self {
             ln1: LayerNorm::new(h, eps, init.pp("ln1"))?,
@@ -57,14 +98,19 @@ pub struct TransformerTower {
 
 impl TransformerTower {
     /// `layer{i}.*` blocks, plus `ln_f` when `final_ln` (GPT).
-    pub fn new(cfg: &ModelConfig, init: Init<'_>, final_ln: bool) -> Result<Self> {
+    pub fn new(
+        cfg: &TransformerConfig,
+        model: &ModelConfig,
+        init: Init<'_>,
+        final_ln: bool,
+    ) -> Result<Self> {
         let blocks = (0..cfg.n_layers)
-            .map(|i| Block::new(cfg, init.pp(format!("layer{i}"))))
+            .map(|i| Block::new(cfg, model, init.pp(format!("layer{i}"))))
             .collect::<Result<Vec<_>>>()?;
         let final_ln = if final_ln {
             Some(LayerNorm::new(
                 cfg.hidden_size,
-                cfg.layer_norm_eps,
+                model.layer_norm_eps,
                 init.pp("ln_f"),
             )?)
         } else {
@@ -89,9 +135,5 @@ impl TransformerTower {
 impl Tower for TransformerTower {
     fn forward(&self, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
         self.encode(x, bias)
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }

@@ -12,10 +12,10 @@ fn all_configs() -> Vec<(&'static str, ModelConfig)> {
     vec![
         ("elmo-bilstm", tiny_elmo(ElmoMode::BiLstm)),
         ("elmo-as-released", tiny_elmo(ElmoMode::AsReleased)),
-        ("gpt", tiny(Style::Gpt, 2)),
-        ("bert", tiny(Style::Bert, 2)),
-        ("gpt-k1", tiny(Style::Gpt, 1)),
-        ("bert-k3", tiny(Style::Bert, 3)),
+        ("gpt", tiny(Style::gpt(), 2)),
+        ("bert", tiny(Style::bert(), 2)),
+        ("gpt-k1", tiny(Style::gpt(), 1)),
+        ("bert-k3", tiny(Style::bert(), 3)),
     ]
 }
 
@@ -67,7 +67,7 @@ fn ids(t: usize) -> Vec<u32> {
 
 #[test]
 fn gpt_prediction_never_sees_its_target_or_later_tokens() {
-    let cfg = tiny(Style::Gpt, 2);
+    let cfg = tiny(Style::gpt(), 2);
     let m = model(&cfg, 2);
     let t = 10;
     let base = ids(t);
@@ -115,8 +115,8 @@ fn elmo_directions_never_see_their_own_token() {
                 "{mode:?}: token {j} reached its own prediction"
             );
             for k in 0..2 {
-                let (f0, r0) = m.elmo_directions(&m.device_batch(&b0).unwrap(), k).unwrap();
-                let (f1, r1) = m.elmo_directions(&m.device_batch(&b1).unwrap(), k).unwrap();
+                let (f0, r0) = m.directions(&m.device_batch(&b0).unwrap(), k).unwrap();
+                let (f1, r1) = m.directions(&m.device_batch(&b1).unwrap(), k).unwrap();
                 for p in 0..t {
                     let (df, db) = (max_diff_at(&f0, &f1, p), max_diff_at(&r0, &r1, p));
                     if p <= j {
@@ -150,7 +150,7 @@ fn elmo_directions_never_see_their_own_token() {
 
 #[test]
 fn bert_masked_token_identity_never_reaches_its_prediction() {
-    let cfg = tiny(Style::Bert, 2);
+    let cfg = tiny(Style::bert(), 2);
     let m = model(&cfg, 4);
     let t = 8;
     let j = 3;
@@ -189,8 +189,8 @@ fn bert_masked_token_identity_never_reaches_its_prediction() {
 #[test]
 fn padding_does_not_change_real_positions() {
     for cfg in [
-        tiny(Style::Gpt, 2),
-        tiny(Style::Bert, 2),
+        tiny(Style::gpt(), 2),
+        tiny(Style::bert(), 2),
         tiny_elmo(ElmoMode::BiLstm),
     ] {
         let m = model(&cfg, 5);
@@ -213,14 +213,14 @@ fn padding_does_not_change_real_positions() {
         assert!(
             d < 1e-5,
             "{:?}: PAD changed real positions by {d}",
-            cfg.style
+            cfg.style()
         );
     }
 }
 
 #[test]
 fn bad_batches_get_typed_errors() {
-    let cfg = tiny(Style::Gpt, 2);
+    let cfg = tiny(Style::gpt(), 2);
     let m = model(&cfg, 6);
     let mut b = fixed_batch(ids(4), 1, 4, vec![3, 4, 5, IGNORE_LABEL]);
     b.input_ids[1] = 64;
@@ -242,8 +242,8 @@ fn bad_batches_get_typed_errors() {
 #[test]
 fn bf16_compute_keeps_f32_masters_and_gradients() {
     for cfg in [
-        tiny(Style::Gpt, 2),
-        tiny(Style::Bert, 2),
+        tiny(Style::gpt(), 2),
+        tiny(Style::bert(), 2),
         tiny_elmo(ElmoMode::BiLstm),
     ] {
         let m32 = model(&cfg, 9);
@@ -255,7 +255,7 @@ fn bf16_compute_keeps_f32_masters_and_gradients() {
         assert!(
             (l32 - l16).abs() < 0.05 * l32,
             "{:?}: f32 {l32} vs bf16 {l16}",
-            cfg.style
+            cfg.style()
         );
         let grads = loss.backward().unwrap();
         for p in m16.params().params() {

@@ -24,8 +24,8 @@ fn cfg(steps: u64, lr: f64) -> TrainConfig {
 #[test]
 fn loss_falls_well_below_unigram_entropy_for_every_style() {
     for (mc, steps, batch, mask_rate) in [
-        (tiny(Style::Gpt, 2), 100, 16, 0.15),
-        (tiny(Style::Bert, 2), 200, 32, 0.4),
+        (tiny(Style::gpt(), 2), 100, 16, 0.15),
+        (tiny(Style::bert(), 2), 200, 32, 0.4),
         (tiny_elmo(ElmoMode::BiLstm), 100, 16, 0.15),
     ] {
         let m = model(&mc, 11);
@@ -37,19 +37,19 @@ fn loss_falls_well_below_unigram_entropy_for_every_style() {
         let v = s.val_loss.unwrap();
         eprintln!(
             "{:?}: unigram entropy {h:.3}, validation loss {v:.3}",
-            mc.style
+            mc.style()
         );
         assert!(
             v < 0.7 * h,
             "{:?}: validation loss {v} not well below unigram entropy {h}",
-            mc.style
+            mc.style()
         );
     }
 }
 
 #[test]
 fn killed_run_resumes_to_identical_weights() {
-    let mc = tiny(Style::Bert, 2);
+    let mc = tiny(Style::bert(), 2);
     let mut tc = cfg(8, 5e-3);
     tc.grad_accum = 2;
     tc.checkpoint_every = 3;
@@ -106,13 +106,13 @@ fn killed_run_resumes_to_identical_weights() {
 
     assert_same_weights(&a, &b2, "after resume");
     // A checkpoint of another model is refused.
-    let other = model(&tiny(Style::Gpt, 2), 1);
+    let other = model(&tiny(Style::gpt(), 2), 1);
     assert!(Trainer::resume_or_new(&other, tc, &out_b, &mut sb2).is_err());
 }
 
 #[test]
 fn token_budget_sets_the_step_count() {
-    let mc = tiny(Style::Gpt, 1);
+    let mc = tiny(Style::gpt(), 1);
     let m = model(&mc, 1);
     let mut tc = cfg(0, 1e-3);
     tc.budget = Budget::Tokens(4 * 8 * 5 + 1);
@@ -182,7 +182,7 @@ fn clipping_scales_to_max_norm() {
 /// stored one, and a negative interval is refused.
 #[test]
 fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
-    let mc = tiny(Style::Gpt, 2);
+    let mc = tiny(Style::gpt(), 2);
     let mut tc = cfg(8, 5e-3);
     tc.checkpoint_every = 0;
     tc.checkpoint_secs = Some(0.0);
@@ -252,7 +252,7 @@ fn a_wall_clock_interval_checkpoints_between_scheduled_checkpoints() {
 
 #[test]
 fn truncated_checkpoint_is_a_typed_error() {
-    let mc = tiny(Style::Gpt, 1);
+    let mc = tiny(Style::gpt(), 1);
     let m = model(&mc, 1);
     let dir = tempfile::tempdir().unwrap();
     let mut tc = cfg(1, 1e-3);
@@ -280,7 +280,7 @@ fn truncated_checkpoint_is_a_typed_error() {
 #[test]
 fn constant_schedule_run_continues_to_a_larger_budget_bit_exactly() {
     use towers::Schedule;
-    let mc = tiny(Style::Gpt, 2);
+    let mc = tiny(Style::gpt(), 2);
     let mut tc = cfg(10, 5e-3);
     tc.schedule = Schedule::Constant { warmup_steps: 3 };
     tc.checkpoint_every = 4;
@@ -354,7 +354,7 @@ fn assert_same_weights(a: &towers::TwoTowerLm, b: &towers::TwoTowerLm, when: &st
 /// continues as in the uninterrupted run.
 #[test]
 fn a_resume_after_an_update_without_targets_continues_bit_exactly() {
-    let mc = tiny(Style::Gpt, 2);
+    let mc = tiny(Style::gpt(), 2);
     let mut data = batches(&mut source(&mc, 4, 8, 3), 6);
     data[1].labels.fill(corpus::IGNORE_LABEL);
     assert_eq!(data[1].n_targets(), 0);

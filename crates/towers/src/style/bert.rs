@@ -5,11 +5,10 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, MaskingConfig, Objective, TokenBatch, Tokenizer, TrainingData};
 
-use super::{bert_windows, transformer_mask, transformer_sizes, validate_transformer};
-use super::{EmbeddingLayout, Sizes, Tower, TowerStyle};
+use super::{bert_windows, transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
 use crate::config::{ModelConfig, Preset};
 use crate::params::Init;
-use crate::transformer::TransformerTower;
+use crate::transformer::{TransformerConfig, TransformerTower};
 use crate::Result;
 
 /// The BERT style.
@@ -17,29 +16,36 @@ use crate::Result;
 pub struct Bert;
 
 impl TowerStyle for Bert {
+    type Config = TransformerConfig;
+    type Tower = TransformerTower;
+
     fn name(&self) -> &'static str {
         "bert"
     }
 
-    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+    fn preset(&self, preset: Preset) -> Option<TransformerConfig> {
         match preset {
             // Table 1: BERT-base 12 x 384, FFN 1024, 12 heads; BERT-large 24 x 512, 2048, 16.
-            Preset::Paper => Some(Sizes::transformer(12, 384, 1024, 12)),
-            Preset::PaperLarge => Some(Sizes::transformer(24, 512, 2048, 16)),
-            _ => transformer_sizes(preset),
+            Preset::Paper => Some(TransformerConfig::new(12, 384, 1024, 12)),
+            Preset::PaperLarge => Some(TransformerConfig::new(24, 512, 2048, 16)),
+            _ => transformer_preset(preset),
         }
     }
 
-    fn validate(&self, cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
-        validate_transformer(cfg)
+    fn validate(&self, cfg: &TransformerConfig) -> std::result::Result<(), String> {
+        cfg.validate()
     }
 
-    fn tower_width(&self, cfg: &ModelConfig) -> usize {
+    fn input_width(&self, cfg: &TransformerConfig) -> usize {
         cfg.hidden_size
     }
 
-    fn embed_size(&self, cfg: &ModelConfig) -> usize {
-        cfg.n_towers * cfg.hidden_size
+    fn tower_width(&self, cfg: &TransformerConfig) -> usize {
+        cfg.hidden_size
+    }
+
+    fn embed_size(&self, cfg: &TransformerConfig, n_towers: usize) -> usize {
+        n_towers * cfg.hidden_size
     }
 
     fn embedding(&self) -> EmbeddingLayout {
@@ -49,8 +55,13 @@ impl TowerStyle for Bert {
         }
     }
 
-    fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>> {
-        Ok(Box::new(TransformerTower::new(cfg, init, false)?))
+    fn tower(
+        &self,
+        cfg: &TransformerConfig,
+        model: &ModelConfig,
+        init: Init<'_>,
+    ) -> Result<TransformerTower> {
+        TransformerTower::new(cfg, model, init, false)
     }
 
     fn device_mask(&self, batch: &TokenBatch, _dtype: DType, dev: &Device) -> Result<Tensor> {

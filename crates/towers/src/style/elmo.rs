@@ -4,55 +4,131 @@
 
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
+use serde::{Deserialize, Serialize};
 
-use super::{bert_windows, EmbeddingLayout, Sizes, Tower, TowerStyle};
-use crate::config::{ElmoMode, ModelConfig, Preset};
+use super::{bert_windows, EmbeddingLayout, TowerStyle};
+use crate::config::{ModelConfig, Preset};
 use crate::elmo::{forward_towers_chained, ElmoTower};
 use crate::lstm::chains_on_cuda;
 use crate::lstm_chains::Chains;
 use crate::params::Init;
-use crate::Result;
+use crate::{Result, TowersError};
+
+/// How an ELMo tower combines its directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElmoMode {
+    /// Forward and backward LSTM outputs concatenated (the intended model).
+    #[default]
+    BiLstm,
+    /// As the released code behaves: its `flip_seq` zeroes the backward output, so the tower is
+    /// forward-only with a zero second half (we do not build the unused backward LSTM).
+    AsReleased,
+}
+
+impl ElmoMode {
+    /// The name the command lines use: `full` or `as-released`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElmoMode::BiLstm => "full",
+            ElmoMode::AsReleased => "as-released",
+        }
+    }
+}
+
+impl std::fmt::Display for ElmoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ElmoMode {
+    type Err = TowersError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "full" | "bilstm" => Ok(ElmoMode::BiLstm),
+            "as-released" | "released" | "forward-only" => Ok(ElmoMode::AsReleased),
+            _ => Err(TowersError::Config(format!(
+                "unknown ELMo backward mode {s:?} (full, as-released)"
+            ))),
+        }
+    }
+}
+
+/// The configuration of an ELMo tower (the released code's keys: `model_size` is
+/// `hidden_size`, its `hidden_size` our `lstm_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElmoConfig {
+    /// LSTM layers per direction.
+    pub n_layers: usize,
+    /// The per-direction output width H (the LSTMs' projection).
+    pub hidden_size: usize,
+    /// The LSTM cell width (the released `hidden_size`, 2048/4096).
+    pub lstm_size: usize,
+    /// Both directions, or the released code's forward-only towers.
+    #[serde(default, alias = "elmo_mode")]
+    pub mode: ElmoMode,
+}
+
+impl ElmoConfig {
+    /// `n_layers` LSTM layers of cell `lstm_size`, projected to `hidden_size`, both directions.
+    pub const fn new(n_layers: usize, hidden_size: usize, lstm_size: usize) -> Self {
+        Self {
+            n_layers,
+            hidden_size,
+            lstm_size,
+            mode: ElmoMode::BiLstm,
+        }
+    }
+}
 
 /// The ELMo style.
 #[derive(Debug, Clone, Copy)]
 pub struct Elmo;
 
 impl TowerStyle for Elmo {
+    type Config = ElmoConfig;
+    type Tower = ElmoTower;
+
     fn name(&self) -> &'static str {
         "elmo"
     }
 
-    fn model_name(&self, mode: ElmoMode) -> Option<&'static str> {
-        Some(match mode {
+    fn model_name(&self, cfg: &ElmoConfig) -> String {
+        match cfg.mode {
             ElmoMode::BiLstm => "elmo",
             ElmoMode::AsReleased => "elmo_released",
-        })
+        }
+        .to_string()
     }
 
-    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+    fn preset(&self, preset: Preset) -> Option<ElmoConfig> {
         Some(match preset {
-            Preset::Tiny => Sizes::lstm(2, 16, 32),
-            Preset::PeerSmall => Sizes::lstm(2, 128, 512),
-            Preset::PeerLarge => Sizes::lstm(2, 256, 1024),
+            Preset::Tiny => ElmoConfig::new(2, 16, 32),
+            Preset::PeerSmall => ElmoConfig::new(2, 128, 512),
+            Preset::PeerLarge => ElmoConfig::new(2, 256, 1024),
             // The released code: a 256-wide projection of cells 2048 (base) or 4096.
-            Preset::Base2Tower => Sizes::lstm(2, 256, 2048),
-            Preset::Large2Tower | Preset::Paper => Sizes::lstm(2, 256, 4096),
+            Preset::Base2Tower => ElmoConfig::new(2, 256, 2048),
+            Preset::Large2Tower | Preset::Paper => ElmoConfig::new(2, 256, 4096),
             Preset::PaperLarge => return None,
         })
     }
 
-    fn validate(&self, cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
-        if cfg.lstm_size == 0 {
-            return Err("lstm_size must be positive for ELMo");
+    fn validate(&self, cfg: &ElmoConfig) -> std::result::Result<(), String> {
+        if cfg.n_layers == 0 || cfg.hidden_size == 0 || cfg.lstm_size == 0 {
+            return Err("n_layers, hidden_size and lstm_size must be positive for ELMo".into());
         }
         Ok(())
     }
 
-    fn tower_width(&self, cfg: &ModelConfig) -> usize {
+    fn input_width(&self, cfg: &ElmoConfig) -> usize {
+        cfg.hidden_size
+    }
+
+    fn tower_width(&self, cfg: &ElmoConfig) -> usize {
         2 * cfg.hidden_size // forward ++ backward
     }
 
-    fn embed_size(&self, cfg: &ModelConfig) -> usize {
+    fn embed_size(&self, cfg: &ElmoConfig, _n_towers: usize) -> usize {
         2 * cfg.hidden_size
     }
 
@@ -64,20 +140,28 @@ impl TowerStyle for Elmo {
         }
     }
 
-    fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>> {
-        Ok(Box::new(ElmoTower::new(cfg, init)?))
+    fn tower(&self, cfg: &ElmoConfig, model: &ModelConfig, init: Init<'_>) -> Result<ElmoTower> {
+        ElmoTower::new(cfg, model, init)
     }
 
     fn forward_all(
         &self,
-        towers: &[Box<dyn Tower>],
+        _cfg: &ElmoConfig,
+        towers: &[ElmoTower],
         xs: &[Tensor],
         mask: &Tensor,
-    ) -> Option<Result<Vec<Tensor>>> {
+    ) -> Result<Vec<Tensor>> {
         // Where a tower's directions run chained (CUDA, bf16, `lstm_bf16`), all towers' chains
         // of a layer run as one op; elsewhere, or past the op's chain limit, tower by tower.
         let chained = xs.first().is_some_and(chains_on_cuda) && 2 * towers.len() <= Chains::MAX;
-        chained.then(|| forward_towers_chained(towers, xs, mask, true))
+        match chained {
+            true => forward_towers_chained(towers, xs, mask, true),
+            false => towers
+                .iter()
+                .zip(xs)
+                .map(|(t, x)| crate::style::Tower::forward(t, x, mask))
+                .collect(),
+        }
     }
 
     fn device_mask(&self, batch: &TokenBatch, dtype: DType, dev: &Device) -> Result<Tensor> {

@@ -4,11 +4,10 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
-use super::{transformer_mask, transformer_sizes, validate_transformer, EmbeddingLayout, Sizes};
-use super::{Tower, TowerStyle};
+use super::{transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
 use crate::config::{ModelConfig, Preset};
 use crate::params::Init;
-use crate::transformer::TransformerTower;
+use crate::transformer::{TransformerConfig, TransformerTower};
 use crate::Result;
 
 /// The GPT style.
@@ -16,27 +15,34 @@ use crate::Result;
 pub struct Gpt;
 
 impl TowerStyle for Gpt {
+    type Config = TransformerConfig;
+    type Tower = TransformerTower;
+
     fn name(&self) -> &'static str {
         "gpt"
     }
 
-    fn sizes(&self, preset: Preset) -> Option<Sizes> {
+    fn preset(&self, preset: Preset) -> Option<TransformerConfig> {
         match preset {
             // Table 1: GPT 12 x 768, FFN 3072, 12 heads.
-            Preset::Paper => Some(Sizes::transformer(12, 768, 3072, 12)),
-            _ => transformer_sizes(preset),
+            Preset::Paper => Some(TransformerConfig::new(12, 768, 3072, 12)),
+            _ => transformer_preset(preset),
         }
     }
 
-    fn validate(&self, cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
-        validate_transformer(cfg)
+    fn validate(&self, cfg: &TransformerConfig) -> std::result::Result<(), String> {
+        cfg.validate()
     }
 
-    fn tower_width(&self, cfg: &ModelConfig) -> usize {
+    fn input_width(&self, cfg: &TransformerConfig) -> usize {
         cfg.hidden_size
     }
 
-    fn embed_size(&self, cfg: &ModelConfig) -> usize {
+    fn tower_width(&self, cfg: &TransformerConfig) -> usize {
+        cfg.hidden_size
+    }
+
+    fn embed_size(&self, cfg: &TransformerConfig, _n_towers: usize) -> usize {
         cfg.hidden_size
     }
 
@@ -48,8 +54,13 @@ impl TowerStyle for Gpt {
         }
     }
 
-    fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>> {
-        Ok(Box::new(TransformerTower::new(cfg, init, true)?))
+    fn tower(
+        &self,
+        cfg: &TransformerConfig,
+        model: &ModelConfig,
+        init: Init<'_>,
+    ) -> Result<TransformerTower> {
+        TransformerTower::new(cfg, model, init, true)
     }
 
     fn device_mask(&self, batch: &TokenBatch, _dtype: DType, dev: &Device) -> Result<Tensor> {

@@ -1,66 +1,44 @@
-//! Tower styles: everything that differs between ELMo, GPT and BERT towers lives behind one
-//! trait, [`TowerStyle`], with one file per style. [`Style`](crate::Style) (the serde enum
-//! users name) dispatches to it: `registry.rs` maps each variant to its implementation.
+//! Tower styles: everything that differs between ELMo, GPT, BERT or a researcher's own towers
+//! lives behind one public trait, [`TowerStyle`], with one file per style.
 //!
-//! Adding a style is a new file here implementing [`TowerStyle`] plus its registration: one
-//! variant of [`Style`](crate::Style) and one arm of
-//! [`Style::tower_style`](crate::Style::tower_style) (`registry.rs`).
+//! A style has its own configuration type (serde; what its towers need and nothing else), its
+//! presets, its tower type and how the towers run, how its text is cut into sequences and which
+//! positions it predicts. The built-in [`Elmo`], [`Gpt`] and [`Bert`] implement the same trait
+//! as a user's style, with nothing privileged.
+//!
+//! A [`Style`] is a handle to a style (cheap to clone, compared by name, written to JSON as its
+//! name); a [`TowerConfig`] is a style's configuration bound to its style. Runs written to disk
+//! name their style, so reading one back needs the style registered in the process:
+//! [`register`] (one call) returns its handle; the built-ins are always registered.
+//!
+//! Adding a style outside lmsplit: one file of the user's implementing [`TowerStyle`] (see
+//! `examples/custom_tower.rs`, a GRU), and `towers::register(MyStyle)`. Inside lmsplit: one file
+//! here and one line in `registry.rs`'s `builtins`.
 
 mod bert;
 mod elmo;
+mod erased;
 mod gpt;
+mod handle;
 mod registry;
 
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 
 pub use bert::Bert;
-pub use elmo::Elmo;
+pub use elmo::{Elmo, ElmoConfig, ElmoMode};
 pub use gpt::Gpt;
+pub use handle::{Style, TowerConfig};
+pub use registry::{register, registered};
+
+pub(crate) use erased::TowerStack;
 
 use crate::attention::attention_bias;
-use crate::config::{ElmoMode, ModelConfig, Preset};
+use crate::config::{ModelConfig, Preset};
 use crate::params::Init;
 use crate::Result;
-
-/// The sizes a preset fixes for one style (the rest of [`ModelConfig`] is shared).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sizes {
-    /// Transformer layers, or LSTM layers per direction.
-    pub n_layers: usize,
-    /// Transformer width H, or the ELMo per-direction output width.
-    pub hidden_size: usize,
-    /// Feed-forward width (0 for ELMo).
-    pub ffn_size: usize,
-    /// Attention heads (0 for ELMo).
-    pub n_heads: usize,
-    /// LSTM cell width (0 for transformers).
-    pub lstm_size: usize,
-}
-
-impl Sizes {
-    /// A transformer's sizes: `l` layers of width `h`, FFN `f`, `nh` heads.
-    pub const fn transformer(l: usize, h: usize, f: usize, nh: usize) -> Self {
-        Self {
-            n_layers: l,
-            hidden_size: h,
-            ffn_size: f,
-            n_heads: nh,
-            lstm_size: 0,
-        }
-    }
-
-    /// An ELMo tower's sizes: `l` LSTM layers of cell `cell`, projected to `h`.
-    pub const fn lstm(l: usize, h: usize, cell: usize) -> Self {
-        Self {
-            n_layers: l,
-            hidden_size: h,
-            ffn_size: 0,
-            n_heads: 0,
-            lstm_size: cell,
-        }
-    }
-}
 
 /// Which tables the shared embedding holds for a style (created in this order:
 /// `tokens`, `positions`, `norm`, `proj{k}`).
@@ -68,12 +46,13 @@ impl Sizes {
 pub struct EmbeddingLayout {
     /// A learned position table (which also bounds the sequence length by `max_positions`).
     pub positions: bool,
-    /// A LayerNorm over the shared representation and one Linear(E, H) per tower.
+    /// A LayerNorm over the shared representation and one Linear(E, H) per tower, H being
+    /// [`TowerStyle::input_width`].
     pub projected: bool,
 }
 
-/// One encoder of a K-tower model, built by its style.
-pub trait Tower: std::fmt::Debug + Send + Sync {
+/// One encoder of a K-tower model, built by its style ([`TowerStyle::tower`]).
+pub trait Tower: std::fmt::Debug + Send + Sync + 'static {
     /// The tower output h_k [B, T, D] of its input `x` [B, T, H] under the style's `mask`
     /// (see [`TowerStyle::device_mask`]).
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor>;
@@ -83,60 +62,79 @@ pub trait Tower: std::fmt::Debug + Send + Sync {
     fn directions(&self, _x: &Tensor, _mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
         None
     }
-
-    /// The tower as `Any`, so that a style's [`TowerStyle::forward_all`] can reach its own
-    /// tower type.
-    fn as_any(&self) -> &dyn std::any::Any;
 }
 
-/// What one tower style is: its presets, how it embeds and encodes, which positions it predicts
-/// (its objective, which also fixes its scoring schedule) and how its text is cut into sequences.
-pub trait TowerStyle: Send + Sync {
-    /// The name command lines, labels, file names and JSON use (`elmo`, `gpt`, `bert`).
+/// The bounds of a style's configuration type: cloned, compared and written with every
+/// checkpoint and manifest as JSON.
+pub trait StyleConfig:
+    Clone + std::fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<T> StyleConfig for T where
+    T: Clone + std::fmt::Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+/// What one tower style is: its configuration and presets, how it embeds and encodes, which
+/// positions it predicts (its objective, which also fixes its scoring schedule) and how its text
+/// is cut into sequences. Implemented by the built-in [`Elmo`], [`Gpt`] and [`Bert`] and by a
+/// user's own style; [`register`] makes a style known by name.
+pub trait TowerStyle: Send + Sync + 'static {
+    /// The style's own configuration (its `config.json` section under `tower`).
+    type Config: StyleConfig;
+    /// One tower of the style.
+    type Tower: Tower;
+
+    /// The name command lines, labels, file names and JSON use (`elmo`, `gpt`, `bert`, ...).
     fn name(&self) -> &'static str;
 
-    /// The model name of a run in ELMo `mode`, or `None` where the mode does not apply to this
-    /// style (only ELMo has an as-released variant).
-    fn model_name(&self, mode: ElmoMode) -> Option<&'static str> {
-        (mode == ElmoMode::BiLstm).then(|| self.name())
+    /// The model name of a run of `cfg` in labels and tables: the style's name unless a
+    /// configuration is a named variant (ELMo as released: `elmo_released`).
+    fn model_name(&self, _cfg: &Self::Config) -> String {
+        self.name().to_string()
     }
 
-    /// The presets this style knows, in the order error messages list them.
-    fn presets(&self) -> Vec<Preset> {
-        Preset::ALL
-            .into_iter()
-            .filter(|&p| self.sizes(p).is_some())
-            .collect()
-    }
+    /// The configuration of `preset`, or `None` when the style has no such preset.
+    fn preset(&self, preset: Preset) -> Option<Self::Config>;
 
-    /// The sizes of `preset`, or `None` when the style has no such preset.
-    fn sizes(&self, preset: Preset) -> Option<Sizes>;
+    /// Checks the style's own sizes (the shared ones are checked by [`ModelConfig::validate`]);
+    /// the error says what is wrong in one sentence.
+    fn validate(&self, cfg: &Self::Config) -> std::result::Result<(), String>;
 
-    /// Checks the style's own sizes (the shared ones are checked by [`ModelConfig::validate`]).
-    fn validate(&self, cfg: &ModelConfig) -> std::result::Result<(), &'static str>;
+    /// Width H of one tower's input (the projection of the shared embedding, or the embedding
+    /// itself when the layout has no projection).
+    fn input_width(&self, cfg: &Self::Config) -> usize;
 
-    /// Width of one tower's output h_k.
-    fn tower_width(&self, cfg: &ModelConfig) -> usize;
+    /// Width D of one tower's output h_k.
+    fn tower_width(&self, cfg: &Self::Config) -> usize;
 
-    /// Width E of the shared embedding.
-    fn embed_size(&self, cfg: &ModelConfig) -> usize;
+    /// Width E of the shared embedding of `n_towers` towers.
+    fn embed_size(&self, cfg: &Self::Config, n_towers: usize) -> usize;
 
     /// The tables of the shared embedding.
     fn embedding(&self) -> EmbeddingLayout;
 
-    /// Builds tower parameters under `init` (`tower{k}.*`).
-    fn tower(&self, cfg: &ModelConfig, init: Init<'_>) -> Result<Box<dyn Tower>>;
+    /// Builds one tower's parameters under `init` (named `tower{k}.*` by the caller); `model`
+    /// gives the shared settings (initialisation scale, LayerNorm epsilon, vocabulary size).
+    fn tower(&self, cfg: &Self::Config, model: &ModelConfig, init: Init<'_>)
+        -> Result<Self::Tower>;
 
-    /// Every tower's output h_k at once (tower k reading `xs[k]`, all under `mask`) where the
-    /// style runs its towers together; `None` (the default) where each runs alone through
-    /// [`Tower::forward`].
+    /// Every tower's output h_k (tower k reading `xs[k]`, all under `mask`). The default runs
+    /// each through [`Tower::forward`]; a style may run its towers together (ELMo's bf16 chains
+    /// on CUDA).
     fn forward_all(
         &self,
-        _towers: &[Box<dyn Tower>],
-        _xs: &[Tensor],
-        _mask: &Tensor,
-    ) -> Option<Result<Vec<Tensor>>> {
-        None
+        _cfg: &Self::Config,
+        towers: &[Self::Tower],
+        xs: &[Tensor],
+        mask: &Tensor,
+    ) -> Result<Vec<Tensor>> {
+        towers
+            .iter()
+            .zip(xs)
+            .map(|(t, x)| t.forward(x, mask))
+            .collect()
     }
 
     /// The mask a tower reads, from a batch's real-token mask, on `dev` (`dtype` is the
@@ -154,35 +152,31 @@ pub trait TowerStyle: Send + Sync {
         docs: &[Document],
         seq_len: usize,
     ) -> corpus::Result<TrainingData>;
+
+    /// The name of the scoring set the style's runs are scored on: its own by default. A style
+    /// that cuts its text and chooses its targets as another does may name that one, so that
+    /// both are scored on identical positions (a causal GRU beside GPT: `"gpt"`); the set's
+    /// fingerprint is checked, so a style that cuts differently is refused, not mixed in.
+    fn scoring_set(&self) -> &'static str {
+        self.name()
+    }
 }
 
-/// The presets every style has: ours for tests and the CPU reproduction, the released code's
-/// two sizes, and the paper's Table 1 (`paper`).
 /// The presets every transformer style shares (the released code's `base_2tower` and
 /// `large_2tower`, and ours for tests and the CPU reproduction).
-pub(crate) fn transformer_sizes(preset: Preset) -> Option<Sizes> {
+pub(crate) fn transformer_preset(preset: Preset) -> Option<crate::transformer::TransformerConfig> {
+    use crate::transformer::TransformerConfig as C;
     Some(match preset {
-        Preset::Tiny => Sizes::transformer(2, 32, 64, 4),
+        Preset::Tiny => C::new(2, 32, 64, 4),
         // The CPU reproduction's shape (and the PyTorch peer's): 2 layers of width 128.
-        Preset::PeerSmall => Sizes::transformer(2, 128, 512, 4),
+        Preset::PeerSmall => C::new(2, 128, 512, 4),
         // The size pair of the CPU protocol (the paper's base vs large row): twice as wide,
         // twice as deep.
-        Preset::PeerLarge => Sizes::transformer(4, 256, 1024, 4),
-        Preset::Base2Tower => Sizes::transformer(12, 384, 1536, 12),
-        Preset::Large2Tower => Sizes::transformer(24, 512, 2048, 16),
+        Preset::PeerLarge => C::new(4, 256, 1024, 4),
+        Preset::Base2Tower => C::new(12, 384, 1536, 12),
+        Preset::Large2Tower => C::new(24, 512, 2048, 16),
         _ => return None,
     })
-}
-
-/// The transformer checks: heads divide the width, a non-empty FFN.
-pub(crate) fn validate_transformer(cfg: &ModelConfig) -> std::result::Result<(), &'static str> {
-    if cfg.n_heads == 0 || !cfg.hidden_size.is_multiple_of(cfg.n_heads) {
-        return Err("hidden_size must be a positive multiple of n_heads");
-    }
-    if cfg.ffn_size == 0 {
-        return Err("ffn_size must be positive");
-    }
-    Ok(())
 }
 
 /// The additive attention bias of a transformer style ([B, 1, T, T], causal or not).
@@ -209,26 +203,26 @@ pub(crate) fn bert_windows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Style;
 
     #[test]
-    fn every_style_registers_itself_under_its_serde_name() {
-        for st in Style::ALL {
-            let imp = st.tower_style();
+    fn every_builtin_style_is_registered_under_its_name_and_has_its_presets() {
+        for st in registered() {
             let json = serde_json::to_string(&st).unwrap();
-            assert_eq!(json, format!("\"{}\"", imp.name()));
-            assert_eq!(imp.model_name(ElmoMode::BiLstm), Some(imp.name()));
-            // Every style has every preset but BERT-large's.
-            let want = if st == Style::Bert { 7 } else { 6 };
-            assert_eq!(imp.presets().len(), want, "{st}");
+            assert_eq!(json, format!("\"{}\"", st.name()));
+            assert_eq!(serde_json::from_str::<Style>(&json).unwrap(), st);
+            // Every built-in style has every preset but BERT-large's.
+            let want = if st == Style::bert() { 7 } else { 6 };
+            assert_eq!(st.presets().len(), want, "{st}");
+            let c = st.preset(Preset::Tiny).unwrap();
+            assert_eq!(c.model_name(), st.name());
         }
-        assert_eq!(
-            Style::Elmo.tower_style().model_name(ElmoMode::AsReleased),
-            Some("elmo_released")
-        );
-        assert_eq!(
-            Style::Gpt.tower_style().model_name(ElmoMode::AsReleased),
-            None
-        );
+        let released = Style::elmo()
+            .preset(Preset::Tiny)
+            .unwrap()
+            .patched(&serde_json::json!({"mode": "AsReleased"}))
+            .unwrap();
+        assert_eq!(released.model_name(), "elmo_released");
+        let err = serde_json::from_str::<Style>("\"gru\"").unwrap_err();
+        assert!(err.to_string().contains("towers::register"), "{err}");
     }
 }

@@ -7,16 +7,16 @@ use towers::{ElmoMode, MarkovSource, ModelConfig, Preset, Style, TwoTowerLm};
 
 /// Tiny preset of `style`, K towers, vocabulary 64.
 pub fn tiny(style: Style, k: usize) -> ModelConfig {
-    let mut c = ModelConfig::preset(style, Preset::Tiny).unwrap();
+    let mut c = ModelConfig::preset(&style, Preset::Tiny).unwrap();
     c.n_towers = k;
     c
 }
 
 /// Tiny ELMo in the given mode.
 pub fn tiny_elmo(mode: ElmoMode) -> ModelConfig {
-    let mut c = tiny(Style::Elmo, 2);
-    c.elmo_mode = mode;
-    c
+    let c = tiny(Style::elmo(), 2);
+    let tower = c.tower.patched(&serde_json::json!({ "mode": mode })).unwrap();
+    ModelConfig { tower, ..c }
 }
 
 /// A model on CPU.
@@ -27,7 +27,7 @@ pub fn model(cfg: &ModelConfig, seed: u64) -> TwoTowerLm {
 /// A Markov source of the config's style over ids < 24 (a small chain that tiny models learn
 /// in a few hundred updates).
 pub fn source(cfg: &ModelConfig, batch: usize, t: usize, seed: u64) -> MarkovSource {
-    MarkovSource::new(cfg.style, 24.min(cfg.vocab_size), 2, batch, t, 7, seed).unwrap()
+    MarkovSource::new(cfg.style(), 24.min(cfg.vocab_size), 2, batch, t, 7, seed).unwrap()
 }
 
 /// `n` batches from a source.
