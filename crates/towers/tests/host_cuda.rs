@@ -1,6 +1,7 @@
-//! Our CUDA kernels (`src/*.cu`), compiled for the host by the system C++ compiler with a shim
-//! for CUDA's qualifiers, thread indices, intrinsics and warp shuffles
-//! (`tests/host_cuda/shim.h`), and run by a harness per source (`tests/host_cuda/*.cpp`): their
+//! Our CUDA kernels (`src/ops/<op>/*.cu`), compiled for the host by the system C++ compiler with
+//! a shim for CUDA's qualifiers, thread indices, intrinsics and warp shuffles
+//! (`src/ops/host_shim.h`), and run by a harness beside each source (`src/ops/<op>/harness*.cpp`):
+//! their
 //! arithmetic and indexing checked on every machine, not only on a lent GPU, under
 //! AddressSanitizer and UBSan (an access out of bounds aborts: checked with a bound check
 //! loosened by one in the LayerNorm and LSTM kernels). (On CUDA the same sources are compiled
@@ -9,8 +10,23 @@
 use std::path::Path;
 use std::process::Command;
 
-/// Builds `tests/host_cuda/<harness>.cpp` around the kernel source `cu` into `exe`; panics
-/// with the compiler's log when it fails.
+/// Each kernel source's op folder (`src/ops/<op>/<source>.cu`).
+fn op_of(source: &str) -> &'static str {
+    match source {
+        "fused_lstm_seq" => "lstm_seq",
+        "adamw" | "adamw_multi" => "adamw",
+        "softmax_nll" => "nll",
+        "layer_norm" => "layer_norm",
+        "softmax" => "softmax",
+        "gelu" => "gelu",
+        "attention" => "attention",
+        "linear" => "linear",
+        other => panic!("no op folder for the kernel source {other}"),
+    }
+}
+
+/// Builds the harness `src/ops/<op>/<harness>.cpp` around the kernel source `cu` into `exe`;
+/// panics with the compiler's log when it fails.
 fn build(harness: &str, cu: &Path, exe: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -23,7 +39,9 @@ fn build(harness: &str, cu: &Path, exe: &Path) {
         .args(["-fno-omit-frame-pointer", "-o"])
         .arg(exe)
         .arg(format!("-DCU_SOURCE=\"{}\"", cu.display()))
-        .arg(root.join(format!("tests/host_cuda/{harness}.cpp")))
+        // The shim and the kernels' shared headers.
+        .arg(format!("-I{}", root.join("src/ops").display()))
+        .arg(root.join(format!("src/ops/{harness}.cpp")))
         .output()
         .unwrap_or_else(|e| {
             panic!("this test needs a C++ compiler ({cxx}; set CXX to another): {e}")
@@ -35,13 +53,14 @@ fn build(harness: &str, cu: &Path, exe: &Path) {
     );
 }
 
-/// Builds `tests/host_cuda/<harness>.cpp` around `src/<source>.cu`, runs it, and returns its
-/// report; panics with the compiler's log or the report when either fails.
+/// Builds the harness `src/ops/<op>/<harness>.cpp` around `src/ops/<op>/<source>.cu`, runs it,
+/// and returns its report; panics with the compiler's log or the report when either fails.
 fn run_harness(harness: &str, source: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
-    let exe = dir.path().join(harness);
-    build(harness, &root.join(format!("src/{source}.cu")), &exe);
+    let exe = dir.path().join(harness.replace('/', "_"));
+    let op = op_of(source);
+    build(harness, &root.join(format!("src/ops/{op}/{source}.cu")), &exe);
     let run = Command::new(&exe).output().unwrap();
     let report = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(
@@ -54,43 +73,43 @@ fn run_harness(harness: &str, source: &str) -> String {
 
 #[test]
 fn the_lstm_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
-    let report = run_harness("lstm_seq_kernels", "fused_lstm_seq");
+    let report = run_harness("lstm_seq/harness_seq", "fused_lstm_seq");
     assert!(report.contains("gradients non-zero"), "{report}");
 }
 
 #[test]
 fn the_adamw_cuda_kernel_compiled_for_the_host_equals_the_cpu_update_bit_for_bit() {
-    let report = run_harness("adamw", "adamw");
+    let report = run_harness("adamw/harness_adamw", "adamw");
     assert!(report.starts_with("0 of 3003 values differ"), "{report}");
 }
 
 #[test]
 fn the_layer_norm_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
-    let report = run_harness("layer_norm", "layer_norm");
+    let report = run_harness("layer_norm/harness", "layer_norm");
     assert!(report.contains("worst gradient error"), "{report}");
 }
 
 #[test]
 fn the_softmax_cuda_kernel_compiled_for_the_host_matches_f64() {
-    let report = run_harness("softmax", "softmax");
+    let report = run_harness("softmax/harness", "softmax");
     assert!(report.contains("masked entry 0"), "{report}");
 }
 
 #[test]
 fn the_gelu_cuda_kernels_compiled_for_the_host_match_f64() {
-    let report = run_harness("gelu", "gelu");
+    let report = run_harness("gelu/harness", "gelu");
     assert!(report.contains("over 1001 points"), "{report}");
 }
 
 #[test]
 fn the_softmax_nll_cuda_kernels_compiled_for_the_host_match_f64_finite_differences() {
-    let report = run_harness("softmax_nll", "softmax_nll");
+    let report = run_harness("nll/harness", "softmax_nll");
     assert!(report.contains("worst gradient error"), "{report}");
 }
 
 #[test]
 fn the_lstm_chains_cuda_kernels_compiled_for_the_host_match_f64_in_f32_and_bf16() {
-    let report = run_harness("lstm_chains_kernels", "fused_lstm_seq");
+    let report = run_harness("lstm_seq/harness_chains", "fused_lstm_seq");
     assert!(report.contains("0 outputs not finite"), "{report}");
 }
 
@@ -119,12 +138,12 @@ fn the_attention_cuda_kernels_compiled_for_the_host_match_f64_finite_differences
         ),
     ];
     planted_defects_fail(
-        "attention",
+        "attention/harness",
         "attention",
         &["bf16.cuh", "warp.cuh"],
         &planted,
         || {
-            let report = run_harness("attention", "attention");
+            let report = run_harness("attention/harness", "attention");
             assert!(report.contains("masked row 0"), "{report}");
             assert!(report.contains("bf16: 0 of"), "{report}");
             // The shared memory the op gives a block (fused_attention_cuda.rs's test holds the
@@ -172,12 +191,12 @@ fn the_adamw_multi_cuda_kernels_compiled_for_the_host_equal_the_cpu_update_bit_f
         ),
     ];
     planted_defects_fail(
-        "adamw_multi",
+        "adamw/harness_adamw_multi",
         "adamw_multi",
         &["warp.cuh"],
         &planted,
         || {
-            let report = run_harness("adamw_multi", "adamw_multi");
+            let report = run_harness("adamw/harness_adamw_multi", "adamw_multi");
             assert_eq!(
                 report
                     .matches(" 0 of 3710 elements differ from adamw_elem")
@@ -212,13 +231,13 @@ fn the_linear_cuda_kernels_compiled_for_the_host_match_f64_column_sums() {
             "long long parts = rows / chunk;",
         ),
     ];
-    planted_defects_fail("linear", "linear", &["bf16.cuh"], &planted, || {
-        let report = run_harness("linear", "linear");
+    planted_defects_fail("linear/harness", "linear", &["bf16.cuh"], &planted, || {
+        let report = run_harness("linear/harness", "linear");
         assert!(report.contains("0 of 15059 entries off"), "{report}");
     });
 }
 
-/// Builds the harness `tests/host_cuda/<harness>.cpp` around copies of `src/<source>.cu`, one
+/// Builds the harness `src/ops/<op>/<harness>.cpp` around copies of `<source>.cu`, one
 /// per planted defect (`(name, from, to)`: `from`, found exactly once, replaced by `to`; the
 /// headers the source includes copied beside them), while `check` runs the real harness, and
 /// requires every planted copy to fail.
@@ -230,10 +249,11 @@ fn planted_defects_fail(
     check: impl FnOnce(),
 ) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(root.join(format!("src/{source}.cu"))).unwrap();
+    let op = op_of(source);
+    let text = std::fs::read_to_string(root.join(format!("src/ops/{op}/{source}.cu"))).unwrap();
     let dir = tempfile::tempdir().unwrap();
     for header in headers {
-        std::fs::copy(root.join("src").join(header), dir.path().join(header)).unwrap();
+        std::fs::copy(root.join("src/ops").join(header), dir.path().join(header)).unwrap();
     }
     let run_planted = |name: &str, from: &str, to: &str| -> (bool, String) {
         assert_eq!(

@@ -7,8 +7,8 @@ use corpus::{Document, MaskingConfig, Objective, TokenBatch, Tokenizer, Training
 
 use super::{bert_windows, transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
 use crate::config::{ModelConfig, Preset};
-use crate::params::Init;
-use crate::transformer::{TransformerConfig, TransformerTower};
+use crate::models::params::Init;
+use crate::models::transformer::{TransformerConfig, TransformerTower};
 use crate::Result;
 
 /// The BERT style.

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::{EmbeddingLayout, Style, Tower, TowerConfig, TowerStyle};
 use crate::config::{ModelConfig, Preset};
-use crate::params::Init;
+use crate::models::params::Init;
 use crate::{Result, TowersError};
 
 /// A style behind a trait object.

@@ -6,8 +6,8 @@ use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
 use crate::config::{ModelConfig, Preset};
-use crate::params::Init;
-use crate::transformer::{TransformerConfig, TransformerTower};
+use crate::models::params::Init;
+use crate::models::transformer::{TransformerConfig, TransformerTower};
 use crate::Result;
 
 /// The GPT style.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::erased::{AnyConfig, AnyStyle, Held, TowerStack};
 use super::{Bert, Elmo, EmbeddingLayout, Gpt, TowerStyle};
 use crate::config::{ModelConfig, Preset};
-use crate::params::Init;
+use crate::models::params::Init;
 use crate::{Result, TowersError};
 
 /// A tower style: a cheap handle to an implementation of [`TowerStyle`], compared, ordered and

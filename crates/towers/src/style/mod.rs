@@ -35,9 +35,9 @@ pub use registry::{register, registered};
 
 pub(crate) use erased::TowerStack;
 
-use crate::attention::attention_bias;
+use crate::models::attention::attention_bias;
 use crate::config::{ModelConfig, Preset};
-use crate::params::Init;
+use crate::models::params::Init;
 use crate::Result;
 
 /// Which tables the shared embedding holds for a style (created in this order:
@@ -164,8 +164,8 @@ pub trait TowerStyle: Send + Sync + 'static {
 
 /// The presets every transformer style shares (the released code's `base_2tower` and
 /// `large_2tower`, and ours for tests and the CPU reproduction).
-pub(crate) fn transformer_preset(preset: Preset) -> Option<crate::transformer::TransformerConfig> {
-    use crate::transformer::TransformerConfig as C;
+pub(crate) fn transformer_preset(preset: Preset) -> Option<crate::models::transformer::TransformerConfig> {
+    use crate::models::transformer::TransformerConfig as C;
     Some(match preset {
         Preset::Tiny => C::new(2, 32, 64, 4),
         // The CPU reproduction's shape (and the PyTorch peer's): 2 layers of width 128.
