@@ -56,7 +56,10 @@ fn shapes(style: Style) -> Vec<(&'static str, ModelConfig, usize, usize)> {
     let elmo = style == Style::elmo();
     let patch = |c: &ModelConfig, p: serde_json::Value| c.tower.patched(&p).unwrap();
     if elmo {
-        small.tower = patch(&small, serde_json::json!({"hidden_size": 128, "lstm_size": 512}));
+        small.tower = patch(
+            &small,
+            serde_json::json!({"hidden_size": 128, "lstm_size": 512}),
+        );
     } else {
         let sizes = |l: usize, h: usize, f: usize| serde_json::json!({"n_layers": l, "hidden_size": h, "n_heads": 4, "ffn_size": f});
         small.tower = patch(&small, sizes(2, 128, 512));
@@ -87,12 +90,7 @@ fn setup(cfg: &ModelConfig, b: usize, t: usize) -> (TwoTowerLm, TokenBatch) {
 }
 
 /// A model of `cfg` on `device` and one batch of B x T tokens.
-fn setup_on(
-    cfg: &ModelConfig,
-    b: usize,
-    t: usize,
-    device: &Device,
-) -> (TwoTowerLm, TokenBatch) {
+fn setup_on(cfg: &ModelConfig, b: usize, t: usize, device: &Device) -> (TwoTowerLm, TokenBatch) {
     let model = TwoTowerLm::new(cfg, device, 0).unwrap();
     let mut src = MarkovSource::new(cfg.style(), cfg.vocab_size, 4, b, t, 1, 2).unwrap();
     (model, src.next_batch().unwrap())
@@ -243,7 +241,7 @@ fn head_oneshot(spec: &str) {
         .unwrap_or_else(|| panic!("HEAD_STEP_ONESHOT wants style/steps, got {spec}"));
     let style = parse_style(style);
     let steps: usize = steps.parse().expect("steps");
-    let (model, heads, batch, labelled) = head_setup(style);
+    let (model, heads, batch, labelled) = head_setup(style.clone());
     let hc = heads.config().clone();
     let frozen = FrozenTowers {
         model: &model,
@@ -289,7 +287,7 @@ fn oneshot(spec: &str) {
     };
     let style = parse_style(style);
     let steps: usize = steps.parse().expect("steps");
-    let (_, cfg, b, t) = shapes(style)
+    let (_, cfg, b, t) = shapes(style.clone())
         .into_iter()
         .find(|s| s.0 == shape)
         .unwrap_or_else(|| panic!("unknown shape {shape}"));
@@ -299,10 +297,8 @@ fn oneshot(spec: &str) {
         .expect("TRAIN_STEP_BATCH");
     let device = match env("TRAIN_STEP_DEVICE", "cpu").as_str() {
         "cpu" => Device::Cpu,
-        "cuda" => {
-            lmsplit::kernels::device::cuda_with(0, cuda_options_from_env())
-                .expect("a CUDA device (a --features cuda build)")
-        }
+        "cuda" => lmsplit::kernels::device::cuda_with(0, cuda_options_from_env())
+            .expect("a CUDA device (a --features cuda build)"),
         other => panic!("TRAIN_STEP_DEVICE: cpu or cuda, not {other}"),
     };
     let (dtype, peak_tflops) = match env("TRAIN_STEP_DTYPE", "f32").as_str() {
@@ -427,7 +423,7 @@ fn train_step(c: &mut Criterion) {
     for style in [Style::gpt(), Style::bert(), Style::elmo()] {
         let mut g = c.benchmark_group(format!("head_step_{style}"));
         g.sample_size(10);
-        let (model, heads, batch, labelled) = head_setup(style);
+        let (model, heads, batch, labelled) = head_setup(style.clone());
         let frozen = FrozenTowers {
             model: &model,
             heads: &heads,

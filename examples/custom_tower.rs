@@ -163,8 +163,17 @@ impl TowerStyle for Gru {
         Ok(GruTower { layers })
     }
 
-    fn device_mask(&self, batch: &TokenBatch, dtype: DType, dev: &Device) -> towers::Result<Tensor> {
-        let m: Vec<f32> = batch.attention_mask.iter().map(|&x| f32::from(x.min(1))).collect();
+    fn device_mask(
+        &self,
+        batch: &TokenBatch,
+        dtype: DType,
+        dev: &Device,
+    ) -> towers::Result<Tensor> {
+        let m: Vec<f32> = batch
+            .attention_mask
+            .iter()
+            .map(|&x| f32::from(x.min(1)))
+            .collect();
         let shape = (batch.batch_size, batch.seq_len, 1);
         Ok(Tensor::from_vec(m, shape, dev)?.to_dtype(dtype)?)
     }
@@ -290,10 +299,11 @@ fn run(args: Args) -> Result<serde_json::Value, ExperimentError> {
     // Read back from its folder, as an analysis in another process would.
     let gru_run = ScoredRun::load(&runs[0].1.dir)?;
     let gpt_run = &runs[1].1;
-    gru_run
-        .manifest
-        .scoring
-        .check_comparable(&gpt_run.manifest.scoring, &gru_run.label, &gpt_run.label)?;
+    gru_run.manifest.scoring.check_comparable(
+        &gpt_run.manifest.scoring,
+        &gru_run.label,
+        &gpt_run.label,
+    )?;
 
     let (gs, gc) = scores_of(&gru_run)?;
     let (ps, pc) = scores_of(gpt_run)?;

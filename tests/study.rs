@@ -424,10 +424,15 @@ fn a_study_given_a_tokenizer_uses_it_in_every_run_and_scoring_set() {
     // set, with another fingerprint.
     let other_dir = tempfile::tempdir().unwrap();
     let other = CorpusData::load(&trained.corpus, other_dir.path()).unwrap();
-    let a = ScoringSet::load_or_build(&dir.path().join("data"), &Style::gpt(), &data, &spec.scoring)
+    let a = ScoringSet::load_or_build(
+        &dir.path().join("data"),
+        &Style::gpt(),
+        &data,
+        &spec.scoring,
+    )
+    .unwrap();
+    let b = ScoringSet::load_or_build(other_dir.path(), &Style::gpt(), &other, &trained.scoring)
         .unwrap();
-    let b =
-        ScoringSet::load_or_build(other_dir.path(), &Style::gpt(), &other, &trained.scoring).unwrap();
     assert_eq!(out.runs[0].scoring_fingerprint, a.id.short());
     assert_ne!(a.id.fingerprint, b.id.fingerprint);
 }
@@ -469,7 +474,11 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
             r.label()
         );
         assert_eq!(
-            r.tower_config().unwrap().get::<ElmoConfig>().ok().map(|c| c.mode)
+            r.tower_config()
+                .unwrap()
+                .get::<ElmoConfig>()
+                .ok()
+                .map(|c| c.mode)
                 == Some(ElmoMode::AsReleased),
             r.label().starts_with("elmo_released")
         );
@@ -482,7 +491,10 @@ fn the_cpu_protocol_runs_the_papers_vocabulary_both_elmo_modes_one_budget_and_a_
         }
     );
     let large = spec.runs.last().unwrap();
-    assert_eq!((&large.style, large.preset), (&Style::gpt(), Preset::PeerLarge));
+    assert_eq!(
+        (&large.style, large.preset),
+        (&Style::gpt(), Preset::PeerLarge)
+    );
     // The 8k vocabulary of the earlier CPU results, by name.
     let eight = spec.with_vocabulary(&Vocabulary::Trained(8192));
     assert!(eight

@@ -43,7 +43,14 @@ fn main() {
     let nvcc = env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
     for (op, name) in KERNELS {
         let run = Command::new(&nvcc)
-            .args(["--ptx", "-O3", &format!("-arch=compute_{cap}"), "-I", "src/ops", "-o"])
+            .args([
+                "--ptx",
+                "-O3",
+                &format!("-arch=compute_{cap}"),
+                "-I",
+                "src/ops",
+                "-o",
+            ])
             .arg(out_dir.join(format!("{name}.ptx")))
             .arg(format!("src/ops/{op}/{name}.cu"))
             .output();

@@ -66,9 +66,14 @@ pub fn device(flag: Option<&str>) -> Result<candle_core::Device, ExperimentError
     use lmsplit::towers::CUDA_KERNELS_ENV;
     // A mistyped kernel switch fails here, before any work, not as a silent fallback.
     let value = std::env::var(CUDA_KERNELS_ENV).ok();
-    let kernels = lmsplit::towers::CudaKernels::from_env_value(value.as_deref()).map_err(|why| {
-        ExperimentError::bad_setting(CUDA_KERNELS_ENV, value.unwrap_or_default(), why.to_string())
-    })?;
+    let kernels =
+        lmsplit::towers::CudaKernels::from_env_value(value.as_deref()).map_err(|why| {
+            ExperimentError::bad_setting(
+                CUDA_KERNELS_ENV,
+                value.unwrap_or_default(),
+                why.to_string(),
+            )
+        })?;
     lmsplit::towers::set_cuda_kernels(kernels);
     device_of(flag).map_err(|why| ExperimentError::bad_setting("--device", flag.unwrap_or(""), why))
 }

@@ -149,7 +149,11 @@ fn smoke() -> StudySpec {
     };
     let runs = {
         let run = run_maker(Preset::Tiny, &corpus, &phase1, &heads);
-        vec![run(Style::gpt(), 0), run(Style::gpt(), 1), run(Style::bert(), 0)]
+        vec![
+            run(Style::gpt(), 0),
+            run(Style::gpt(), 1),
+            run(Style::bert(), 0),
+        ]
     };
     StudySpec {
         scoring: ScoringSpec::new(32),

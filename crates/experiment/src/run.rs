@@ -357,7 +357,9 @@ fn train_and_score(
         let mut heads_of = |seed: u64, folder: &str, set: &str| -> Result<HeadQuality> {
             let (heads, q) =
                 train_heads_in(&spec, &trained, data, &valid, seed, &dir.join(folder), opts)?;
-            scores.ensure(set, &scores_path, || score(&trained, &heads, scoring, &opts.stop))?;
+            scores.ensure(set, &scores_path, || {
+                score(&trained, &heads, scoring, &opts.stop)
+            })?;
             Ok(q)
         };
         let heads = heads_of(spec.head_seed, HEADS_DIR, MAIN)?;

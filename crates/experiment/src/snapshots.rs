@@ -201,7 +201,9 @@ impl Workspace {
         let mut heads_of = |seed: u64, set: &str| -> Result<HeadQuality> {
             let heads_dir = job.join(format!("heads-{seed}"));
             let (heads, q) = train_heads_in(spec, &model, data, &valid, seed, &heads_dir, opts)?;
-            scores.ensure(set, &scores_path, || score(&model, &heads, scoring, &opts.stop))?;
+            scores.ensure(set, &scores_path, || {
+                score(&model, &heads, scoring, &opts.stop)
+            })?;
             Ok(q)
         };
         let save = |sm: &mut SnapshotManifest, stage: Stage| {

@@ -336,7 +336,7 @@ impl RunSpec {
         check(h.patience > 0, "heads.patience", &h.patience, early)?;
         if let Err(e) = self.tower_config() {
             let patch = self.tower.as_ref().map_or(String::new(), Value::to_string);
-            return Err(ExperimentError::bad_setting("tower", patch, &e.to_string()));
+            return Err(ExperimentError::bad_setting("tower", patch, e.to_string()));
         }
         match &self.name {
             Some(n) if n.is_empty() || n.contains(['-', '/', '\\', ' ']) => {

@@ -243,7 +243,13 @@ pub(crate) fn score(
     scoring: &ScoringSet,
     stop: &towers::StopToken,
 ) -> Result<PositionLogProbs> {
-    Ok(heads::evaluate(model, heads, &scoring.batches, false, stop)?)
+    Ok(heads::evaluate(
+        model,
+        heads,
+        &scoring.batches,
+        false,
+        stop,
+    )?)
 }
 
 /// The run options' stop token and progress, as training takes them.

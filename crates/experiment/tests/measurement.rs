@@ -45,9 +45,7 @@ fn bert_scores_every_maskable_position_exactly_once_and_only_at_mask_inputs() {
     let spec = ScoringSpec::new(32);
     let set = ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &spec).unwrap();
     let sp = d.tok.special_tokens().unwrap();
-    let windows = Style::bert()
-        .sequences(&d.tok, d.held_out(), 32)
-        .unwrap();
+    let windows = Style::bert().sequences(&d.tok, d.held_out(), 32).unwrap();
     let all = rows(&set);
     let (mut r, mut maskable_total) = (0, 0u64);
     for i in 0..windows.len() {
@@ -92,9 +90,7 @@ fn gpt_and_elmo_score_every_labelled_position() {
     let d = data(dir.path());
     for (style, not_scored_per_window) in [(Style::gpt(), 1usize), (Style::elmo(), 0)] {
         let set = ScoringSet::build(&style, &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
-        let w = style
-            .sequences(&d.tok, d.held_out(), 32)
-            .unwrap();
+        let w = style.sequences(&d.tok, d.held_out(), 32).unwrap();
         let want: usize = (0..w.len())
             .map(|i| w.ids(i).len() - not_scored_per_window)
             .sum();
@@ -180,7 +176,8 @@ fn perturb_tower(model: &TwoTowerLm, k: usize) {
 fn head_k_reads_only_tower_k_unless_it_reads_the_joint_layer_norm() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(dir.path());
-    let set = ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
+    let set =
+        ScoringSet::build(&Style::bert(), &d.tok, d.held_out(), &ScoringSpec::new(32)).unwrap();
     let batches = &set.batches[..1];
     for (input, independent) in [
         (HeadInput::TowerLayerNorm, true),
@@ -217,7 +214,8 @@ fn phase1_and_head_training_resume_bit_exactly_through_corpus_batches() {
     let dir = tempfile::tempdir().unwrap();
     let d = data(&dir.path().join("data"));
     for style in [Style::gpt(), Style::elmo()] {
-        let src = |seed| CorpusSource::new(batcher(&style, &d.tok, d.train(), 32, 4, seed).unwrap());
+        let src =
+            |seed| CorpusSource::new(batcher(&style, &d.tok, d.train(), 32, 4, seed).unwrap());
         let tc = TrainConfig {
             budget: Budget::Steps(12),
             checkpoint_every: 4,

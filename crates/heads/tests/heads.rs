@@ -5,8 +5,7 @@ use corpus::{TokenBatch, IGNORE_LABEL};
 use heads::{evaluate, retrain, FrozenTowers, HeadConfig, HeadInput, TowerHeads};
 use towers::{unigram_entropy, BatchSource};
 use towers::{
-    Budget, MarkovSource, ModelConfig, Preset, Style, TrainConfig, Trainable, Trainer,
-    TwoTowerLm,
+    Budget, MarkovSource, ModelConfig, Preset, Style, TrainConfig, Trainable, Trainer, TwoTowerLm,
 };
 
 fn tiny(style: Style) -> ModelConfig {

@@ -220,7 +220,10 @@ mod tests {
         let tracks = |v| CudaOptions::from_env_values(None, v).track_events;
         assert!(tracks(Some("on")));
         assert!(!tracks(None) && !tracks(Some("off")));
-        assert_eq!(CudaOptions::from_env_values(None, None), CudaOptions::default());
+        assert_eq!(
+            CudaOptions::from_env_values(None, None),
+            CudaOptions::default()
+        );
         assert_eq!(event_tracking(&Device::Cpu), None);
     }
 

@@ -311,6 +311,9 @@ mod tests {
         let mut gru = c.to_json();
         gru["style"] = json!("gru");
         let e = ModelConfig::from_json(&gru).unwrap_err().to_string();
-        assert!(e.contains("\"gru\"") && e.contains("towers::register"), "{e}");
+        assert!(
+            e.contains("\"gru\"") && e.contains("towers::register"),
+            "{e}"
+        );
     }
 }

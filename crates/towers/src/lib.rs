@@ -23,27 +23,31 @@ pub mod style;
 mod test_util;
 mod training;
 
-pub use training::checkpoint::{latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE};
-pub use control::{Control, Progress, StopToken};
 pub use config::{ModelConfig, Preset, MODEL_CONFIG_LAYOUT};
+pub use control::{Control, Progress, StopToken};
+pub use error::{Result, TowersError};
+pub use models::loss::NllPass;
+pub use models::model::{DeviceBatch, TwoTowerLm};
+pub use models::params::{Init, Param, ParamStore};
+pub use models::transformer::{TransformerConfig, TransformerTower};
 pub use ops::switch::{
     cuda_kernel_enabled, cuda_kernels, cuda_kernels_enabled, set_cuda_kernels, CudaKernel,
     CudaKernels, CUDA_KERNELS_ENV,
 };
-pub use training::data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
-pub use error::{Result, TowersError};
-pub use models::loss::NllPass;
-#[cfg(any(test, feature = "test-support"))]
-pub use training::markov::{MarkovSource, SYN_MASK, SYN_PAD};
-pub use training::metrics::{newest_update, LoggedUpdate, METRICS_FILE};
-pub use models::model::{DeviceBatch, TwoTowerLm};
-pub use training::optim::{clip_factor, clip_grad_norm, grad_norm, AdamW, AdamWConfig};
-pub use models::params::{Init, Param, ParamStore};
-pub use training::schedule::{LinearSchedule, Schedule};
 pub use style::{
     register, registered, Bert, Elmo, ElmoConfig, ElmoMode, EmbeddingLayout, Gpt, Style,
     StyleConfig, Tower, TowerConfig, TowerStyle,
 };
-pub use models::transformer::{TransformerConfig, TransformerTower};
+pub use training::checkpoint::{
+    latest as latest_checkpoint, load_model, CHECKPOINT_DIR, WEIGHTS_FILE,
+};
+pub use training::data::{unigram_entropy, BatchSource, CorpusSource, VecSource};
+#[cfg(any(test, feature = "test-support"))]
+pub use training::markov::{MarkovSource, SYN_MASK, SYN_PAD};
+pub use training::metrics::{newest_update, LoggedUpdate, METRICS_FILE};
+pub use training::optim::{clip_factor, clip_grad_norm, grad_norm, AdamW, AdamWConfig};
+pub use training::schedule::{LinearSchedule, Schedule};
 pub use training::train::{evaluate_loss, rank_shard, Trainable, Trainer};
-pub use training::train_config::{Budget, EarlyStop, StepStats, TrainConfig, TrainState, TrainSummary};
+pub use training::train_config::{
+    Budget, EarlyStop, StepStats, TrainConfig, TrainState, TrainSummary,
+};

@@ -60,7 +60,11 @@ fn run_harness(harness: &str, source: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let exe = dir.path().join(harness.replace('/', "_"));
     let op = op_of(source);
-    build(harness, &root.join(format!("src/ops/{op}/{source}.cu")), &exe);
+    build(
+        harness,
+        &root.join(format!("src/ops/{op}/{source}.cu")),
+        &exe,
+    );
     let run = Command::new(&exe).output().unwrap();
     let report = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(

@@ -3,11 +3,11 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::ops::attention::FusedAttention;
-use crate::ops::attention::cuda::AttnDims;
 use crate::models::layers::Linear;
 use crate::models::norm::softmax_last;
 use crate::models::params::Init;
+use crate::ops::attention::cuda::AttnDims;
+use crate::ops::attention::FusedAttention;
 use crate::Result;
 use kernels::host::on_host_f32;
 

@@ -14,10 +14,10 @@
 use candle_core::{Tensor, D};
 
 use crate::config::ModelConfig;
-use crate::style::{ElmoConfig, ElmoMode};
 use crate::models::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
 use crate::models::params::Init;
 use crate::style::Tower;
+use crate::style::{ElmoConfig, ElmoMode};
 use crate::{Result, TowersError};
 
 /// One ELMo tower.

@@ -4,11 +4,11 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
-use crate::ops::switch::{on_cuda_kernel_typed, CudaKernel};
-use crate::ops::nll::LinearNll;
-pub use crate::ops::nll::NllPass;
 use crate::models::norm::log_softmax_last;
 use crate::ops::nll::softmax_nll::softmax_nll;
+use crate::ops::nll::LinearNll;
+pub use crate::ops::nll::NllPass;
+use crate::ops::switch::{on_cuda_kernel_typed, CudaKernel};
 use crate::{Result, TowersError};
 use kernels::host::on_host_f32;
 

@@ -10,11 +10,11 @@
 
 use candle_core::{DType, Tensor};
 
-use crate::ops::switch::{on_cuda_kernel, CudaKernel};
-use crate::ops::lstm_seq::{FusedLstmChains, FusedLstmSeq};
 use crate::models::layers::{chunk_last, sigmoid, Linear};
-use crate::ops::lstm_seq::chains::Chains;
 use crate::models::params::Init;
+use crate::ops::lstm_seq::chains::Chains;
+use crate::ops::lstm_seq::{FusedLstmChains, FusedLstmSeq};
+use crate::ops::switch::{on_cuda_kernel, CudaKernel};
 use crate::{Result, TowersError};
 use kernels::host::on_host_f32;
 

@@ -3,10 +3,10 @@
 
 use candle_core::{DType, Tensor, D};
 
-use crate::ops::switch::{on_cuda_kernel, on_cuda_kernel_typed, CudaKernel};
+use crate::models::params::Init;
 use crate::ops::layer_norm::FusedLayerNorm;
 use crate::ops::softmax::SoftmaxLast;
-use crate::models::params::Init;
+use crate::ops::switch::{on_cuda_kernel, on_cuda_kernel_typed, CudaKernel};
 use crate::Result;
 use kernels::host::on_host_f32;
 

@@ -5,8 +5,8 @@
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use crate::models::attention::SelfAttention;
 use crate::config::ModelConfig;
+use crate::models::attention::SelfAttention;
 use crate::models::layers::{gelu, Linear};
 use crate::models::norm::LayerNorm;
 use crate::models::params::Init;

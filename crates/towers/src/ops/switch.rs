@@ -125,7 +125,9 @@ impl CudaKernels {
 
     /// Every kernel off: candle's composed graph everywhere.
     pub fn all_off() -> Self {
-        CudaKernel::ALL.into_iter().fold(Self::default(), Self::without)
+        CudaKernel::ALL
+            .into_iter()
+            .fold(Self::default(), Self::without)
     }
 
     /// The same switches with `kernel` off.
@@ -227,10 +229,21 @@ mod tests {
         let k = CudaKernels::from_env_value(Some("off:nll,lstm")).unwrap();
         assert_eq!(k.off(), [CudaKernel::Lstm, CudaKernel::Nll]);
         assert!(!k.enabled(CudaKernel::Nll) && k.enabled(CudaKernel::Gelu));
-        assert_eq!(CudaKernels::from_env_value(Some("off")).unwrap(), CudaKernels::all_off());
-        assert_eq!(CudaKernels::from_env_value(None).unwrap(), CudaKernels::all_on());
-        let e = CudaKernels::from_env_value(Some("off:nl")).unwrap_err().to_string();
-        assert!(e.contains(CUDA_KERNELS_ENV) && e.contains("layer_norm"), "{e}");
+        assert_eq!(
+            CudaKernels::from_env_value(Some("off")).unwrap(),
+            CudaKernels::all_off()
+        );
+        assert_eq!(
+            CudaKernels::from_env_value(None).unwrap(),
+            CudaKernels::all_on()
+        );
+        let e = CudaKernels::from_env_value(Some("off:nl"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(CUDA_KERNELS_ENV) && e.contains("layer_norm"),
+            "{e}"
+        );
         // A CPU tensor never takes the CUDA kernels.
         let x = Tensor::zeros(3, DType::F32, &candle_core::Device::Cpu).unwrap();
         assert!(CudaKernel::ALL

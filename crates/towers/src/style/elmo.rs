@@ -10,8 +10,8 @@ use super::{bert_windows, EmbeddingLayout, TowerStyle};
 use crate::config::{ModelConfig, Preset};
 use crate::models::elmo::{forward_towers_chained, ElmoTower};
 use crate::models::lstm::chains_on_cuda;
-use crate::ops::lstm_seq::chains::Chains;
 use crate::models::params::Init;
+use crate::ops::lstm_seq::chains::Chains;
 use crate::{Result, TowersError};
 
 /// How an ELMo tower combines its directions.

@@ -35,8 +35,8 @@ pub use registry::{register, registered};
 
 pub(crate) use erased::TowerStack;
 
-use crate::models::attention::attention_bias;
 use crate::config::{ModelConfig, Preset};
+use crate::models::attention::attention_bias;
 use crate::models::params::Init;
 use crate::Result;
 
@@ -164,7 +164,9 @@ pub trait TowerStyle: Send + Sync + 'static {
 
 /// The presets every transformer style shares (the released code's `base_2tower` and
 /// `large_2tower`, and ours for tests and the CPU reproduction).
-pub(crate) fn transformer_preset(preset: Preset) -> Option<crate::models::transformer::TransformerConfig> {
+pub(crate) fn transformer_preset(
+    preset: Preset,
+) -> Option<crate::models::transformer::TransformerConfig> {
     use crate::models::transformer::TransformerConfig as C;
     Some(match preset {
         Preset::Tiny => C::new(2, 32, 64, 4),

@@ -54,4 +54,3 @@ pub(crate) fn lookup(name: &str) -> Result<Style> {
         names.join(", ")
     )))
 }
-

@@ -118,7 +118,9 @@ impl AdamW {
             #[cfg(feature = "cuda")]
             let on_device =
                 match crate::ops::switch::on_cuda_kernel(crate::CudaKernel::AdamW, theta) {
-                    true => crate::ops::adamw::cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?,
+                    true => {
+                        crate::ops::adamw::cuda::cuda_update(theta, &g, m0, v0, &k.kernel_args())?
+                    }
                     false => None,
                 };
             #[cfg(not(feature = "cuda"))]

@@ -10,14 +10,14 @@ use corpus::TokenBatch;
 use report::Bar;
 use serde_json::{json, Value};
 
-use crate::training::checkpoint::{self, CheckpointData};
 use crate::control::Control;
-use crate::training::data::BatchSource;
 use crate::models::loss::NllPass;
-use crate::training::metrics::MetricsLog;
 use crate::models::model::TwoTowerLm;
-use crate::training::optim::{clip_factor, grad_norm, AdamW};
 use crate::models::params::ParamStore;
+use crate::training::checkpoint::{self, CheckpointData};
+use crate::training::data::BatchSource;
+use crate::training::metrics::MetricsLog;
+use crate::training::optim::{clip_factor, grad_norm, AdamW};
 use crate::training::schedule::{LinearSchedule, Schedule};
 use crate::training::train_config::check_config;
 use crate::{Budget, StepStats, TrainConfig, TrainState, TrainSummary};

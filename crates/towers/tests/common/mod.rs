@@ -15,7 +15,10 @@ pub fn tiny(style: Style, k: usize) -> ModelConfig {
 /// Tiny ELMo in the given mode.
 pub fn tiny_elmo(mode: ElmoMode) -> ModelConfig {
     let c = tiny(Style::elmo(), 2);
-    let tower = c.tower.patched(&serde_json::json!({ "mode": mode })).unwrap();
+    let tower = c
+        .tower
+        .patched(&serde_json::json!({ "mode": mode }))
+        .unwrap();
     ModelConfig { tower, ..c }
 }
 

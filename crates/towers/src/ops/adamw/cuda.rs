@@ -8,8 +8,8 @@ use candle_core::cuda_backend::cudarc::driver::{DevicePtr, LaunchConfig, PushKer
 use candle_core::cuda_backend::WrapErr;
 use candle_core::{DType, Tensor};
 
-use crate::ops::cuda::{grid, ptx, row_grid, tensor, with_cuda_f32, written_whole};
 use crate::ops::adamw::update_table::{multi_table, writes_disjoint};
+use crate::ops::cuda::{grid, ptx, row_grid, tensor, with_cuda_f32, written_whole};
 use crate::Result;
 
 /// The kernel's PTX, from `build.rs`.

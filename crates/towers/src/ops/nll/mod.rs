@@ -7,10 +7,10 @@
 //! allocations by one pass buffer, and runs every GEMM through faer on all cores.
 //! Checked against the composed graph (values and gradients) in `loss.rs`.
 
-pub(crate) mod softmax_nll;
 /// The CUDA side of `softmax_nll` (`softmax_nll.cu`).
 #[cfg(feature = "cuda")]
 pub(crate) mod cuda;
+pub(crate) mod softmax_nll;
 
 use std::sync::Mutex;
 

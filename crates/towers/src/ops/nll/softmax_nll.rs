@@ -124,8 +124,7 @@ impl CustomOp3 for SoftmaxNll {
     ) -> candle_core::Result<(candle_core::CudaStorage, Shape)> {
         let dtype = candle_core::backend::BackendStorage::dtype(sx);
         let nv = rows_and_width(lx)?;
-        let (nll, lse) =
-            crate::ops::cuda::by_element!(dtype, T => cuda_forward::<T>(sx, lx, sb, lb, sy, ly, nv)?);
+        let (nll, lse) = crate::ops::cuda::by_element!(dtype, T => cuda_forward::<T>(sx, lx, sb, lb, sy, ly, nv)?);
         self.keep(lse);
         Ok((nll, Shape::from(nv.0)))
     }
@@ -145,8 +144,7 @@ impl CustomOp3 for SoftmaxNll {
         let dnll = dnll.to_dtype(DType::F32)?;
         #[cfg(feature = "cuda")]
         if x.device().is_cuda() {
-            let (dx, db) =
-                crate::ops::cuda::by_element!(x.dtype(), T => cuda_backward::<T>(x, b, y, &lse, &dnll)?);
+            let (dx, db) = crate::ops::cuda::by_element!(x.dtype(), T => cuda_backward::<T>(x, b, y, &lse, &dnll)?);
             return Ok((Some(dx), Some(db), None));
         }
         // The reference: the same formula in tensor ops.
