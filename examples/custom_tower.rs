@@ -26,7 +26,7 @@ use lmsplit::experiment::{
 use lmsplit::prefscore::{pearson, ScoreKind, TokenStats};
 use lmsplit::towers::nn::Linear;
 use lmsplit::towers::{
-    self, EmbeddingLayout, Init, ModelConfig, Preset, Tower, TowerStyle, TwoTowerLm,
+    self, EmbeddingLayout, Init, Preset, SharedConfig, Tower, TowerStyle, TwoTowerLm,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -147,10 +147,10 @@ impl TowerStyle for Gru {
     fn tower(
         &self,
         cfg: &GruConfig,
-        model: &ModelConfig,
+        shared: &SharedConfig,
         init: Init<'_>,
     ) -> towers::Result<GruTower> {
-        let (h, std) = (cfg.hidden_size, model.init_std);
+        let (h, std) = (cfg.hidden_size, shared.init_std);
         let layers = (0..cfg.n_layers)
             .map(|l| {
                 let p = init.pp(format!("layer{l}"));

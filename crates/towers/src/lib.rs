@@ -14,7 +14,9 @@
 
 mod config;
 mod control;
+mod encoders;
 mod error;
+mod layers;
 mod models;
 pub mod nn;
 mod ops;
@@ -23,19 +25,20 @@ pub mod style;
 mod test_util;
 mod training;
 
-pub use config::{ModelConfig, Preset, MODEL_CONFIG_LAYOUT};
+pub use config::{ModelConfig, MODEL_CONFIG_LAYOUT};
 pub use control::{Control, Progress, StopToken};
+pub use encoders::elmo::{ElmoConfig, ElmoMode};
+pub use encoders::transformer::{TransformerConfig, TransformerTower};
 pub use error::{Result, TowersError};
-pub use models::loss::NllPass;
+pub use layers::loss::NllPass;
+pub use layers::params::{Init, Param, ParamStore};
 pub use models::model::{DeviceBatch, TwoTowerLm};
-pub use models::params::{Init, Param, ParamStore};
-pub use models::transformer::{TransformerConfig, TransformerTower};
 pub use ops::switch::{
     cuda_kernel_enabled, cuda_kernels, cuda_kernels_enabled, set_cuda_kernels, CudaKernel,
     CudaKernels, CUDA_KERNELS_ENV,
 };
 pub use style::{
-    register, registered, Bert, Elmo, ElmoConfig, ElmoMode, EmbeddingLayout, Gpt, Style,
+    register, registered, Bert, Elmo, EmbeddingLayout, Gpt, Preset, SharedConfig, Style,
     StyleConfig, Tower, TowerConfig, TowerStyle,
 };
 pub use training::checkpoint::{

@@ -4,9 +4,9 @@
 //! fused QKV projection (fused on the CPU and CUDA) with the models' additive mask, and the losses
 //! and per-position scores over labelled positions.
 
-pub use crate::models::attention::{attend, attention_bias};
-pub use crate::models::layers::{gelu, Linear};
-pub use crate::models::loss::{labelled_positions, linear_cross_entropy, score_log_probs};
-pub use crate::models::lstm::chain_recurrence as lstm_chain_recurrence;
-pub use crate::models::lstm::recurrence as lstm_recurrence;
-pub use crate::models::norm::{layer_norm, log_softmax_last, LayerNorm};
+pub use crate::layers::attention::{attend, attention_bias};
+pub use crate::layers::layers::{gelu, Linear};
+pub use crate::layers::loss::{labelled_positions, linear_cross_entropy, score_log_probs};
+pub use crate::layers::lstm::chain_recurrence as lstm_chain_recurrence;
+pub use crate::layers::lstm::recurrence as lstm_recurrence;
+pub use crate::layers::norm::{layer_norm, log_softmax_last, LayerNorm};

@@ -6,9 +6,9 @@
 use candle_core::{DType, Tensor};
 
 use crate::config::ModelConfig;
-use crate::models::layers::Linear;
-use crate::models::norm::LayerNorm;
-use crate::models::params::Init;
+use crate::layers::layers::Linear;
+use crate::layers::norm::LayerNorm;
+use crate::layers::params::Init;
 use crate::Result;
 
 /// Shared token (and position) embedding plus the per-tower input projections.

@@ -4,9 +4,9 @@
 use candle_core::{DType, Tensor};
 
 use crate::config::ModelConfig;
-use crate::models::layers::{gelu, Linear};
-use crate::models::norm::LayerNorm;
-use crate::models::params::Init;
+use crate::layers::layers::{gelu, Linear};
+use crate::layers::norm::LayerNorm;
+use crate::layers::params::Init;
 use crate::Result;
 
 /// Joint output head over the concatenated tower outputs.

@@ -4,10 +4,10 @@ use candle_core::{DType, Device, Tensor, D};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
 use crate::config::ModelConfig;
+use crate::layers::loss::{labelled_positions, linear_cross_entropy, NllPass};
+use crate::layers::params::ParamStore;
 use crate::models::embedding::SharedEmbedding;
 use crate::models::joint_head::JointHead;
-use crate::models::loss::{labelled_positions, linear_cross_entropy, NllPass};
-use crate::models::params::ParamStore;
 use crate::style::{Style, TowerStack};
 use crate::{Result, TowersError};
 
@@ -40,7 +40,7 @@ impl TwoTowerLm {
         let params = ParamStore::new(device, seed);
         let root = params.root();
         let embed = SharedEmbedding::new(cfg, root.pp("embed"))?;
-        let towers = cfg.tower.build(cfg, params.root())?;
+        let towers = cfg.tower.build(&cfg.shared(), params.root())?;
         let head = JointHead::new(cfg, root.pp("head"))?;
         Ok(Self {
             cfg: cfg.clone(),

@@ -6,9 +6,9 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, MaskingConfig, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{bert_windows, transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
-use crate::config::{ModelConfig, Preset};
-use crate::models::params::Init;
-use crate::models::transformer::{TransformerConfig, TransformerTower};
+use super::{Preset, SharedConfig};
+use crate::encoders::transformer::{TransformerConfig, TransformerTower};
+use crate::layers::params::Init;
 use crate::Result;
 
 /// The BERT style.
@@ -58,10 +58,10 @@ impl TowerStyle for Bert {
     fn tower(
         &self,
         cfg: &TransformerConfig,
-        model: &ModelConfig,
+        shared: &SharedConfig,
         init: Init<'_>,
     ) -> Result<TransformerTower> {
-        TransformerTower::new(cfg, model, init, false)
+        TransformerTower::new(cfg, shared, init, false)
     }
 
     fn device_mask(&self, batch: &TokenBatch, _dtype: DType, dev: &Device) -> Result<Tensor> {

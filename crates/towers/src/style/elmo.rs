@@ -4,82 +4,14 @@
 
 use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
-use serde::{Deserialize, Serialize};
 
 use super::{bert_windows, EmbeddingLayout, TowerStyle};
-use crate::config::{ModelConfig, Preset};
-use crate::models::elmo::{forward_towers_chained, ElmoTower};
-use crate::models::lstm::chains_on_cuda;
-use crate::models::params::Init;
+use super::{Preset, SharedConfig};
+use crate::encoders::elmo::{forward_towers_chained, ElmoConfig, ElmoMode, ElmoTower};
+use crate::layers::lstm::chains_on_cuda;
+use crate::layers::params::Init;
 use crate::ops::lstm_seq::chains::Chains;
-use crate::{Result, TowersError};
-
-/// How an ELMo tower combines its directions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ElmoMode {
-    /// Forward and backward LSTM outputs concatenated (the intended model).
-    #[default]
-    BiLstm,
-    /// As the released code behaves: its `flip_seq` zeroes the backward output, so the tower is
-    /// forward-only with a zero second half (we do not build the unused backward LSTM).
-    AsReleased,
-}
-
-impl ElmoMode {
-    /// The name the command lines use: `full` or `as-released`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ElmoMode::BiLstm => "full",
-            ElmoMode::AsReleased => "as-released",
-        }
-    }
-}
-
-impl std::fmt::Display for ElmoMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for ElmoMode {
-    type Err = TowersError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "full" | "bilstm" => Ok(ElmoMode::BiLstm),
-            "as-released" | "released" | "forward-only" => Ok(ElmoMode::AsReleased),
-            _ => Err(TowersError::Config(format!(
-                "unknown ELMo backward mode {s:?} (full, as-released)"
-            ))),
-        }
-    }
-}
-
-/// The configuration of an ELMo tower (the released code's keys: `model_size` is
-/// `hidden_size`, its `hidden_size` our `lstm_size`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ElmoConfig {
-    /// LSTM layers per direction.
-    pub n_layers: usize,
-    /// The per-direction output width H (the LSTMs' projection).
-    pub hidden_size: usize,
-    /// The LSTM cell width (the released `hidden_size`, 2048/4096).
-    pub lstm_size: usize,
-    /// Both directions, or the released code's forward-only towers.
-    #[serde(default, alias = "elmo_mode")]
-    pub mode: ElmoMode,
-}
-
-impl ElmoConfig {
-    /// `n_layers` LSTM layers of cell `lstm_size`, projected to `hidden_size`, both directions.
-    pub const fn new(n_layers: usize, hidden_size: usize, lstm_size: usize) -> Self {
-        Self {
-            n_layers,
-            hidden_size,
-            lstm_size,
-            mode: ElmoMode::BiLstm,
-        }
-    }
-}
+use crate::Result;
 
 /// The ELMo style.
 #[derive(Debug, Clone, Copy)]
@@ -140,8 +72,8 @@ impl TowerStyle for Elmo {
         }
     }
 
-    fn tower(&self, cfg: &ElmoConfig, model: &ModelConfig, init: Init<'_>) -> Result<ElmoTower> {
-        ElmoTower::new(cfg, model, init)
+    fn tower(&self, cfg: &ElmoConfig, shared: &SharedConfig, init: Init<'_>) -> Result<ElmoTower> {
+        ElmoTower::new(cfg, shared, init)
     }
 
     fn forward_all(
@@ -159,7 +91,7 @@ impl TowerStyle for Elmo {
             false => towers
                 .iter()
                 .zip(xs)
-                .map(|(t, x)| crate::style::Tower::forward(t, x, mask))
+                .map(|(t, x)| super::Tower::forward(t, x, mask))
                 .collect(),
         }
     }

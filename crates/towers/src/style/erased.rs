@@ -10,9 +10,8 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 use serde_json::Value;
 
-use super::{EmbeddingLayout, Style, Tower, TowerConfig, TowerStyle};
-use crate::config::{ModelConfig, Preset};
-use crate::models::params::Init;
+use super::{EmbeddingLayout, Preset, SharedConfig, Style, Tower, TowerConfig, TowerStyle};
+use crate::layers::params::Init;
 use crate::{Result, TowersError};
 
 /// A style behind a trait object.
@@ -101,7 +100,7 @@ pub(crate) trait AnyConfig: std::fmt::Debug + Send + Sync {
     fn tower_width(&self) -> usize;
     fn embed_size(&self, n_towers: usize) -> usize;
     fn model_name(&self) -> String;
-    fn build(&self, model: &ModelConfig, root: Init<'_>) -> Result<Box<dyn TowerStack>>;
+    fn build(&self, shared: &SharedConfig, root: Init<'_>) -> Result<Box<dyn TowerStack>>;
 }
 
 /// A typed configuration and its style.
@@ -146,11 +145,11 @@ impl<S: TowerStyle> AnyConfig for Bound<S> {
         self.style.model_name(&self.cfg)
     }
 
-    fn build(&self, model: &ModelConfig, root: Init<'_>) -> Result<Box<dyn TowerStack>> {
-        let towers = (0..model.n_towers)
+    fn build(&self, shared: &SharedConfig, root: Init<'_>) -> Result<Box<dyn TowerStack>> {
+        let towers = (0..shared.n_towers)
             .map(|k| {
                 self.style
-                    .tower(&self.cfg, model, root.pp(format!("tower{k}")))
+                    .tower(&self.cfg, shared, root.pp(format!("tower{k}")))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Box::new(Stack {
@@ -198,16 +197,5 @@ impl<S: TowerStyle> TowerStack for Stack<S> {
 
     fn directions(&self, k: usize, x: &Tensor, mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
         self.towers.get(k)?.directions(x, mask)
-    }
-}
-
-/// `Tower` for boxed towers, so a style may keep its towers as trait objects.
-impl Tower for Box<dyn Tower> {
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        (**self).forward(x, mask)
-    }
-
-    fn directions(&self, x: &Tensor, mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
-        (**self).directions(x, mask)
     }
 }

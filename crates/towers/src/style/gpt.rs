@@ -5,9 +5,9 @@ use candle_core::{DType, Device, Tensor};
 use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 
 use super::{transformer_mask, transformer_preset, EmbeddingLayout, TowerStyle};
-use crate::config::{ModelConfig, Preset};
-use crate::models::params::Init;
-use crate::models::transformer::{TransformerConfig, TransformerTower};
+use super::{Preset, SharedConfig};
+use crate::encoders::transformer::{TransformerConfig, TransformerTower};
+use crate::layers::params::Init;
 use crate::Result;
 
 /// The GPT style.
@@ -57,10 +57,10 @@ impl TowerStyle for Gpt {
     fn tower(
         &self,
         cfg: &TransformerConfig,
-        model: &ModelConfig,
+        shared: &SharedConfig,
         init: Init<'_>,
     ) -> Result<TransformerTower> {
-        TransformerTower::new(cfg, model, init, true)
+        TransformerTower::new(cfg, shared, init, true)
     }
 
     fn device_mask(&self, batch: &TokenBatch, _dtype: DType, dev: &Device) -> Result<Tensor> {

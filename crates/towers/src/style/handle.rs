@@ -9,9 +9,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use super::erased::{AnyConfig, AnyStyle, Held, TowerStack};
-use super::{Bert, Elmo, EmbeddingLayout, Gpt, TowerStyle};
-use crate::config::{ModelConfig, Preset};
-use crate::models::params::Init;
+use super::{Bert, Elmo, EmbeddingLayout, Gpt, Preset, SharedConfig, TowerStyle};
+use crate::layers::params::Init;
 use crate::{Result, TowersError};
 
 /// A tower style: a cheap handle to an implementation of [`TowerStyle`], compared, ordered and
@@ -260,8 +259,12 @@ impl TowerConfig {
         self.0.model_name()
     }
 
-    pub(crate) fn build(&self, model: &ModelConfig, root: Init<'_>) -> Result<Box<dyn TowerStack>> {
-        self.0.build(model, root)
+    pub(crate) fn build(
+        &self,
+        shared: &SharedConfig,
+        root: Init<'_>,
+    ) -> Result<Box<dyn TowerStack>> {
+        self.0.build(shared, root)
     }
 }
 

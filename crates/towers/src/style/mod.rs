@@ -20,6 +20,7 @@ mod elmo;
 mod erased;
 mod gpt;
 mod handle;
+mod preset;
 mod registry;
 
 use candle_core::{DType, Device, Tensor};
@@ -27,17 +28,18 @@ use corpus::{Document, Objective, TokenBatch, Tokenizer, TrainingData};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use crate::encoders::{SharedConfig, Tower};
 pub use bert::Bert;
-pub use elmo::{Elmo, ElmoConfig, ElmoMode};
+pub use elmo::Elmo;
 pub use gpt::Gpt;
 pub use handle::{Style, TowerConfig};
+pub use preset::Preset;
 pub use registry::{register, registered};
 
 pub(crate) use erased::TowerStack;
 
-use crate::config::{ModelConfig, Preset};
-use crate::models::attention::attention_bias;
-use crate::models::params::Init;
+use crate::layers::attention::attention_bias;
+use crate::layers::params::Init;
 use crate::Result;
 
 /// Which tables the shared embedding holds for a style (created in this order:
@@ -49,19 +51,6 @@ pub struct EmbeddingLayout {
     /// A LayerNorm over the shared representation and one Linear(E, H) per tower, H being
     /// [`TowerStyle::input_width`].
     pub projected: bool,
-}
-
-/// One encoder of a K-tower model, built by its style ([`TowerStyle::tower`]).
-pub trait Tower: std::fmt::Debug + Send + Sync + 'static {
-    /// The tower output h_k [B, T, D] of its input `x` [B, T, H] under the style's `mask`
-    /// (see [`TowerStyle::device_mask`]).
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor>;
-
-    /// The (forward, backward) halves of a bidirectional tower, for leakage checks; `None` for
-    /// towers without directions.
-    fn directions(&self, _x: &Tensor, _mask: &Tensor) -> Option<Result<(Tensor, Tensor)>> {
-        None
-    }
 }
 
 /// The bounds of a style's configuration type: cloned, compared and written with every
@@ -98,7 +87,8 @@ pub trait TowerStyle: Send + Sync + 'static {
     /// The configuration of `preset`, or `None` when the style has no such preset.
     fn preset(&self, preset: Preset) -> Option<Self::Config>;
 
-    /// Checks the style's own sizes (the shared ones are checked by [`ModelConfig::validate`]);
+    /// Checks the style's own sizes (the shared ones are checked by
+    /// [`crate::ModelConfig::validate`]);
     /// the error says what is wrong in one sentence.
     fn validate(&self, cfg: &Self::Config) -> std::result::Result<(), String>;
 
@@ -115,10 +105,14 @@ pub trait TowerStyle: Send + Sync + 'static {
     /// The tables of the shared embedding.
     fn embedding(&self) -> EmbeddingLayout;
 
-    /// Builds one tower's parameters under `init` (named `tower{k}.*` by the caller); `model`
-    /// gives the shared settings (initialisation scale, LayerNorm epsilon, vocabulary size).
-    fn tower(&self, cfg: &Self::Config, model: &ModelConfig, init: Init<'_>)
-        -> Result<Self::Tower>;
+    /// Builds one tower's parameters under `init` (named `tower{k}.*` by the caller); `shared`
+    /// gives the model's shared settings (initialisation scale, LayerNorm epsilon, K, V).
+    fn tower(
+        &self,
+        cfg: &Self::Config,
+        shared: &SharedConfig,
+        init: Init<'_>,
+    ) -> Result<Self::Tower>;
 
     /// Every tower's output h_k (tower k reading `xs[k]`, all under `mask`). The default runs
     /// each through [`Tower::forward`]; a style may run its towers together (ELMo's bf16 chains
@@ -166,8 +160,8 @@ pub trait TowerStyle: Send + Sync + 'static {
 /// `large_2tower`, and ours for tests and the CPU reproduction).
 pub(crate) fn transformer_preset(
     preset: Preset,
-) -> Option<crate::models::transformer::TransformerConfig> {
-    use crate::models::transformer::TransformerConfig as C;
+) -> Option<crate::encoders::transformer::TransformerConfig> {
+    use crate::encoders::transformer::TransformerConfig as C;
     Some(match preset {
         Preset::Tiny => C::new(2, 32, 64, 4),
         // The CPU reproduction's shape (and the PyTorch peer's): 2 layers of width 128.

@@ -7,7 +7,7 @@ use candle_core::{backprop::GradStore, DType, Tensor};
 
 use serde::{Deserialize, Serialize};
 
-use crate::models::params::Param;
+use crate::layers::params::Param;
 use crate::{Result, TowersError};
 use kernels::host::{with_host_f32, with_host_f32_mut};
 use kernels::par::{for_each_chunk_mut, pieces, take};

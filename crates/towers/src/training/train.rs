@@ -11,9 +11,9 @@ use report::Bar;
 use serde_json::{json, Value};
 
 use crate::control::Control;
-use crate::models::loss::NllPass;
+use crate::layers::loss::NllPass;
+use crate::layers::params::ParamStore;
 use crate::models::model::TwoTowerLm;
-use crate::models::params::ParamStore;
 use crate::training::checkpoint::{self, CheckpointData};
 use crate::training::data::BatchSource;
 use crate::training::metrics::MetricsLog;

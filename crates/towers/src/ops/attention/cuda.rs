@@ -5,14 +5,14 @@
 //! writes it merged; the forward pass keeps the log-sum-exp of every row (f32 [B, nh, T]) and
 //! the backward pass recomputes the probabilities from it, writing dq, dk and dv into one
 //! dqkv [B, T, 3H], each entry summed by one thread (no atomics: the same numbers every run).
-//! On CUDA the composed graph ([`crate::models::attention::attend_composed`]) spends split copies, a
+//! On CUDA the composed graph ([`crate::layers::attention::attend_composed`]) spends split copies, a
 //! scale, casts to f32 and back, the mask, our softmax and a merge copy forward, and its
 //! backward passes [B, nh, T, T] tensors in f32 through as many kernels; this spends one kernel
 //! each way.
 //!
 //! The kernels take T ≤ 128 and any head width whose block fits the 48 KiB of shared memory
 //! every CUDA GPU gives without opting in (at T 128: up to 36 in f32, 69 in bf16);
-//! [`crate::models::attention::attend`] runs the composed graph for any other call. The mask is the
+//! [`crate::layers::attention::attend`] runs the composed graph for any other call. The mask is the
 //! bias the model already builds (`attention_bias`: causal and padding as −1e9, a query keeps
 //! itself), read once per block and pass; a key mask would save reading it but would change
 //! every tower's call.

@@ -5,7 +5,7 @@
 //! Heads are read and written in place through strided views (no split, transpose or
 //! merge copies) and P is kept from the forward pass. The composed graph spent ~30% of a
 //! small GPT training step in these reshapes and its per-op softmax; the composed
-//! [`crate::models::attention::SelfAttention`] path stays for other devices and dtypes and is the
+//! [`crate::layers::attention::SelfAttention`] path stays for other devices and dtypes and is the
 //! reference in the tests.
 
 /// The CUDA side (its kernels in `attention.cu`; the module gates itself on `cuda`).

@@ -1,6 +1,6 @@
 //! LayerNorm as one custom op with its backward pass, on the CPU (f32) and on CUDA
 //! ([`crate::ops::layer_norm::cuda`], f32 or bf16). The composed graph
-//! ([`crate::models::norm::layer_norm`]) is eight elementwise passes forward, and its backward reduces
+//! ([`crate::layers::norm::layer_norm`]) is eight elementwise passes forward, and its backward reduces
 //! the gain and shift gradients over every leading row with candle's strided `sum_keepdim`;
 //! here the forward is one pass per row and the backward one more, with the gain and shift
 //! gradients summed per fixed block of rows and the blocks added in order (deterministic

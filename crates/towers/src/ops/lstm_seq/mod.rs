@@ -3,7 +3,7 @@
 //! Written from tensor ops the layer is a loop over T steps of a matmul and a dozen small
 //! elementwise ops, then a stack, and autograd walks it back node by node; on [B, 4C] tensors
 //! candle's per-op cost dominated the ELMo towers (on CUDA, its per-step graph ran slower than
-//! the 2-core CPU). The per-step graph ([`crate::models::lstm::composed_recurrence`]) stays for other
+//! the 2-core CPU). The per-step graph ([`crate::layers::lstm::composed_recurrence`]) stays for other
 //! devices and dtypes and is the reference in the tests.
 //!
 //! [`FusedLstmChains`] runs a layer's independent chains (an ELMo tower's two directions) as one

@@ -165,7 +165,7 @@ impl CustomOp3 for SoftmaxNll {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::loss::cross_entropy;
+    use crate::layers::loss::cross_entropy;
     use crate::test_util::assert_same_op;
     use candle_core::{Device, Var};
 

@@ -1,7 +1,7 @@
 //! Softmax over the last dimension as one custom op: the forward pass in one kernel (CUDA:
 //! `softmax.cu`, one warp per row, f32 or bf16; CPU: `kernels::softmax_row`) and the backward pass
 //! dx = y ⊙ (dy − Σ dy ⊙ y) in four tensor ops. The composed graph
-//! ([`crate::models::norm::softmax_last`]) spends five kernels forward and about eight back; on CUDA,
+//! ([`crate::layers::norm::softmax_last`]) spends five kernels forward and about eight back; on CUDA,
 //! where attention runs composed, that is per attention layer and step. The CPU keeps the
 //! composed graph (its attention has a fused op of its own); the op's CPU side is its reference
 //! in the tests.
@@ -94,7 +94,7 @@ fn cuda_rows<T: crate::ops::cuda::Element>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::norm::softmax_last;
+    use crate::layers::norm::softmax_last;
     use crate::test_util::assert_same_op;
     use candle_core::{Device, Var};
 

@@ -6,7 +6,7 @@
 //! inputs with a PAD start token; both keep x_t out of position t.
 //!
 //! On CUDA in bf16 (switch [`crate::CudaKernel::LstmBf16`]) all towers' directions run as one
-//! chained recurrence per layer ([`crate::models::lstm::forward_chains`]: one batched GEMM per step,
+//! chained recurrence per layer ([`crate::layers::lstm::forward_chains`]: one batched GEMM per step,
 //! backward LSTMs reading time reversed by index; [`forward_towers_chained`], through
 //! [`crate::style::TowerStyle::forward_all`]); elsewhere each direction runs alone, the backward
 //! one on time-reversed copies.
@@ -14,11 +14,77 @@
 use candle_core::{Tensor, D};
 
 use crate::config::ModelConfig;
-use crate::models::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
-use crate::models::params::Init;
-use crate::style::Tower;
+use crate::layers::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
+use crate::layers::params::Init;
 use crate::style::{ElmoConfig, ElmoMode};
 use crate::{Result, TowersError};
+
+/// How an ELMo tower combines its directions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElmoMode {
+    /// Forward and backward LSTM outputs concatenated (the intended model).
+    #[default]
+    BiLstm,
+    /// As the released code behaves: its `flip_seq` zeroes the backward output, so the tower is
+    /// forward-only with a zero second half (we do not build the unused backward LSTM).
+    AsReleased,
+}
+
+impl ElmoMode {
+    /// The name the command lines use: `full` or `as-released`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ElmoMode::BiLstm => "full",
+            ElmoMode::AsReleased => "as-released",
+        }
+    }
+}
+
+impl std::fmt::Display for ElmoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ElmoMode {
+    type Err = TowersError;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "full" | "bilstm" => Ok(ElmoMode::BiLstm),
+            "as-released" | "released" | "forward-only" => Ok(ElmoMode::AsReleased),
+            _ => Err(TowersError::Config(format!(
+                "unknown ELMo backward mode {s:?} (full, as-released)"
+            ))),
+        }
+    }
+}
+
+/// The configuration of an ELMo tower (the released code's keys: `model_size` is
+/// `hidden_size`, its `hidden_size` our `lstm_size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElmoConfig {
+    /// LSTM layers per direction.
+    pub n_layers: usize,
+    /// The per-direction output width H (the LSTMs' projection).
+    pub hidden_size: usize,
+    /// The LSTM cell width (the released `hidden_size`, 2048/4096).
+    pub lstm_size: usize,
+    /// Both directions, or the released code's forward-only towers.
+    #[serde(default, alias = "elmo_mode")]
+    pub mode: ElmoMode,
+}
+
+impl ElmoConfig {
+    /// `n_layers` LSTM layers of cell `lstm_size`, projected to `hidden_size`, both directions.
+    pub const fn new(n_layers: usize, hidden_size: usize, lstm_size: usize) -> Self {
+        Self {
+            n_layers,
+            hidden_size,
+            lstm_size,
+            mode: ElmoMode::BiLstm,
+        }
+    }
+}
 
 /// One ELMo tower.
 #[derive(Debug, Clone)]
@@ -43,7 +109,7 @@ fn shift_time(x: &Tensor, right: bool) -> Result<Tensor> {
 
 impl ElmoTower {
     /// `fwd.*` and (BiLstm only) `bwd.*` LSTMs of cell `lstm_size`, projected to H.
-    pub fn new(cfg: &ElmoConfig, model: &ModelConfig, init: Init<'_>) -> Result<Self> {
+    pub fn new(cfg: &ElmoConfig, shared: &SharedConfig, init: Init<'_>) -> Result<Self> {
         let h = cfg.hidden_size;
         let mk = |name: &str| {
             Lstm::new(
@@ -51,7 +117,7 @@ impl ElmoTower {
                 cfg.lstm_size,
                 h,
                 cfg.n_layers,
-                model.init_std,
+                shared.init_std,
                 init.pp(name),
             )
         };
@@ -183,10 +249,10 @@ impl Tower for ElmoTower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Preset;
-    use crate::models::params::ParamStore;
-    use crate::style::Style;
+    use crate::layers::params::ParamStore;
+    use crate::style::{Preset, Style};
     use crate::test_util::assert_same_op;
+    use crate::ModelConfig;
     use candle_core::{Device, Var};
 
     #[test]
@@ -194,7 +260,7 @@ mod tests {
         let model = ModelConfig::preset(&Style::elmo(), Preset::Tiny).unwrap();
         let cfg: ElmoConfig = model.tower.get().unwrap();
         let store = ParamStore::new(&Device::Cpu, 5);
-        let tower = ElmoTower::new(&cfg, &model, store.root().pp("tower")).unwrap();
+        let tower = ElmoTower::new(&cfg, &model.shared(), store.root().pp("tower")).unwrap();
         let (b, t, h) = (3, 10, cfg.hidden_size);
         let dev = Device::Cpu;
         let xs: Vec<f32> = (0..b * t * h)
@@ -229,7 +295,7 @@ mod tests {
             let mut cfg: ElmoConfig = model.tower.get().unwrap();
             cfg.mode = mode;
             let store = ParamStore::new(&Device::Cpu, 6);
-            let tower = ElmoTower::new(&cfg, &model, store.root().pp("tower")).unwrap();
+            let tower = ElmoTower::new(&cfg, &model.shared(), store.root().pp("tower")).unwrap();
             let (b, t, h) = (3, 9, cfg.hidden_size);
             let dev = Device::Cpu;
             let xs: Vec<f32> = (0..b * t * h)
@@ -271,7 +337,9 @@ mod tests {
             cfg.mode = mode;
             let store = ParamStore::new(&Device::Cpu, 7);
             let towers: Vec<ElmoTower> = (0..3)
-                .map(|k| ElmoTower::new(&cfg, &model, store.root().pp(format!("tower{k}"))))
+                .map(|k| {
+                    ElmoTower::new(&cfg, &model.shared(), store.root().pp(format!("tower{k}")))
+                })
                 .collect::<Result<_>>()
                 .unwrap();
             let (b, t, h) = (3, 8, cfg.hidden_size);

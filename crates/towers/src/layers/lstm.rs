@@ -10,8 +10,8 @@
 
 use candle_core::{DType, Tensor};
 
-use crate::models::layers::{chunk_last, sigmoid, Linear};
-use crate::models::params::Init;
+use crate::layers::layers::{chunk_last, sigmoid, Linear};
+use crate::layers::params::Init;
 use crate::ops::lstm_seq::chains::Chains;
 use crate::ops::lstm_seq::{FusedLstmChains, FusedLstmSeq};
 use crate::ops::switch::{on_cuda_kernel, CudaKernel};
@@ -264,8 +264,8 @@ impl Lstm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::models::norm::tests::check_grads;
-    use crate::models::params::ParamStore;
+    use crate::layers::norm::tests::check_grads;
+    use crate::layers::params::ParamStore;
     use crate::test_util::{assert_same_op, max_abs};
     use candle_core::{DType, Device, Var};
 

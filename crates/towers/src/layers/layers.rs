@@ -7,7 +7,7 @@ use crate::ops::linear::FusedLinear;
 use kernels::host::on_host_f32;
 use kernels::ops::GeluErf;
 
-use crate::models::params::Init;
+use crate::layers::params::Init;
 use crate::Result;
 
 /// y = x Wᵀ + b with W of shape [out, in] (PyTorch layout).

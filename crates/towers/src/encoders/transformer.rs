@@ -5,12 +5,11 @@
 use candle_core::Tensor;
 use serde::{Deserialize, Serialize};
 
-use crate::config::ModelConfig;
-use crate::models::attention::SelfAttention;
-use crate::models::layers::{gelu, Linear};
-use crate::models::norm::LayerNorm;
-use crate::models::params::Init;
-use crate::style::Tower;
+use super::{SharedConfig, Tower};
+use crate::layers::attention::SelfAttention;
+use crate::layers::layers::{gelu, Linear};
+use crate::layers::norm::LayerNorm;
+use crate::layers::params::Init;
 use crate::Result;
 
 /// The sizes of a transformer tower (GPT's and BERT's configuration; the field names of the
@@ -64,12 +63,12 @@ struct Block {
 }
 
 impl Block {
-    fn new(cfg: &TransformerConfig, model: &ModelConfig, init: Init<'_>) -> Result<Self> {
+    fn new(cfg: &TransformerConfig, shared: &SharedConfig, init: Init<'_>) -> Result<Self> {
         let (h, f, std, eps) = (
             cfg.hidden_size,
             cfg.ffn_size,
-            model.init_std,
-            model.layer_norm_eps,
+            shared.init_std,
+            shared.layer_norm_eps,
         );
         Ok(Self {
             ln1: LayerNorm::new(h, eps, init.pp("ln1"))?,
@@ -100,17 +99,17 @@ impl TransformerTower {
     /// `layer{i}.*` blocks, plus `ln_f` when `final_ln` (GPT).
     pub fn new(
         cfg: &TransformerConfig,
-        model: &ModelConfig,
+        shared: &SharedConfig,
         init: Init<'_>,
         final_ln: bool,
     ) -> Result<Self> {
         let blocks = (0..cfg.n_layers)
-            .map(|i| Block::new(cfg, model, init.pp(format!("layer{i}"))))
+            .map(|i| Block::new(cfg, shared, init.pp(format!("layer{i}"))))
             .collect::<Result<Vec<_>>>()?;
         let final_ln = if final_ln {
             Some(LayerNorm::new(
                 cfg.hidden_size,
-                model.layer_norm_eps,
+                shared.layer_norm_eps,
                 init.pp("ln_f"),
             )?)
         } else {

@@ -3,9 +3,9 @@
 
 use candle_core::{DType, Device, Tensor};
 
-use crate::models::layers::Linear;
-use crate::models::norm::softmax_last;
-use crate::models::params::Init;
+use crate::layers::layers::Linear;
+use crate::layers::norm::softmax_last;
+use crate::layers::params::Init;
 use crate::ops::attention::cuda::AttnDims;
 use crate::ops::attention::FusedAttention;
 use crate::Result;

@@ -4,7 +4,7 @@
 use candle_core::{DType, Device, Tensor};
 use corpus::{TokenBatch, IGNORE_LABEL};
 
-use crate::models::norm::log_softmax_last;
+use crate::layers::norm::log_softmax_last;
 use crate::ops::nll::softmax_nll::softmax_nll;
 use crate::ops::nll::LinearNll;
 pub use crate::ops::nll::NllPass;

@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Tensor, D};
 
-use crate::models::params::Init;
+use crate::layers::params::Init;
 use crate::ops::layer_norm::FusedLayerNorm;
 use crate::ops::softmax::SoftmaxLast;
 use crate::ops::switch::{on_cuda_kernel, on_cuda_kernel_typed, CudaKernel};
