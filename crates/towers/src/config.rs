@@ -194,7 +194,8 @@ impl<'de> Deserialize<'de> for ModelConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::style::{registered, ElmoMode};
+    use crate::style::registered;
+    use crate::ElmoMode;
 
     #[test]
     fn presets_validate_and_roundtrip() {

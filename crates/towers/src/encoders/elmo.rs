@@ -13,10 +13,11 @@
 
 use candle_core::{Tensor, D};
 
-use crate::config::ModelConfig;
+use serde::{Deserialize, Serialize};
+
+use super::{SharedConfig, Tower};
 use crate::layers::lstm::{chains_on_cuda, forward_chains, reverse_time, Lstm};
 use crate::layers::params::Init;
-use crate::style::{ElmoConfig, ElmoMode};
 use crate::{Result, TowersError};
 
 /// How an ELMo tower combines its directions.
