@@ -106,7 +106,7 @@ fn check_alignment(tok: &Tokenizer, words: &[&str]) -> usize {
 fn words_align_to_the_pieces_of_a_trained_wordpiece_tokenizer() {
     let texts = ["the cat sat on the mat", "the dog ate the bone", "a cat and a dog"];
     let tok = Tokenizer::train_wordpiece(texts.into_iter(), 60, true).unwrap();
-    let split = check_alignment(&tok, &["the", "bandog", "mashed", ",", "toast", "cabbage"]);
+    let split = check_alignment(&tok, &["the", "tone", "date", ",", "mango", "donate"]);
     assert!(split >= 2, "the test needs words the tokenizer splits");
 }
 
