@@ -100,8 +100,15 @@ fn split_files(ud: &Path) -> Result<[PathBuf; 3], Box<dyn Error>> {
     let mut found: [Option<PathBuf>; 3] = Default::default();
     for entry in std::fs::read_dir(ud).map_err(|e| format!("{}: {e}", ud.display()))? {
         let p = entry?.path();
-        let name = p.file_name().unwrap_or_default().to_string_lossy().into_owned();
-        for (i, s) in ["-ud-train.conllu", "-ud-dev.conllu", "-ud-test.conllu"].iter().enumerate() {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        for (i, s) in ["-ud-train.conllu", "-ud-dev.conllu", "-ud-test.conllu"]
+            .iter()
+            .enumerate()
+        {
             if name.ends_with(s) {
                 found[i] = Some(p.clone());
             }
@@ -178,7 +185,9 @@ fn from_files(args: &Args) -> Result<Data, Box<dyn Error>> {
     if let [(sents, states)] = splits.as_slice() {
         // One file: sentences by index mod 10, 0-7 train, 8 dev, 9 test.
         for keep in [0..8, 8..9, 9..10] {
-            let idx = (0..sents.len()).filter(|k| keep.contains(&(k % 10))).collect();
+            let idx = (0..sents.len())
+                .filter(|k| keep.contains(&(k % 10)))
+                .collect();
             out.push(part(sents, states, idx)?);
         }
     } else {
@@ -225,9 +234,8 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
             .batch_sentences(args.batch)
             .seed(args.seed)
     };
-    let candidates = |task: ProbeTask| -> Vec<ProbeParams> {
-        l2s.iter().map(|&l| base(task).l2(l)).collect()
-    };
+    let candidates =
+        |task: ProbeTask| -> Vec<ProbeParams> { l2s.iter().map(|&l| base(task).l2(l)).collect() };
     let settings = CurveSettings {
         distance: candidates(ProbeTask::Distance(kind)),
         depth: candidates(ProbeTask::Depth),

@@ -160,7 +160,13 @@ fn bad_trees_are_parse_errors_naming_file_and_line() {
     let cases = [
         // A head past the end of its sentence: the error names that word's line.
         (
-            format!("# c\n{}{}{}\n{}", w(1, "2"), w(2, "0"), w(3, "7"), w(1, "0")),
+            format!(
+                "# c\n{}{}{}\n{}",
+                w(1, "2"),
+                w(2, "0"),
+                w(3, "7"),
+                w(1, "0")
+            ),
             4,
             "outside",
         ),
@@ -169,12 +175,12 @@ fn bad_trees_are_parse_errors_naming_file_and_line() {
         (format!("{}{}", w(1, "0"), w(2, "_")), 2, "HEAD"),
         (format!("{}{}", w(1, "0"), w(2, "2")), 2, "own HEAD"),
         (format!("{}{}", w(1, "0"), w(2, "0")), 2, "roots"),
-        (format!("{}{}{}", w(1, "0"), w(2, "3"), w(3, "2")), 2, "cycle"),
         (
-            "1\ta\ta\tDET\tDT\t_\t0\t_\t_\t_\n".to_string(),
-            1,
-            "DEPREL",
+            format!("{}{}{}", w(1, "0"), w(2, "3"), w(3, "2")),
+            2,
+            "cycle",
         ),
+        ("1\ta\ta\tDET\tDT\t_\t0\t_\t_\t_\n".to_string(), 1, "DEPREL"),
     ];
     for (text, want_line, needle) in cases {
         let err = read_trees(&text)
@@ -182,14 +188,20 @@ fn bad_trees_are_parse_errors_naming_file_and_line() {
             .find_map(Result::err)
             .unwrap_or_else(|| panic!("no error for {text:?}"));
         match &err {
-            CorpusError::Parse { path, line, message } => {
+            CorpusError::Parse {
+                path,
+                line,
+                message,
+            } => {
                 assert_eq!(path, &PathBuf::from("trees.conllu"));
                 assert_eq!(*line, want_line, "{text:?}: {err}");
                 assert!(message.contains(needle), "{text:?}: {err}");
             }
             e => panic!("unexpected error {e}"),
         }
-        assert!(err.to_string().starts_with(&format!("trees.conllu:{want_line}:")));
+        assert!(err
+            .to_string()
+            .starts_with(&format!("trees.conllu:{want_line}:")));
     }
     // The tagged reader does not look at heads: the same text reads without error.
     let text = format!("{}{}", w(1, "0"), w(2, "9"));

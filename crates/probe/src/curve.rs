@@ -97,7 +97,9 @@ pub fn layer_curve(
     settings.bootstrap.check()?;
     let n_layers = train.states.n_layers();
     if dev.states.n_layers() != n_layers || test.states.n_layers() != n_layers {
-        return Err(ProbeError::Mismatch("the splits have different layers".into()));
+        return Err(ProbeError::Mismatch(
+            "the splits have different layers".into(),
+        ));
     }
     let layers = settings
         .layers
@@ -147,7 +149,9 @@ pub fn layer_curve(
         let (Scores::Distance(distance), Scores::Depth(depth), Scores::Upos(upos)) =
             (scores[0], scores[1], scores[2])
         else {
-            return Err(ProbeError::Mismatch("probe scores of the wrong kind".into()));
+            return Err(ProbeError::Mismatch(
+                "probe scores of the wrong kind".into(),
+            ));
         };
         rows.push(LayerRow {
             layer: l,
@@ -232,17 +236,24 @@ impl LayerCurve {
             y: e.value,
             interval: Some((e.low, e.high)),
         };
-        let group = |name: &str, pts: Vec<IntervalPoint>, colour: usize, hollow: bool| {
-            IntervalGroup {
+        let group =
+            |name: &str, pts: Vec<IntervalPoint>, colour: usize, hollow: bool| IntervalGroup {
                 name: name.to_string(),
                 points: pts,
                 colour: Some(colour),
                 hollow,
-            }
-        };
+            };
         let rows = &self.rows;
         let groups = vec![
-            group("UUAS", rows.iter().enumerate().map(|(i, r)| point(i, &r.distance.uuas)).collect(), 0, false),
+            group(
+                "UUAS",
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, r)| point(i, &r.distance.uuas))
+                    .collect(),
+                0,
+                false,
+            ),
             group(
                 "DSpr.",
                 rows.iter()
@@ -252,10 +263,20 @@ impl LayerCurve {
                 1,
                 false,
             ),
-            group("UPOS acc.", rows.iter().enumerate().map(|(i, r)| point(i, &r.upos.accuracy)).collect(), 2, false),
+            group(
+                "UPOS acc.",
+                rows.iter()
+                    .enumerate()
+                    .map(|(i, r)| point(i, &r.upos.accuracy))
+                    .collect(),
+                2,
+                false,
+            ),
             group(
                 "right-branching UUAS",
-                (0..rows.len()).map(|i| point(i, &self.right_branching)).collect(),
+                (0..rows.len())
+                    .map(|i| point(i, &self.right_branching))
+                    .collect(),
                 0,
                 true,
             ),

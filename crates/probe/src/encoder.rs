@@ -88,7 +88,11 @@ impl StateSource for EncoderLayers {
             .enumerate()
             .map(|(k, s)| align_words(&self.tokenizer, &s.words, k))
             .collect::<Result<_>>()?;
-        if let Some((k, a)) = aligned.iter().enumerate().find(|(_, a)| a.ids.len() > self.max_tokens) {
+        if let Some((k, a)) = aligned
+            .iter()
+            .enumerate()
+            .find(|(_, a)| a.ids.len() > self.max_tokens)
+        {
             return Err(ProbeError::TooLong {
                 sentence: k,
                 pieces: a.ids.len(),
@@ -104,7 +108,9 @@ impl StateSource for EncoderLayers {
         let mut done = 0;
         while start < order.len() {
             let longest = aligned[order[start]].ids.len();
-            let take = (self.batch_tokens / longest).max(1).min(order.len() - start);
+            let take = (self.batch_tokens / longest)
+                .max(1)
+                .min(order.len() - start);
             let batch = &order[start..start + take];
             let ids: Vec<Vec<u32>> = batch.iter().map(|&k| aligned[k].ids.clone()).collect();
             let (ids_t, mask) = pad_batch(&ids, &self.device)?;

@@ -189,7 +189,11 @@ impl Vars {
                 lens.expect("structural batch"),
             ),
             ProbeTask::Upos => {
-                let b = self.bias.as_ref().expect("UPOS probe has a bias").as_tensor();
+                let b = self
+                    .bias
+                    .as_ref()
+                    .expect("UPOS probe has a bias")
+                    .as_tensor();
                 let b = if detach { b.detach() } else { b.clone() };
                 upos_loss(&w, &b, &batch.x, &batch.target)
             }
@@ -285,7 +289,9 @@ impl ProbeParams {
             self.rank
         };
         // Uniform in ±0.05, as Hewitt & Manning initialise B; drawn on the host from the seed.
-        let init: Vec<f32> = (0..rows * h).map(|_| rng.random_range(-0.05f32..0.05)).collect();
+        let init: Vec<f32> = (0..rows * h)
+            .map(|_| rng.random_range(-0.05f32..0.05))
+            .collect();
         let vars = Vars {
             weight: Var::from_tensor(&Tensor::from_vec(init, (rows, h), device)?)?,
             bias: if self.task == ProbeTask::Upos {
@@ -418,13 +424,22 @@ pub fn select(
 impl FittedProbe {
     /// A probe from given weights (e.g. the identity for vectors that already are a tree's
     /// embedding): `weight` is B [k × width] or W [17 × width], `bias` [17] for UPOS only.
-    pub fn from_weights(params: ProbeParams, width: usize, weight: Vec<f32>, bias: Vec<f32>) -> Result<Self> {
+    pub fn from_weights(
+        params: ProbeParams,
+        width: usize,
+        weight: Vec<f32>,
+        bias: Vec<f32>,
+    ) -> Result<Self> {
         let rows = if params.task == ProbeTask::Upos {
             Upos::COUNT
         } else {
             params.rank
         };
-        let want_bias = if params.task == ProbeTask::Upos { Upos::COUNT } else { 0 };
+        let want_bias = if params.task == ProbeTask::Upos {
+            Upos::COUNT
+        } else {
+            0
+        };
         if weight.len() != rows * width || bias.len() != want_bias {
             return Err(ProbeError::Mismatch(format!(
                 "{} weights and {} biases for a {} probe of {rows} rows of width {width}",
@@ -483,9 +498,8 @@ impl FittedProbe {
                         let mut d = vec![0.0; n * n];
                         for i in 0..n {
                             for j in 0..n {
-                                let sq: f64 = (0..r)
-                                    .map(|k| (p[i * r + k] - p[j * r + k]).powi(2))
-                                    .sum();
+                                let sq: f64 =
+                                    (0..r).map(|k| (p[i * r + k] - p[j * r + k]).powi(2)).sum();
                                 d[i * n + j] = match kind {
                                     DistanceLoss::HewittManning => sq,
                                     DistanceLoss::ReleasedMse => (sq + RELEASED_SQRT_EPS).sqrt(),
@@ -500,7 +514,9 @@ impl FittedProbe {
                 (0..n_sent)
                     .map(|s| {
                         let p = self.project(set.sentence(s));
-                        p.chunks(r).map(|row| row.iter().map(|x| x * x).sum()).collect()
+                        p.chunks(r)
+                            .map(|row| row.iter().map(|x| x * x).sum())
+                            .collect()
                     })
                     .collect(),
             ),

@@ -13,7 +13,10 @@ pub const RELEASED_SQRT_EPS: f64 = 1e-4;
 pub fn squared_distances(proj: &Tensor, x: &Tensor) -> Result<Tensor> {
     let (b, n, h) = x.dims3()?;
     let k = proj.dim(0)?;
-    let p = x.reshape((b * n, h))?.matmul(&proj.t()?)?.reshape((b, n, k))?;
+    let p = x
+        .reshape((b * n, h))?
+        .matmul(&proj.t()?)?
+        .reshape((b, n, k))?;
     let norms = p.sqr()?.sum_keepdim(D::Minus1)?; // [b, n, 1]
     let gram = p.matmul(&p.t()?.contiguous()?)?; // [b, n, n]
     norms
@@ -47,7 +50,11 @@ pub fn distance_loss(
     let sq = squared_distances(proj, x)?;
     match kind {
         DistanceLoss::HewittManning => {
-            let per = (sq - target)?.abs()?.mul(mask)?.sum(D::Minus1)?.sum(D::Minus1)?;
+            let per = (sq - target)?
+                .abs()?
+                .mul(mask)?
+                .sum(D::Minus1)?
+                .sum(D::Minus1)?;
             per.div(&lens.sqr()?)?.mean_all()
         }
         DistanceLoss::ReleasedMse => {
@@ -67,7 +74,10 @@ pub fn depth_loss(
     mask: &Tensor,
     lens: &Tensor,
 ) -> Result<Tensor> {
-    let per = (squared_norms(proj, x)? - target)?.abs()?.mul(mask)?.sum(D::Minus1)?;
+    let per = (squared_norms(proj, x)? - target)?
+        .abs()?
+        .mul(mask)?
+        .sum(D::Minus1)?;
     per.div(lens)?.mean_all()
 }
 

@@ -157,9 +157,7 @@ type Count = (usize, usize);
 
 /// Pooled ratio of counts.
 fn pooled(records: &[&Count]) -> f64 {
-    let (c, t) = records
-        .iter()
-        .fold((0, 0), |(c, t), r| (c + r.0, t + r.1));
+    let (c, t) = records.iter().fold((0, 0), |(c, t), r| (c + r.0, t + r.1));
     if t == 0 {
         f64::NAN
     } else {
@@ -188,7 +186,12 @@ fn by_length(records: &[&(usize, f64)]) -> f64 {
     }
 }
 
-fn check_sizes<T>(what: &str, pred: &[Vec<T>], gold: &[GoldTree], per: impl Fn(usize) -> usize) -> Result<()> {
+fn check_sizes<T>(
+    what: &str,
+    pred: &[Vec<T>],
+    gold: &[GoldTree],
+    per: impl Fn(usize) -> usize,
+) -> Result<()> {
     if pred.len() != gold.len() {
         return Err(ProbeError::Mismatch(format!(
             "{} predicted {what} for {} gold sentences",
@@ -231,9 +234,17 @@ pub fn distance_spearman(pred: &[f64], gold: &GoldTree) -> f64 {
 }
 
 /// UUAS and DSpr. of predicted distance matrices (row-major n × n per sentence).
-pub fn score_distances(pred: &[Vec<f64>], gold: &[GoldTree], b: &Bootstrap) -> Result<DistanceScores> {
+pub fn score_distances(
+    pred: &[Vec<f64>],
+    gold: &[GoldTree],
+    b: &Bootstrap,
+) -> Result<DistanceScores> {
     check_sizes("distances", pred, gold, |n| n * n)?;
-    let counts: Vec<Count> = pred.iter().zip(gold).map(|(p, g)| uuas_counts(p, g)).collect();
+    let counts: Vec<Count> = pred
+        .iter()
+        .zip(gold)
+        .map(|(p, g)| uuas_counts(p, g))
+        .collect();
     let rhos: Vec<(usize, f64)> = pred
         .iter()
         .zip(gold)
@@ -293,7 +304,12 @@ pub fn score_tags(pred: &[Vec<Upos>], gold: &[GoldTree], b: &Bootstrap) -> Resul
     let counts: Vec<Count> = pred
         .iter()
         .zip(gold)
-        .map(|(p, g)| (p.iter().zip(g.tags()).filter(|(a, b)| a == b).count(), g.len()))
+        .map(|(p, g)| {
+            (
+                p.iter().zip(g.tags()).filter(|(a, b)| a == b).count(),
+                g.len(),
+            )
+        })
         .collect();
     Ok(UposScores {
         accuracy: b.estimate(&counts, pooled)?,

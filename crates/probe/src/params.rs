@@ -149,7 +149,10 @@ impl ProbeParams {
             return bad("epochs 0 (at least 1)".into());
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return bad(format!("learning rate {} (finite, > 0)", self.learning_rate));
+            return bad(format!(
+                "learning rate {} (finite, > 0)",
+                self.learning_rate
+            ));
         }
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             return bad(format!("l2 {} (finite, >= 0)", self.l2));

@@ -69,7 +69,9 @@ impl StatesFile {
             }
             let dims = t.dims().to_vec();
             if dims.len() != 2 || dims[1] == 0 {
-                return Err(bad(format!("layer_{l} has shape {dims:?}, expected [n_words, H]")));
+                return Err(bad(format!(
+                    "layer_{l} has shape {dims:?}, expected [n_words, H]"
+                )));
             }
             if let Some(s) = &shape {
                 if *s != dims {
@@ -145,7 +147,13 @@ pub fn write_states(path: &Path, states: &LayerStates) -> Result<()> {
     let shape = vec![states.n_words(), states.width()];
     let names: Vec<String> = (0..states.n_layers()).map(layer_name).collect();
     let bytes: Vec<Vec<u8>> = (0..states.n_layers())
-        .map(|l| states.layer(l).iter().flat_map(|x| x.to_le_bytes()).collect())
+        .map(|l| {
+            states
+                .layer(l)
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect()
+        })
         .collect();
     let views = names
         .iter()

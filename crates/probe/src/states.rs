@@ -86,7 +86,10 @@ impl LayerStates {
                 self.n_layers()
             )));
         }
-        let (a, b) = (self.offsets[s] * self.width, self.offsets[s + 1] * self.width);
+        let (a, b) = (
+            self.offsets[s] * self.width,
+            self.offsets[s + 1] * self.width,
+        );
         if values.len() != b - a {
             return Err(ProbeError::Mismatch(format!(
                 "sentence {s}: {} values for {} words of width {}",
@@ -100,7 +103,11 @@ impl LayerStates {
     }
 
     /// States from whole layers ([n_words × H] each, sentences in order) and sentence lengths.
-    pub fn from_layers(width: usize, sentence_lens: &[usize], layers: Vec<Vec<f32>>) -> Result<Self> {
+    pub fn from_layers(
+        width: usize,
+        sentence_lens: &[usize],
+        layers: Vec<Vec<f32>>,
+    ) -> Result<Self> {
         let mut s = Self::zeros(layers.len().max(1), width, sentence_lens)?;
         let want = s.n_words() * width;
         if layers.is_empty() {
@@ -128,7 +135,10 @@ impl LayerStates {
             let n = self.sentence_len(s);
             let p = perm(s, n);
             let mut seen = vec![false; n];
-            if p.len() != n || p.iter().any(|&j| j >= n || std::mem::replace(&mut seen[j], true)) {
+            if p.len() != n
+                || p.iter()
+                    .any(|&j| j >= n || std::mem::replace(&mut seen[j], true))
+            {
                 return Err(ProbeError::Mismatch(format!(
                     "sentence {s}: not a permutation of {n} words"
                 )));

@@ -49,7 +49,9 @@ fn batch(rng: &mut ChaCha8Rng) -> Batch {
         }
     }
     // Padded words (sentence 1, words 3 and 4) are zero vectors, as in the training batches.
-    let mut x: Vec<f64> = (0..2 * n * H).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let mut x: Vec<f64> = (0..2 * n * H)
+        .map(|_| rng.random_range(-1.0..1.0))
+        .collect();
     x[(n + 3) * H..].iter_mut().for_each(|v| *v = 0.0);
     let d = Device::Cpu;
     Batch {
@@ -119,11 +121,15 @@ fn depth_loss_matches_finite_differences() {
 fn upos_loss_matches_finite_differences() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let x = randn(&[12, H], &mut rng);
-    let labels: Vec<u32> = (0..12).map(|_| rng.random_range(0..Upos::COUNT as u32)).collect();
+    let labels: Vec<u32> = (0..12)
+        .map(|_| rng.random_range(0..Upos::COUNT as u32))
+        .collect();
     let labels = Tensor::new(labels.as_slice(), &Device::Cpu).unwrap();
     let w = Var::from_tensor(&(randn(&[Upos::COUNT, H], &mut rng) * 0.3).unwrap()).unwrap();
     let bias = Var::from_tensor(&(randn(&[Upos::COUNT], &mut rng) * 0.1).unwrap()).unwrap();
-    check(&[w, bias], &|v| upos_loss(&v[0], &v[1], &x, &labels).unwrap());
+    check(&[w, bias], &|v| {
+        upos_loss(&v[0], &v[1], &x, &labels).unwrap()
+    });
 }
 
 #[test]
@@ -134,12 +140,41 @@ fn the_f32_training_graph_gives_every_variable_a_gradient() {
     let f = |t: &Tensor| t.to_dtype(DType::F32).unwrap();
     let proj = Var::from_tensor(&f(&randn(&[K, H], &mut rng))).unwrap();
     for loss in [
-        distance_loss(proj.as_tensor(), &f(&b.x), &f(&b.dist), &f(&b.pair_mask), &f(&b.lens), DistanceLoss::HewittManning).unwrap(),
-        distance_loss(proj.as_tensor(), &f(&b.x), &f(&b.dist), &f(&b.pair_mask), &f(&b.lens), DistanceLoss::ReleasedMse).unwrap(),
-        depth_loss(proj.as_tensor(), &f(&b.x), &f(&b.depth), &f(&b.word_mask), &f(&b.lens)).unwrap(),
+        distance_loss(
+            proj.as_tensor(),
+            &f(&b.x),
+            &f(&b.dist),
+            &f(&b.pair_mask),
+            &f(&b.lens),
+            DistanceLoss::HewittManning,
+        )
+        .unwrap(),
+        distance_loss(
+            proj.as_tensor(),
+            &f(&b.x),
+            &f(&b.dist),
+            &f(&b.pair_mask),
+            &f(&b.lens),
+            DistanceLoss::ReleasedMse,
+        )
+        .unwrap(),
+        depth_loss(
+            proj.as_tensor(),
+            &f(&b.x),
+            &f(&b.depth),
+            &f(&b.word_mask),
+            &f(&b.lens),
+        )
+        .unwrap(),
     ] {
         let g = loss.backward().unwrap();
-        let g: Vec<f32> = g.get(&proj).unwrap().flatten_all().unwrap().to_vec1().unwrap();
+        let g: Vec<f32> = g
+            .get(&proj)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         assert!(g.iter().all(|x| x.is_finite()) && g.iter().any(|x| *x != 0.0));
     }
 }
@@ -157,9 +192,15 @@ fn upos_probe_recovers_planted_labels() {
         let mut rows: Vec<f32> = Vec::new();
         for _ in 0..count {
             let n = rng.random_range(3..12);
-            let tags: Vec<Upos> = (0..n).map(|_| Upos::ALL[rng.random_range(0..Upos::COUNT)]).collect();
+            let tags: Vec<Upos> = (0..n)
+                .map(|_| Upos::ALL[rng.random_range(0..Upos::COUNT)])
+                .collect();
             for t in &tags {
-                rows.extend(means[*t as usize].iter().map(|m| m + rng.random_range(-0.3..0.3)));
+                rows.extend(
+                    means[*t as usize]
+                        .iter()
+                        .map(|m| m + rng.random_range(-0.3..0.3)),
+                );
             }
             trees.push(GoldTree::from_heads(&common::random_heads(n, rng), &tags).unwrap());
         }
@@ -179,7 +220,10 @@ fn upos_probe_recovers_planted_labels() {
         )
         .unwrap();
     let Scores::Upos(s) = fitted
-        .evaluate(&ProbeSet::new(&te, &s_te, 0).unwrap(), &Bootstrap::default())
+        .evaluate(
+            &ProbeSet::new(&te, &s_te, 0).unwrap(),
+            &Bootstrap::default(),
+        )
         .unwrap()
     else {
         panic!("not UPOS scores")

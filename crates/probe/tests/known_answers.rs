@@ -60,7 +60,10 @@ fn mds_vectors_give_uuas_one_and_shuffled_words_fall_to_chance() {
         "shuffled UUAS {} vs chance {chance}",
         s.uuas.value
     );
-    assert!(s.uuas.low <= chance + 0.01 && chance - 0.01 <= s.uuas.high, "{s:?}");
+    assert!(
+        s.uuas.low <= chance + 0.01 && chance - 0.01 <= s.uuas.high,
+        "{s:?}"
+    );
     assert!(s.dspr.unwrap().value < 0.3, "shuffled DSpr. {:?}", s.dspr);
 }
 
@@ -71,7 +74,11 @@ fn a_trained_distance_probe_recovers_mds_trees_and_not_shuffled_ones() {
     let (dev, test) = rest.split_at(50);
     let split = |t: &[GoldTree]| mds_states(t, 16);
     let (s_train, s_dev, s_test) = (split(train), split(dev), split(test));
-    let params = ProbeParams::distance().rank(16).epochs(40).learning_rate(1e-2).patience(5);
+    let params = ProbeParams::distance()
+        .rank(16)
+        .epochs(40)
+        .learning_rate(1e-2)
+        .patience(5);
     let fitted = params
         .fit(
             &ProbeSet::new(train, &s_train, 0).unwrap(),
@@ -132,7 +139,13 @@ fn a_trained_distance_probe_recovers_mds_trees_and_not_shuffled_ones() {
 
 fn tree(heads: &[usize], punct: &[usize]) -> GoldTree {
     let tags: Vec<Upos> = (0..heads.len())
-        .map(|i| if punct.contains(&i) { Upos::Punct } else { Upos::Noun })
+        .map(|i| {
+            if punct.contains(&i) {
+                Upos::Punct
+            } else {
+                Upos::Noun
+            }
+        })
         .collect();
     GoldTree::from_heads(heads, &tags).unwrap()
 }
@@ -180,8 +193,12 @@ fn mst_and_uuas_against_hand_worked_trees() {
     assert_eq!(s.uuas.value, 1.0);
     // Pooled over sentences: (3 + 2) / (3 + 3).
     let two = vec![d.to_vec(), d.to_vec()];
-    let s = score_distances(&two, &[tree(&[2, 0, 2, 3], &[]), tree(&[2, 0, 2, 2], &[])], &b)
-        .unwrap();
+    let s = score_distances(
+        &two,
+        &[tree(&[2, 0, 2, 3], &[]), tree(&[2, 0, 2, 2], &[])],
+        &b,
+    )
+    .unwrap();
     assert!((s.uuas.value - 5.0 / 6.0).abs() < 1e-12);
     assert!(s.dspr.is_none(), "no sentence of 5-50 words");
 }
@@ -190,8 +207,18 @@ fn mst_and_uuas_against_hand_worked_trees() {
 fn right_branching_and_root_accuracy_by_hand() {
     let b = Bootstrap::default();
     // A chain either way is all right-branching edges.
-    assert_eq!(right_branching_uuas(&[tree(&[2, 3, 4, 0], &[])], &b).unwrap().value, 1.0);
-    assert_eq!(right_branching_uuas(&[tree(&[0, 1, 2, 3], &[])], &b).unwrap().value, 1.0);
+    assert_eq!(
+        right_branching_uuas(&[tree(&[2, 3, 4, 0], &[])], &b)
+            .unwrap()
+            .value,
+        1.0
+    );
+    assert_eq!(
+        right_branching_uuas(&[tree(&[0, 1, 2, 3], &[])], &b)
+            .unwrap()
+            .value,
+        1.0
+    );
     // A star from word 0 shares one edge, (0,1), with the chain.
     let star = tree(&[0, 1, 1, 1], &[]);
     assert!((right_branching_uuas(&[star], &b).unwrap().value - 1.0 / 3.0).abs() < 1e-12);
@@ -271,12 +298,19 @@ fn bootstrap_intervals_are_seeded_and_hold_the_value() {
     let states = mds_states(&trees, WIDTH);
     let mixed = shuffled(&states, 4);
     let set = ProbeSet::new(&trees, &mixed, 0).unwrap();
-    let b = Bootstrap { resamples: 200, level: 0.9, seed: 3 };
+    let b = Bootstrap {
+        resamples: 200,
+        level: 0.9,
+        seed: 3,
+    };
     let p = identity(WIDTH);
     let one = distance_scores(p.evaluate(&set, &b).unwrap());
     let two = distance_scores(p.evaluate(&set, &b).unwrap());
     assert_eq!(one, two);
-    assert!(one.uuas.low < one.uuas.value && one.uuas.value < one.uuas.high, "{one:?}");
+    assert!(
+        one.uuas.low < one.uuas.value && one.uuas.value < one.uuas.high,
+        "{one:?}"
+    );
     let other = distance_scores(p.evaluate(&set, &Bootstrap { seed: 4, ..b }).unwrap());
     assert_ne!(one.uuas.low, other.uuas.low);
     assert!(Bootstrap { resamples: 1, ..b }.check().is_err());

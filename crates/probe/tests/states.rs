@@ -32,7 +32,9 @@ fn states_files_round_trip_and_bad_files_name_the_file() {
     let mut s = LayerStates::zeros(2, 4, &lens).unwrap();
     for (k, &len) in lens.iter().enumerate() {
         for l in 0..2 {
-            let v: Vec<f32> = (0..len * 4).map(|i| (100 * l + 10 * k + i) as f32).collect();
+            let v: Vec<f32> = (0..len * 4)
+                .map(|i| (100 * l + 10 * k + i) as f32)
+                .collect();
             s.set_sentence(k, l, &v).unwrap();
         }
     }
@@ -41,13 +43,21 @@ fn states_files_round_trip_and_bad_files_name_the_file() {
     let f = StatesFile::open(&path).unwrap();
     assert_eq!((f.n_layers(), f.width(), f.n_words()), (2, 4, 5));
     let back = f
-        .states(&[sentence(&["a", "b", "c"]), sentence(&["d", "e"])], &Progress::silent())
+        .states(
+            &[sentence(&["a", "b", "c"]), sentence(&["d", "e"])],
+            &Progress::silent(),
+        )
         .unwrap();
     assert_eq!(back, s);
     assert_eq!(back.word(1, 1, 1), [114.0, 115.0, 116.0, 117.0]);
     // Sentences with other word counts than the file's rows.
-    let err = f.states(&[sentence(&["a", "b"])], &Progress::silent()).unwrap_err();
-    assert!(matches!(&err, ProbeError::StatesFile { path: p, .. } if p == &path), "{err}");
+    let err = f
+        .states(&[sentence(&["a", "b"])], &Progress::silent())
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProbeError::StatesFile { path: p, .. } if p == &path),
+        "{err}"
+    );
 
     // A missing layer, a stray tensor, a wrong rank: each a StatesFile error.
     let write = |name: &str, tensors: Vec<(&str, Vec<usize>)>| {
@@ -62,17 +72,30 @@ fn states_files_round_trip_and_bad_files_name_the_file() {
         let views: Vec<(String, safetensors::tensor::TensorView)> = data
             .iter()
             .map(|(n, s, b)| {
-                (n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b).unwrap())
+                (
+                    n.clone(),
+                    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                        .unwrap(),
+                )
             })
             .collect();
         std::fs::write(&p, safetensors::serialize(views, None).unwrap()).unwrap();
         p
     };
     let cases = [
-        write("gap.safetensors", vec![("layer_0", vec![5, 4]), ("layer_2", vec![5, 4])]),
-        write("stray.safetensors", vec![("layer_0", vec![5, 4]), ("hidden", vec![5, 4])]),
+        write(
+            "gap.safetensors",
+            vec![("layer_0", vec![5, 4]), ("layer_2", vec![5, 4])],
+        ),
+        write(
+            "stray.safetensors",
+            vec![("layer_0", vec![5, 4]), ("hidden", vec![5, 4])],
+        ),
         write("rank.safetensors", vec![("layer_0", vec![5, 4, 1])]),
-        write("shapes.safetensors", vec![("layer_0", vec![5, 4]), ("layer_1", vec![5, 3])]),
+        write(
+            "shapes.safetensors",
+            vec![("layer_0", vec![5, 4]), ("layer_1", vec![5, 3])],
+        ),
     ];
     for p in cases {
         match StatesFile::open(&p) {
@@ -104,7 +127,11 @@ fn check_alignment(tok: &Tokenizer, words: &[&str]) -> usize {
 
 #[test]
 fn words_align_to_the_pieces_of_a_trained_wordpiece_tokenizer() {
-    let texts = ["the cat sat on the mat", "the dog ate the bone", "a cat and a dog"];
+    let texts = [
+        "the cat sat on the mat",
+        "the dog ate the bone",
+        "a cat and a dog",
+    ];
     let tok = Tokenizer::train_wordpiece(texts.into_iter(), 60, true).unwrap();
     let split = check_alignment(&tok, &["the", "tone", "date", ",", "mango", "donate"]);
     assert!(split >= 2, "the test needs words the tokenizer splits");
@@ -113,7 +140,17 @@ fn words_align_to_the_pieces_of_a_trained_wordpiece_tokenizer() {
 #[test]
 fn words_align_to_minilm_pieces_and_pool_by_mean_or_first() {
     let tok = Tokenizer::from_file(shared("models/all-MiniLM-L6-v2/tokenizer.json")).unwrap();
-    let words = ["Hewitt", "'s", "probes", "ca", "n't", "disambiguate", "unaffable", "parsers", "."];
+    let words = [
+        "Hewitt",
+        "'s",
+        "probes",
+        "ca",
+        "n't",
+        "disambiguate",
+        "unaffable",
+        "parsers",
+        ".",
+    ];
     let split = check_alignment(&tok, &words);
     assert!(split >= 3, "only {split} words split");
     // [CLS] and [SEP] belong to no word.
@@ -123,13 +160,18 @@ fn words_align_to_minilm_pieces_and_pool_by_mean_or_first() {
     assert_eq!(*a.pieces.last().unwrap().last().unwrap(), a.ids.len() - 2);
     // Pooling: piece p's state is [p, 10 p]; a word's mean is the mean of its pieces.
     let h = 2;
-    let rows: Vec<f32> = (0..a.ids.len()).flat_map(|p| [p as f32, 10.0 * p as f32]).collect();
+    let rows: Vec<f32> = (0..a.ids.len())
+        .flat_map(|p| [p as f32, 10.0 * p as f32])
+        .collect();
     let mean = pool_words(&rows, h, &a, PiecePooling::Mean);
     let first = pool_words(&rows, h, &a, PiecePooling::First);
     for (w, pieces) in a.pieces.iter().enumerate() {
         let m = pieces.iter().sum::<usize>() as f32 / pieces.len() as f32;
         assert_eq!(&mean[w * h..(w + 1) * h], [m, 10.0 * m]);
-        assert_eq!(&first[w * h..(w + 1) * h], [pieces[0] as f32, 10.0 * pieces[0] as f32]);
+        assert_eq!(
+            &first[w * h..(w + 1) * h],
+            [pieces[0] as f32, 10.0 * pieces[0] as f32]
+        );
     }
 }
 
@@ -141,11 +183,22 @@ fn minilm_layers_end_with_the_encoders_last_layer() {
     let layers = probe::EncoderLayers::load(&dir, &opts, PiecePooling::Mean).unwrap();
     assert_eq!(layers.n_layers(), 7);
     let sents = [
-        sentence(&["Hewitt", "and", "Manning", "probe", "unaffable", "parsers", "."]),
+        sentence(&[
+            "Hewitt",
+            "and",
+            "Manning",
+            "probe",
+            "unaffable",
+            "parsers",
+            ".",
+        ]),
         sentence(&["Short", "one"]),
     ];
     let states = layers.states(&sents, &Progress::silent()).unwrap();
-    assert_eq!((states.n_layers(), states.width(), states.n_words()), (7, 384, 9));
+    assert_eq!(
+        (states.n_layers(), states.width(), states.n_words()),
+        (7, 384, 9)
+    );
     // The lmd encoder's last hidden layer, pooled the same way, is layer 6.
     let enc = load(&dir, &opts).unwrap();
     for (k, s) in sents.iter().enumerate() {
@@ -155,7 +208,11 @@ fn minilm_layers_end_with_the_encoders_last_layer() {
         let rows: Vec<f32> = h.flatten_all().unwrap().to_vec1().unwrap();
         let want = pool_words(&rows, 384, &a, PiecePooling::Mean);
         let got = states.sentence(k, 6);
-        let err = want.iter().zip(got).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let err = want
+            .iter()
+            .zip(got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert!(err < 1e-4, "sentence {k}: max difference {err}");
         // Layer 0 is non-contextual in the words: "one" gets the same vector whatever the rest
         // of the sentence (same position).

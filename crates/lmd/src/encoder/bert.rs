@@ -238,7 +238,11 @@ pub fn load_model(
     opts: &super::LoadOptions,
 ) -> crate::Result<(Config, Model)> {
     let cfg: Config = super::weights::read_config(dir)?;
-    if let Some(p) = cfg.position_embedding_type.as_deref().filter(|p| *p != "absolute") {
+    if let Some(p) = cfg
+        .position_embedding_type
+        .as_deref()
+        .filter(|p| *p != "absolute")
+    {
         return Err(crate::LmdError::ModelConfig {
             path: dir.join("config.json"),
             message: format!("position embeddings {p:?}: only absolute ones are supported"),
@@ -246,6 +250,7 @@ pub fn load_model(
     }
     let w = super::weights::Weights::load(dir, &opts.device)?
         .strip_prefix("embeddings.word_embeddings.weight", PREFIXES);
-    let model = Model::new(&cfg, w.var_builder(opts.dtype, &opts.device)).map_err(|e| w.error(e))?;
+    let model =
+        Model::new(&cfg, w.var_builder(opts.dtype, &opts.device)).map_err(|e| w.error(e))?;
     Ok((cfg, model))
 }
