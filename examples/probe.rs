@@ -294,5 +294,6 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
 }
 
 fn main() -> ExitCode {
+    common::quiet_on_broken_pipe();
     common::finish(run(Args::parse()))
 }
