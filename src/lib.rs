@@ -18,6 +18,7 @@ pub use ica;
 pub use kernels;
 pub use lmd;
 pub use prefscore;
+pub use probe;
 pub use report;
 pub use towers;
 

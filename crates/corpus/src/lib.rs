@@ -34,8 +34,8 @@ pub use error::{CorpusError, Result};
 pub use freq::{CountSummary, TokenCounts};
 pub use mlm::{mask_sequence, MaskingConfig};
 pub use pos::{
-    read_conllu, Accuracy, ConlluReader, PerceptronTagger, PosLexicon, TaggedSentence,
-    TaggerConfig, TokenTag, Upos,
+    read_conllu, read_conllu_trees, Accuracy, ConlluReader, ConlluTreeReader, ParsedSentence,
+    PerceptronTagger, PosLexicon, TaggedSentence, TaggerConfig, TokenTag, Upos,
 };
 pub use read::{read_documents, DocSource, Document, Documents, Format};
 pub use reference_chunks::{reference_chunks, text_rows, REFERENCE_GROUP_ROWS};

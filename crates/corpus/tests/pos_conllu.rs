@@ -130,3 +130,101 @@ fn ewt_dev_counts() {
         .collect();
     assert_eq!(streamed, sents);
 }
+
+fn read_trees(text: &str) -> Vec<Result<corpus::ParsedSentence, CorpusError>> {
+    corpus::ConlluTreeReader::new(Cursor::new(text.as_bytes().to_vec()), "trees.conllu").collect()
+}
+
+#[test]
+fn tree_reader_gives_heads_and_deprels_skipping_ranges_and_empty_nodes() {
+    let sents: Vec<_> = read_trees(SMALL).into_iter().map(Result::unwrap).collect();
+    assert_eq!(sents.len(), 2);
+    let s = &sents[0];
+    assert_eq!(s.words, ["I", "ca", "n't", "go", "."]);
+    // The range line `1-2` and the empty node `4.1` (whose own HEAD is `_`) are not words:
+    // the heads are those of the five words, numbered as in the file.
+    assert_eq!(s.heads, [3, 3, 4, 0, 4]);
+    assert_eq!(s.deprels, ["nsubj", "aux", "advmod", "root", "punct"]);
+    assert_eq!(s.root(), Some(3));
+    assert_eq!(sents[1].heads, [0, 1]);
+    assert_eq!(sents[1].deprels, ["root", "vocative"]);
+    // The words and tags are those of the tagged reader.
+    let tagged: Vec<TaggedSentence> = read(SMALL).into_iter().map(Result::unwrap).collect();
+    let from_trees: Vec<TaggedSentence> = sents.into_iter().map(|s| s.into_tagged()).collect();
+    assert_eq!(tagged, from_trees);
+}
+
+#[test]
+fn bad_trees_are_parse_errors_naming_file_and_line() {
+    let w = |id: usize, head: &str| format!("{id}\tw{id}\tw\tNOUN\tNN\t_\t{head}\tdep\t_\t_\n");
+    let cases = [
+        // A head past the end of its sentence: the error names that word's line.
+        (
+            format!(
+                "# c\n{}{}{}\n{}",
+                w(1, "2"),
+                w(2, "0"),
+                w(3, "7"),
+                w(1, "0")
+            ),
+            4,
+            "outside",
+        ),
+        // The same in the last sentence without a trailing blank line.
+        (format!("{}{}", w(1, "0"), w(2, "3")), 2, "outside"),
+        (format!("{}{}", w(1, "0"), w(2, "_")), 2, "HEAD"),
+        (format!("{}{}", w(1, "0"), w(2, "2")), 2, "own HEAD"),
+        (format!("{}{}", w(1, "0"), w(2, "0")), 2, "roots"),
+        (
+            format!("{}{}{}", w(1, "0"), w(2, "3"), w(3, "2")),
+            2,
+            "cycle",
+        ),
+        ("1\ta\ta\tDET\tDT\t_\t0\t_\t_\t_\n".to_string(), 1, "DEPREL"),
+    ];
+    for (text, want_line, needle) in cases {
+        let err = read_trees(&text)
+            .into_iter()
+            .find_map(Result::err)
+            .unwrap_or_else(|| panic!("no error for {text:?}"));
+        match &err {
+            CorpusError::Parse {
+                path,
+                line,
+                message,
+            } => {
+                assert_eq!(path, &PathBuf::from("trees.conllu"));
+                assert_eq!(*line, want_line, "{text:?}: {err}");
+                assert!(message.contains(needle), "{text:?}: {err}");
+            }
+            e => panic!("unexpected error {e}"),
+        }
+        assert!(err
+            .to_string()
+            .starts_with(&format!("trees.conllu:{want_line}:")));
+    }
+    // The tagged reader does not look at heads: the same text reads without error.
+    let text = format!("{}{}", w(1, "0"), w(2, "9"));
+    assert!(read(&text).into_iter().all(|r| r.is_ok()));
+}
+
+/// Heads of EWT dev: every sentence has one root and a tree over its words (the reader checks);
+/// 2,001 sentences as the tagged reader gives them.
+#[test]
+fn ewt_dev_trees() {
+    let path = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../../shared/data/ud-english-ewt/en_ewt-ud-dev.conllu"
+    ));
+    assert!(path.exists(), "missing shared data file {}", path.display());
+    let trees = corpus::read_conllu_trees(&path).unwrap();
+    assert_eq!(trees.len(), 2001);
+    let tagged = corpus::read_conllu(&path).unwrap();
+    for (t, s) in trees.iter().zip(&tagged) {
+        assert_eq!(t.words, s.words);
+        assert_eq!(t.heads.len(), t.len());
+        assert_eq!(t.deprels[t.root().unwrap()], "root");
+    }
+    // The first sentence, "From the AP comes this story :", as in the file.
+    assert_eq!(trees[0].heads, [3, 3, 4, 0, 6, 4, 4]);
+}

@@ -166,6 +166,31 @@ impl Model {
 
     /// ids [n, L] u32, mask [n, L] (1 = real token, right padding) -> hidden [n, L, H].
     pub fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<Tensor> {
+        let mut x = self.embed(ids)?;
+        let bias = padding_bias(mask, x.dtype())?;
+        for i in 0..self.layers.len() {
+            x = self.layer(i, &x, &bias)?;
+        }
+        Ok(x)
+    }
+
+    /// Every layer's token states, for probing: `num_hidden_layers + 1` tensors [n, L, H],
+    /// the first the embedding layer's output (after its LayerNorm and ELECTRA's projection),
+    /// then each encoder layer's output; the last equals [`Model::forward`].
+    pub fn forward_layers(&self, ids: &Tensor, mask: &Tensor) -> Result<Vec<Tensor>> {
+        let mut x = self.embed(ids)?;
+        let bias = padding_bias(mask, x.dtype())?;
+        let mut out = Vec::with_capacity(self.layers.len() + 1);
+        out.push(x.clone());
+        for i in 0..self.layers.len() {
+            x = self.layer(i, &x, &bias)?;
+            out.push(x.clone());
+        }
+        Ok(out)
+    }
+
+    /// The embedding layer: token + position + token type 0, LayerNorm, optional projection.
+    fn embed(&self, ids: &Tensor) -> Result<Tensor> {
         let l = ids.dim(1)?;
         let pos = self
             .position
@@ -176,20 +201,56 @@ impl Model {
             .forward(ids)?
             .broadcast_add(&pos)?
             .broadcast_add(&tt)?;
-        let mut x = self.ln.forward(&x)?;
-        if let Some(p) = &self.project {
-            x = p.forward(&x)?;
+        let x = self.ln.forward(&x)?;
+        match &self.project {
+            Some(p) => p.forward(&x),
+            None => Ok(x),
         }
-        let bias = padding_bias(mask, x.dtype())?;
-        for (layer, w) in self.layers.iter().zip(&self.half_windows) {
-            x = match w {
-                Some(w) => {
-                    let band = band_bias(l, *w, x.dtype(), x.device())?;
-                    layer.forward(&x, &bias.broadcast_add(&band)?)?
-                }
-                None => layer.forward(&x, &bias)?,
-            };
-        }
-        Ok(x)
     }
+
+    /// Encoder layer `i` with the padding bias (and Longformer's band).
+    fn layer(&self, i: usize, x: &Tensor, bias: &Tensor) -> Result<Tensor> {
+        match self.half_windows[i] {
+            Some(w) => {
+                let band = band_bias(x.dim(1)?, w, x.dtype(), x.device())?;
+                self.layers[i].forward(x, &bias.broadcast_add(&band)?)
+            }
+            None => self.layers[i].forward(x, bias),
+        }
+    }
+}
+
+/// Weight-name prefixes of task checkpoints (as the loader of [`super::load`] strips them).
+const PREFIXES: &[&str] = &[
+    "bert.",
+    "roberta.",
+    "electra.",
+    "camembert.",
+    "longformer.",
+    "model.",
+];
+
+/// Loads the BERT-family model in `dir` (`config.json` and its weights) as a [`Model`] with
+/// its config, for callers that need more than [`super::Encoder`]'s last layer (per-layer
+/// states: [`Model::forward_layers`]). The tokenizer is the caller's.
+pub fn load_model(
+    dir: &std::path::Path,
+    opts: &super::LoadOptions,
+) -> crate::Result<(Config, Model)> {
+    let cfg: Config = super::weights::read_config(dir)?;
+    if let Some(p) = cfg
+        .position_embedding_type
+        .as_deref()
+        .filter(|p| *p != "absolute")
+    {
+        return Err(crate::LmdError::ModelConfig {
+            path: dir.join("config.json"),
+            message: format!("position embeddings {p:?}: only absolute ones are supported"),
+        });
+    }
+    let w = super::weights::Weights::load(dir, &opts.device)?
+        .strip_prefix("embeddings.word_embeddings.weight", PREFIXES);
+    let model =
+        Model::new(&cfg, w.var_builder(opts.dtype, &opts.device)).map_err(|e| w.error(e))?;
+    Ok((cfg, model))
 }
