@@ -807,11 +807,23 @@ impl Moments {
             sim_bytes = vec![
                 ("sim.q", le_bytes(st.norms.q.iter().copied()), vec![m, m]),
                 ("sim.v", le_bytes(st.norms.v.iter().copied()), vec![m, d]),
-                ("null.gram", le_bytes((0..d * d).map(|k| nm.gram_at(k / d, k % d))), vec![d, d]),
+                (
+                    "null.gram",
+                    le_bytes((0..d * d).map(|k| nm.gram_at(k / d, k % d))),
+                    vec![d, d],
+                ),
                 ("null.shift", le_bytes(nm.shift()), vec![d]),
                 ("null.sum", le_bytes(nm.sum.iter().copied()), vec![d]),
-                ("null.q", le_bytes(st.null_norms.q.iter().copied()), vec![m, m]),
-                ("null.v", le_bytes(st.null_norms.v.iter().copied()), vec![m, d]),
+                (
+                    "null.q",
+                    le_bytes(st.null_norms.q.iter().copied()),
+                    vec![m, m],
+                ),
+                (
+                    "null.v",
+                    le_bytes(st.null_norms.v.iter().copied()),
+                    vec![m, d],
+                ),
             ];
         }
         let mut tensors = vec![

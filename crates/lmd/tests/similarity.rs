@@ -33,7 +33,8 @@ struct Fixture {
 }
 
 fn fixture(case: &str) -> Fixture {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/similarity/{case}.safetensors"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/similarity/{case}.safetensors"));
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let meta = header.metadata().clone().unwrap();
@@ -129,7 +130,12 @@ fn every_measure_equals_numpy_on_planted_arrays_with_and_without_a_large_offset(
         let k = f.widths.len();
         for measure in TEST_ONLY {
             let r = streamed_measure(measure, &m, &m, &p).unwrap();
-            let want = &f.expected.iter().find(|(n, _)| n == stem(measure)).unwrap().1;
+            let want = &f
+                .expected
+                .iter()
+                .find(|(n, _)| n == stem(measure))
+                .unwrap()
+                .1;
             for i in 0..k {
                 for j in 0..k {
                     let (got, exp) = (r.values.get(i, j), want[i * k + j]);
@@ -142,9 +148,17 @@ fn every_measure_equals_numpy_on_planted_arrays_with_and_without_a_large_offset(
             }
         }
         let knn = mutual_knn(&sample_of(&f.widths, &f.x), f.knn_k, 3).unwrap();
-        let want = &f.expected.iter().find(|(n, _)| n == "mutual_knn").unwrap().1;
+        let want = &f
+            .expected
+            .iter()
+            .find(|(n, _)| n == "mutual_knn")
+            .unwrap()
+            .1;
         for (a, b) in knn.values.values.iter().zip(want) {
-            assert!((a - b).abs() < 1e-12, "{case} mutual k-NN: {a} vs NumPy {b}");
+            assert!(
+                (a - b).abs() < 1e-12,
+                "{case} mutual k-NN: {a} vs NumPy {b}"
+            );
         }
     }
 }
@@ -169,10 +183,18 @@ fn planted_rows(n: usize, widths: &[usize], seed: u64, offset: f64) -> Vec<f64> 
 
 fn assert_close(a: &MeasureResult, b: &MeasureResult, tol: f64, what: &str) {
     for (x, y) in a.values.values.iter().zip(&b.values.values) {
-        assert!((x - y).abs() < tol, "{what} {}: {x} vs {y}", a.measure.name());
+        assert!(
+            (x - y).abs() < tol,
+            "{what} {}: {x} vs {y}",
+            a.measure.name()
+        );
     }
     for (x, y) in a.null.values.iter().zip(&b.null.values) {
-        assert!((x - y).abs() < tol, "{what} {} null: {x} vs {y}", a.measure.name());
+        assert!(
+            (x - y).abs() < tol,
+            "{what} {} null: {x} vs {y}",
+            a.measure.name()
+        );
     }
 }
 
@@ -274,7 +296,13 @@ fn known_answers_rotation_and_independent_noise() {
     }
     let m = streamed(&[w, w, w], &rows, 64, 4, 0);
     let p = params(3);
-    let s = similarity(&m, &m, Some(&sample_of(&[w, w, w], &rows[..200 * 3 * w])), &p).unwrap();
+    let s = similarity(
+        &m,
+        &m,
+        Some(&sample_of(&[w, w, w], &rows[..200 * 3 * w])),
+        &p,
+    )
+    .unwrap();
     let get = |measure: Measure| s.get(measure).unwrap();
     let want = [
         (Measure::Procrustes, 0.0),
@@ -290,14 +318,23 @@ fn known_answers_rotation_and_independent_noise() {
     // Against independent noise every measure is near its null (and far from the rotation's).
     for r in &s.results {
         let (v, z) = (r.values.get(2, 0), r.null.get(2, 0));
-        let tol = if r.measure == Measure::HeldOutR2 { 0.02 } else { 0.06 };
+        let tol = if r.measure == Measure::HeldOutR2 {
+            0.02
+        } else {
+            0.06
+        };
         assert!(
             (v - z).abs() < tol,
             "{}: independent noise {v} vs its null {z}",
             r.measure.name()
         );
         if r.measure != Measure::HeldOutR2 {
-            assert!(r.calibrated(1, 0) > 0.9, "{}: {}", r.measure.name(), r.calibrated(1, 0));
+            assert!(
+                r.calibrated(1, 0) > 0.9,
+                "{}: {}",
+                r.measure.name(),
+                r.calibrated(1, 0)
+            );
         }
     }
 }
@@ -313,13 +350,22 @@ fn debiased_cka_is_less_biased_than_linear_cka_at_small_n() {
         let rows: Vec<f64> = (0..n * 2 * w).map(|_| rng.sample(StandardNormal)).collect();
         let m = streamed(&[w, w], &rows, n, seed, 0);
         let p = params(2);
-        lin += streamed_measure(Measure::LinearCka, &m, &m, &p).unwrap().values.get(1, 0);
-        deb += streamed_measure(Measure::DebiasedCka, &m, &m, &p).unwrap().values.get(1, 0);
+        lin += streamed_measure(Measure::LinearCka, &m, &m, &p)
+            .unwrap()
+            .values
+            .get(1, 0);
+        deb += streamed_measure(Measure::DebiasedCka, &m, &m, &p)
+            .unwrap()
+            .values
+            .get(1, 0);
     }
     let (lin, deb) = (lin / runs as f64, deb / runs as f64);
     assert!(lin > 0.2, "linear CKA's mean {lin}");
     assert!(deb.abs() < 0.05, "debiased CKA's mean {deb}");
-    assert!(deb.abs() < lin / 4.0, "bias: debiased {deb} vs linear {lin}");
+    assert!(
+        deb.abs() < lin / 4.0,
+        "bias: debiased {deb} vs linear {lin}"
+    );
 }
 
 /// The error is a typed measure error naming `measure`, in one sentence.
@@ -327,7 +373,10 @@ fn names_measure(e: LmdError, measure: &str) {
     let text = e.to_string();
     assert!(matches!(e, LmdError::Measure { .. }), "{e:?}");
     assert!(text.starts_with(measure), "{text}");
-    assert!(!text.contains('\n') && !text.trim_end_matches('.').contains(". "), "{text}");
+    assert!(
+        !text.contains('\n') && !text.trim_end_matches('.').contains(". "),
+        "{text}"
+    );
 }
 
 #[test]

@@ -404,14 +404,21 @@ impl SplitFiles {
     /// k-NN sample ([`crate::similarity::sample_indices`]). Reads `indices.len()` rows per model.
     pub fn sample(&self, indices: &[usize]) -> Result<crate::similarity::KnnSample> {
         let widths = self.widths();
-        let mut blocks: Vec<Vec<f64>> = widths.iter().map(|w| vec![0.0; indices.len() * w]).collect();
+        let mut blocks: Vec<Vec<f64>> = widths
+            .iter()
+            .map(|w| vec![0.0; indices.len() * w])
+            .collect();
         for (((_, s), block), &w) in self.models.iter().zip(&mut blocks).zip(&widths) {
             let mut reader = s.open()?;
             for (k, &row) in indices.iter().enumerate() {
                 s.read_rows(&mut reader, row, 1, &mut block[k * w..(k + 1) * w], w, 0)?;
             }
         }
-        Ok(crate::similarity::KnnSample::new(self.names(), widths, blocks)?)
+        Ok(crate::similarity::KnnSample::new(
+            self.names(),
+            widths,
+            blocks,
+        )?)
     }
 
     fn accumulate(

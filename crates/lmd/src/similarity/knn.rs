@@ -49,11 +49,17 @@ impl KnnSample {
         let rows = blocks[0].len() / widths[0].max(1);
         for ((name, &w), b) in names.iter().zip(&widths).zip(&blocks) {
             if w == 0 || b.len() != rows * w {
-                let why = format!("the block of {name} holds {} values, not {rows} × {w}", b.len());
+                let why = format!(
+                    "the block of {name} holds {} values, not {rows} × {w}",
+                    b.len()
+                );
                 return Err(LmdError::measure(what, why));
             }
             if b.iter().any(|x| !x.is_finite()) {
-                return Err(LmdError::measure(what, format!("{name} has a non-finite value")));
+                return Err(LmdError::measure(
+                    what,
+                    format!("{name} has a non-finite value"),
+                ));
             }
         }
         Ok(Self {

@@ -176,7 +176,10 @@ impl SimilarityParams {
             return Err(LmdError::measure(Measure::Svcca.name(), why));
         }
         if self.knn_k == 0 {
-            return Err(LmdError::measure(Measure::MutualKnn.name(), "k must be ≥ 1"));
+            return Err(LmdError::measure(
+                Measure::MutualKnn.name(),
+                "k must be ≥ 1",
+            ));
         }
         if self.knn_sample <= self.knn_k {
             let why = format!(
@@ -284,7 +287,9 @@ pub fn streamed_measure(
     let no_null = |split: &str| {
         LmdError::measure(
             name,
-            format!("the {split} moments hold no null (accumulate them with Moments::track_similarity)"),
+            format!(
+                "the {split} moments hold no null (accumulate them with Moments::track_similarity)"
+            ),
         )
     };
     let test_null = test.null().ok_or_else(|| no_null("test"))?;
@@ -312,9 +317,9 @@ pub fn streamed_measure(
         return Err(zero_variance(name, &names[i]));
     }
     let per_pair: PairFn<'_> = match measure {
-        Measure::LinearCka => {
-            Box::new(move |m: &Moments, _: Pairing, i: usize, j: usize| Ok(linear_cka(cross(m, i, j).as_ref(), &own[i], &own[j])))
-        }
+        Measure::LinearCka => Box::new(move |m: &Moments, _: Pairing, i: usize, j: usize| {
+            Ok(linear_cka(cross(m, i, j).as_ref(), &own[i], &own[j]))
+        }),
         Measure::DebiasedCka => debiased(test, own, name)?,
         Measure::MeanCca => {
             for (i, w) in test.widths().iter().enumerate() {
@@ -329,7 +334,12 @@ pub fn streamed_measure(
                 .map(|(o, nm)| cholesky(&o.cov, params.cca_ridge, name, nm))
                 .collect::<Result<Vec<_>>>()?;
             Box::new(move |m: &Moments, _: Pairing, i: usize, j: usize| {
-                mean_canonical(cross(m, i, j).as_ref(), factors[i].as_ref(), factors[j].as_ref(), name)
+                mean_canonical(
+                    cross(m, i, j).as_ref(),
+                    factors[i].as_ref(),
+                    factors[j].as_ref(),
+                    name,
+                )
             })
         }
         Measure::Svcca => {
@@ -359,7 +369,10 @@ pub fn streamed_measure(
             procrustes(cross(m, i, j).as_ref(), own[i].trace, own[j].trace)
         }),
         Measure::HeldOutR2 | Measure::MutualKnn => {
-            return Err(LmdError::measure(name, "it is not computed from moments alone"))
+            return Err(LmdError::measure(
+                name,
+                "it is not computed from moments alone",
+            ))
         }
     };
     let mut values = vec![measure.best(); k * k];
@@ -420,13 +433,15 @@ fn debiased<'a>(test: &Moments, own: Vec<Own>, name: &'a str) -> Result<PairFn<'
         );
         return Err(LmdError::measure(name, why));
     }
-    Ok(Box::new(move |m: &Moments, side: Pairing, i: usize, j: usize| {
-        let q = match side {
-            Pairing::Paired => &q_paired,
-            Pairing::Broken => &q_broken,
-        };
-        let c2 = cross(m, i, j).squared_norm_l2();
-        let h = hsic_unbiased(nf, c2, own[i].trace, own[j].trace, q[i * k + j]);
-        Ok(h / (self_hsic[i] * self_hsic[j]).sqrt())
-    }))
+    Ok(Box::new(
+        move |m: &Moments, side: Pairing, i: usize, j: usize| {
+            let q = match side {
+                Pairing::Paired => &q_paired,
+                Pairing::Broken => &q_broken,
+            };
+            let c2 = cross(m, i, j).squared_norm_l2();
+            let h = hsic_unbiased(nf, c2, own[i].trace, own[j].trace, q[i * k + j]);
+            Ok(h / (self_hsic[i] * self_hsic[j]).sqrt())
+        },
+    ))
 }

@@ -158,7 +158,12 @@ pub(crate) struct Streams {
 }
 
 impl Streams {
-    pub(crate) fn new(names: Vec<String>, widths: Vec<usize>, seed: u64, first_row: u64) -> Result<Self> {
+    pub(crate) fn new(
+        names: Vec<String>,
+        widths: Vec<usize>,
+        seed: u64,
+        first_row: u64,
+    ) -> Result<Self> {
         let null = Moments::new(names, widths)?;
         let (m, d) = (null.names().len(), null.dim());
         Ok(Self {
@@ -259,7 +264,10 @@ mod tests {
             assert_eq!(r, 0);
             for p in 1..k {
                 let from = deranged_rows(9, 512, k, p);
-                assert!(from.iter().enumerate().all(|(r, &f)| r != f), "k = {k}, p = {p}");
+                assert!(
+                    from.iter().enumerate().all(|(r, &f)| r != f),
+                    "k = {k}, p = {p}"
+                );
             }
         }
         assert_ne!(chunk_cycle(9, 0, 40), chunk_cycle(9, 40, 40));

@@ -23,7 +23,14 @@ fn pairs(r: &MeasureResult) -> Vec<(usize, usize)> {
 /// One row per measure and pair: the value, its null (pairing broken) and the calibrated
 /// value (value − null) / (best − null).
 pub fn similarity_table(s: &Similarity) -> Table {
-    let header = ["measure", "model a", "model b", "value", "null", "calibrated"];
+    let header = [
+        "measure",
+        "model a",
+        "model b",
+        "value",
+        "null",
+        "calibrated",
+    ];
     let mut table = Table::new(header.iter().map(|h| h.to_string()).collect())
         .with_title("Similarity of every pair of models, each measure beside its null")
         .with_note(format!(
@@ -36,7 +43,11 @@ pub fn similarity_table(s: &Similarity) -> Table {
         ));
     if !s.left_out.is_empty() {
         let why: Vec<&str> = s.left_out.iter().map(|(_, e)| e.as_str()).collect();
-        let note = format!("{}; left out: {}", table.note().unwrap_or(""), why.join("; "));
+        let note = format!(
+            "{}; left out: {}",
+            table.note().unwrap_or(""),
+            why.join("; ")
+        );
         table = table.with_note(note);
     }
     for r in &s.results {
@@ -94,7 +105,11 @@ fn similarity_scores(r: &MeasureResult) -> Vec<f64> {
     } else {
         r.values.clone()
     };
-    let sign = if r.measure.higher_is_more_similar() { 1.0 } else { -1.0 };
+    let sign = if r.measure.higher_is_more_similar() {
+        1.0
+    } else {
+        -1.0
+    };
     let m = v.len();
     (0..m)
         .flat_map(|i| (0..i).map(move |j| (i, j)))
@@ -118,7 +133,11 @@ pub fn agreement(s: &Similarity) -> PairMatrix {
         })
         .collect();
     PairMatrix {
-        names: s.results.iter().map(|r| r.measure.name().to_string()).collect(),
+        names: s
+            .results
+            .iter()
+            .map(|r| r.measure.name().to_string())
+            .collect(),
         values,
     }
 }
