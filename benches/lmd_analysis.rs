@@ -8,6 +8,13 @@
 //! f64 group step is timed cold (first D × D buffers of the process) and warm, and the totals
 //! use the warm time. Then criterion times the full analysis in both arithmetics.
 //!
+//! Then the similarity measures of `lmd::similarity` (every streamed measure with its null, and
+//! mutual k-NN on 512 rows) on moments streamed with their accumulators
+//! (`LMD_BENCH_SIM_ROWS` rows per split, default 1000: the measures' cost depends on the
+//! widths, not on n), timed beside `analyze_with` on the same moments, so that the ratio
+//! (analysis + similarity) / analysis is measured in one process; `LMD_BENCH_SIM_ROWS=0` skips
+//! it.
+//!
 //! `LMD_BENCH_MODELS=12 cargo bench -p lmsplit --bench lmd_analysis`
 //! (LMD_BENCH_MODELS / LMD_BENCH_DIM change the size; LMD_BENCH_ONESHOT=1 stops after the
 //! one-shot pass: ten criterion samples at 12 × 768 take several minutes.)
@@ -21,6 +28,7 @@ use lmsplit::lmd::analysis::{analyze_with, group_r2_with, pairwise_r2, Arithmeti
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
+use lmsplit::lmd::similarity::{sample_indices, similarity, KnnSample, SimilarityParams};
 use lmsplit::lmd::synthetic::{Planted, PlantedSpec};
 
 /// Flops of the group precision path (see `lmd::analysis`): two Cholesky factorisations, the
@@ -135,6 +143,73 @@ fn one_shot(train: &Moments, test: &Moments, models: usize, dim: usize) {
     );
 }
 
+/// Tracked moments of `n` planted rows (streamed in chunks of 500) and the mutual k-NN sample.
+fn streamed(planted: &Planted, n: usize, seed: u64) -> (Moments, KnnSample) {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut m = Moments::new(planted.names(), planted.widths()).unwrap();
+    m.track_similarity(seed, 0).unwrap();
+    let (widths, d) = (planted.widths(), m.dim());
+    let keep = sample_indices(n, 512, seed);
+    let mut blocks: Vec<Vec<f64>> = vec![Vec::new(); widths.len()];
+    let (mut done, mut next) = (0, 0);
+    while done < n {
+        let rows = 500.min(n - done);
+        let batch = planted.sample(rows, &mut rng);
+        m.update_stacked(&batch).unwrap();
+        while next < keep.len() && keep[next] < done + rows {
+            let row = &batch[(keep[next] - done) * d..(keep[next] - done + 1) * d];
+            let mut col = 0;
+            for (b, &w) in blocks.iter_mut().zip(&widths) {
+                b.extend(row[col..col + w].iter().map(|&x| x as f64));
+                col += w;
+            }
+            next += 1;
+        }
+        done += rows;
+    }
+    (m, KnnSample::new(planted.names(), widths, blocks).unwrap())
+}
+
+/// The analysis and the similarity measures on the same streamed moments, timed.
+/// The analysis runs on the population moments `pop` (the group path needs more train rows
+/// than D), the measures on streamed ones.
+fn similarity_one_shot(planted: &Planted, pop: (&Moments, &Moments), rows: usize, dim: usize) {
+    let models = planted.names().len();
+    let t = Instant::now();
+    let (train, _) = streamed(planted, rows, 1);
+    let (test, sample) = streamed(planted, rows, 2);
+    let t_stream = t.elapsed().as_secs_f64();
+    let ridge = Ridge::REFERENCE;
+    // Warm the process's D × D buffers first, as in the one-shot pass.
+    analyze_with(pop.0, pop.1, ridge, Arithmetic::F64).unwrap();
+    let t = Instant::now();
+    analyze_with(pop.0, pop.1, ridge, Arithmetic::F64).unwrap();
+    let t_analysis = t.elapsed().as_secs_f64();
+    let params = SimilarityParams::default();
+    let t = Instant::now();
+    let s = similarity(&train, &test, Some(&sample), &params).unwrap();
+    let t_sim = t.elapsed().as_secs_f64();
+    println!(
+        "similarity ({} measures with nulls, {} left out): {t_sim:.2} s beside the analysis's \
+         {t_analysis:.2} s on the same moments: ratio {:.3} (streaming {rows} rows per split \
+         with the accumulators took {t_stream:.1} s)",
+        s.results.len(),
+        s.left_out.len(),
+        (t_analysis + t_sim) / t_analysis
+    );
+    println!(
+        "{}",
+        serde_json::json!({
+            "bench": "lmd_analysis_similarity", "models": models, "dim": dim, "rows": rows,
+            "seconds": {"analysis_f64": t_analysis, "similarity": t_sim,
+                        "streaming_both_splits": t_stream},
+            "ratio": (t_analysis + t_sim) / t_analysis,
+            "left_out": s.left_out.iter().map(|(_, e)| e.clone()).collect::<Vec<_>>(),
+        })
+    );
+}
+
 fn main() {
     // As in the lmd_table example: freed D × D buffers are reused instead of being faulted in
     // again (~0.5 s per fresh 680 MB buffer on this VM; see lmsplit::alloc).
@@ -153,6 +228,10 @@ fn main() {
     let train = planted.population_moments(128_000).unwrap();
     let test = planted.population_moments(16_000).unwrap();
     one_shot(&train, &test, models, dim);
+    let sim_rows = common::env_usize("LMD_BENCH_SIM_ROWS", 1000);
+    if sim_rows > 0 {
+        similarity_one_shot(&planted, (&train, &test), sim_rows, dim);
+    }
     if common::env_usize("LMD_BENCH_ONESHOT", 0) == 1 {
         return;
     }

@@ -12,6 +12,12 @@
 //! `--generate M,D,N_TRAIN,N_TEST` first writes planted float32 `.npy` embeddings of M models
 //! of width D into `--embeddings` (one folder per model) and exits. Every run prints its peak
 //! resident memory (`VmHWM`).
+//!
+//! With `--out` (and without `--moments-only`), the similarity measures of `lmd::similarity`
+//! are accumulated in the same pass and written beside the analysis (`similarity.*`, one
+//! heatmap per measure, the measures' agreement; mutual k-NN on `--knn-sample` test rows drawn
+//! by `--seed`): the moments of each split then hold a second D × D Gram (the null).
+//! `--no-similarity` leaves them out.
 
 mod common;
 
@@ -22,7 +28,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use lmsplit::lmd::analysis::{analyze_with, Analysis, Arithmetic};
-use lmsplit::lmd::external::{read_train_test, ReadOptions, TrainTest};
+use lmsplit::lmd::external::{open_split, read_train_test, ReadOptions, TrainTest};
+use lmsplit::lmd::similarity::{sample_indices, similarity, write_similarity, SimilarityParams};
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::tables;
 use serde_json::{json, Value};
@@ -66,6 +73,21 @@ struct Args {
     /// into `--embeddings`, then exit.
     #[arg(long, value_delimiter = ',')]
     generate: Option<Vec<usize>>,
+    /// Leave out the similarity measures (see the module documentation).
+    #[arg(long)]
+    no_similarity: bool,
+    /// Seed of the similarity nulls and of the mutual k-NN sample.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// SVCCA: top principal directions kept per model.
+    #[arg(long, default_value_t = 20)]
+    svcca_dims: usize,
+    /// Mutual k-NN: neighbours per sequence.
+    #[arg(long, default_value_t = 10)]
+    knn_k: usize,
+    /// Mutual k-NN: test rows sampled.
+    #[arg(long, default_value_t = 512)]
+    knn_sample: usize,
 }
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
@@ -135,12 +157,28 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         },
     };
     let t0 = Instant::now();
-    let TrainTest {
+    let with_similarity = args.out.is_some() && !args.moments_only && !args.no_similarity;
+    let (TrainTest {
         names,
         widths,
         train: m_train,
         test: m_test,
-    } = read_train_test(&args.embeddings, &opts)?;
+    }, sample) = if with_similarity {
+        let (train, test) = (
+            open_split(&args.embeddings, "train", &opts)?,
+            open_split(&args.embeddings, "test", &opts)?,
+        );
+        let sample = test.sample(&sample_indices(test.rows(), args.knn_sample, args.seed))?;
+        let tt = TrainTest {
+            names: train.names(),
+            widths: train.widths(),
+            train: train.to_moments_with_similarity(opts.accumulation, args.seed)?,
+            test: test.to_moments_with_similarity(opts.accumulation, args.seed)?,
+        };
+        (tt, Some(sample))
+    } else {
+        (read_train_test(&args.embeddings, &opts)?, None)
+    };
     let read_and_accumulate = t0.elapsed().as_secs_f64();
     if args.moments_only {
         println!(
@@ -171,9 +209,28 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     let t2 = Instant::now();
     let a = analyze_with(&m_train, &m_test, Ridge::Fixed(lambda), arithmetic)?;
     let analysis = t2.elapsed().as_secs_f64();
+    let t3 = Instant::now();
+    let sim = match &sample {
+        Some(sample) => {
+            let params = SimilarityParams {
+                svcca_dims: args.svcca_dims,
+                knn_k: args.knn_k,
+                knn_sample: args.knn_sample,
+                seed: args.seed,
+                ridge: Ridge::Fixed(lambda),
+                ..SimilarityParams::default()
+            };
+            Some(similarity(&m_train, &m_test, Some(sample), &params)?)
+        }
+        None => None,
+    };
+    let similarity_seconds = t3.elapsed().as_secs_f64();
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out)?;
         tables::write_analysis(out, &a)?;
+        if let Some(s) = &sim {
+            write_similarity(out, s)?;
+        }
     }
     let mut summary = json!({
         "models": names,
@@ -187,6 +244,7 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
         "seconds": {
             "read_and_accumulate": read_and_accumulate,
             "analysis": analysis,
+            "similarity": similarity_seconds,
             "total": t0.elapsed().as_secs_f64(),
         },
         "peak_rss_bytes": peak_rss(),

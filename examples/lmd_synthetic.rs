@@ -8,6 +8,11 @@
 //! intercept and p regressors is σ²(n+1)(n−2)/(n(n−p−2))), so the error is an estimation error,
 //! not a bias. Prints a JSON object as its last line.
 //!
+//! Beside R², the field's similarity measures from the same pass (`lmd::similarity`: linear and
+//! debiased CKA, mean CCA, SVCCA, Procrustes, mutual k-NN on a seeded sample of the test rows),
+//! each with its null, written as `similarity.{csv,md,json}`, `similarity_agreement.*` and one
+//! heatmap per measure (`--no-similarity` leaves them out).
+//!
 //! `cargo run --release --example lmd_synthetic -- --models 12 --dim 768 --n-train 20000 --n-test 5000`
 //! (add `--mixed` for the group path with its f32 product, `--pinv` for a pseudo-inverse column)
 
@@ -23,6 +28,9 @@ use lmsplit::lmd::analysis::{group_r2, group_r2_with, pairwise_r2, Analysis, Ari
 use lmsplit::lmd::cka::linear_cka;
 use lmsplit::lmd::fit::Ridge;
 use lmsplit::lmd::moments::Moments;
+use lmsplit::lmd::similarity::{
+    sample_indices, similarity, write_similarity, KnnSample, Similarity, SimilarityParams,
+};
 use lmsplit::lmd::synthetic::{expected_held_out_r2, Planted, PlantedSpec};
 use lmsplit::lmd::tables;
 use lmsplit::lmd::LmdError;
@@ -70,6 +78,18 @@ struct Args {
     /// Output folder.
     #[arg(long, default_value = "out/lmd_synthetic")]
     out: PathBuf,
+    /// Leave out the similarity measures (and their accumulators: half the moments' memory).
+    #[arg(long)]
+    no_similarity: bool,
+    /// SVCCA: top principal directions kept per model.
+    #[arg(long, default_value_t = 20)]
+    svcca_dims: usize,
+    /// Mutual k-NN: neighbours per sequence.
+    #[arg(long, default_value_t = 10)]
+    knn_k: usize,
+    /// Mutual k-NN: test rows sampled by seed.
+    #[arg(long, default_value_t = 512)]
+    knn_sample: usize,
 }
 
 /// Wall-clock seconds per stage (and CPU seconds of the analysis).
@@ -80,6 +100,7 @@ struct Seconds {
     pairwise: f64,
     group: f64,
     cka: f64,
+    similarity: f64,
     reports: f64,
     cpu_analysis: f64,
 }
@@ -113,8 +134,8 @@ fn run(a: Args) -> Res<()> {
     );
     let mut secs = Seconds::default();
     let mut rng = ChaCha8Rng::seed_from_u64(a.seed ^ 0x5eed);
-    let train = stream_split(&a, &planted, "train", a.n_train, &mut rng, &mut secs)?;
-    let test = stream_split(&a, &planted, "test", a.n_test, &mut rng, &mut secs)?;
+    let (train, _) = stream_split(&a, &planted, "train", a.n_train, &mut rng, &mut secs)?;
+    let (test, sample) = stream_split(&a, &planted, "test", a.n_test, &mut rng, &mut secs)?;
     let gflops =
         (a.n_train + a.n_test) as f64 * (d_total * (d_total + 1)) as f64 / secs.accumulate / 1e9;
     println!(
@@ -128,15 +149,64 @@ fn run(a: Args) -> Res<()> {
         err.pair, err.group, err.rho
     );
     println!("(against the population R² without the finite-n correction: pairwise {:.2e}, group {:.2e})", err.pair_raw, err.group_raw);
+    let sim = match sample {
+        None => None,
+        Some(sample) => {
+            let params = SimilarityParams {
+                svcca_dims: a.svcca_dims,
+                knn_k: a.knn_k,
+                knn_sample: a.knn_sample,
+                seed: a.seed,
+                ridge: Ridge::Fixed(a.lambda),
+                ..SimilarityParams::default()
+            };
+            let s = timed(&mut secs.similarity, || {
+                similarity(&train, &test, Some(&sample), &params)
+            })?;
+            println!(
+                "similarity: {} measures with their nulls in {:.1} s",
+                s.results.len(),
+                secs.similarity
+            );
+            print_similarity(&s);
+            Some(s)
+        }
+    };
     let t = Instant::now();
-    let files = write_reports(&a, &train, &test, &result)?;
+    let mut files = write_reports(&a, &train, &test, &result)?;
+    if let Some(s) = &sim {
+        files.extend(write_similarity(&a.out, s)?);
+    }
     secs.reports = t.elapsed().as_secs_f64();
     println!("wrote {} files to {}", files.len(), a.out.display());
     println!("{}", summary(&a, &result, &err, &secs, gflops));
     Ok(())
 }
 
-/// Streams `n` planted rows in batches into the moments of one split, with a progress bar.
+/// Per measure: the mean over pairs of the value, the null and the calibrated value.
+fn print_similarity(s: &Similarity) {
+    let m = s.names.len();
+    for r in &s.results {
+        let pairs: Vec<(usize, usize)> = (0..m)
+            .flat_map(|i| (0..m).map(move |j| (i, j)))
+            .filter(|&(i, j)| if r.measure.directed() { i != j } else { i > j })
+            .collect();
+        let mean = |f: &dyn Fn(usize, usize) -> f64| {
+            pairs.iter().map(|&(i, j)| f(i, j)).sum::<f64>() / pairs.len().max(1) as f64
+        };
+        println!(
+            "  {:<32} mean over pairs {:>8.4}, null {:>8.4}, calibrated {:>8.4}",
+            r.measure.name(),
+            mean(&|i, j| r.values.get(i, j)),
+            mean(&|i, j| r.null.get(i, j)),
+            mean(&|i, j| r.calibrated(i, j)),
+        );
+    }
+}
+
+/// Streams `n` planted rows in batches into the moments of one split (with the similarity
+/// accumulators unless `--no-similarity`), with a progress bar; keeps the rows of the seeded
+/// mutual k-NN sample of the split.
 fn stream_split(
     a: &Args,
     planted: &Planted,
@@ -144,8 +214,18 @@ fn stream_split(
     n: usize,
     rng: &mut ChaCha8Rng,
     secs: &mut Seconds,
-) -> Res<Moments> {
+) -> Res<(Moments, Option<KnnSample>)> {
     let mut m = Moments::new(planted.names(), planted.widths())?;
+    let widths = planted.widths();
+    let d: usize = widths.iter().sum();
+    let keep = if a.no_similarity {
+        Vec::new()
+    } else {
+        m.track_similarity(a.seed, 0)?;
+        sample_indices(n, a.knn_sample, a.seed)
+    };
+    let mut kept: Vec<Vec<f64>> = vec![Vec::new(); widths.len()];
+    let mut next = 0;
     let style = ProgressStyle::with_template("{msg:>6} [{bar:40}] {pos}/{len} rows ({elapsed})")
         .map_err(|e| LmdError::bad_setting("progress template", "rows", e.to_string()))?;
     let bar = ProgressBar::new(n as u64).with_style(style);
@@ -159,11 +239,25 @@ fn stream_split(
         let t = Instant::now();
         m.update_stacked(&batch)?;
         secs.accumulate += t.elapsed().as_secs_f64();
+        while next < keep.len() && keep[next] < done + rows {
+            let row = &batch[(keep[next] - done) * d..(keep[next] - done + 1) * d];
+            let mut col = 0;
+            for (block, &w) in kept.iter_mut().zip(&widths) {
+                block.extend(row[col..col + w].iter().map(|&x| x as f64));
+                col += w;
+            }
+            next += 1;
+        }
         done += rows;
         bar.set_position(done as u64);
     }
     bar.finish();
-    Ok(m)
+    let sample = if keep.is_empty() {
+        None
+    } else {
+        Some(KnnSample::new(planted.names(), widths, kept)?)
+    };
+    Ok((m, sample))
 }
 
 /// Pairwise R², group R² and linear CKA from the moments, timed.
@@ -291,7 +385,8 @@ fn summary(
         "accumulate_gflops": gflops,
         "seconds": {
             "sample": secs.sample, "accumulate": secs.accumulate, "pairwise": secs.pairwise,
-            "group": secs.group, "cka": secs.cka, "reports": secs.reports,
+            "group": secs.group, "cka": secs.cka, "similarity": secs.similarity,
+            "reports": secs.reports,
             "analysis_total": secs.pairwise + secs.group + secs.cka,
         },
         "cpu_seconds_analysis": secs.cpu_analysis,

@@ -23,8 +23,13 @@
 //! Outputs: `table2.{csv,md,json}` and `table2_group_r2.png`
 //! (rows = models, columns = T), and per T under `T<t>/` the pairwise R², pairwise ρ and CKA
 //! tables and heatmaps and the group table (rows = target, columns = basis). Models whose
-//! position table is shorter than the largest T are left out (the run says so). The last line
-//! printed is a JSON summary with the output paths.
+//! position table is shorter than the largest T are left out (the run says so). Beside them,
+//! per T, the similarity table of `lmd::similarity` (measure × pair with its null:
+//! `similarity.{csv,md,json}`), the measures' agreement on the ranking of pairs
+//! (`similarity_agreement.*`) and one heatmap per measure (`similarity_<measure>.png`);
+//! mutual k-NN reads a seeded sample of the test sequences from the embedding store under
+//! `<out>/embeddings/`. `--no-similarity` leaves them out (and halves the moments' memory).
+//! The last line printed is a JSON summary with the output paths.
 //!
 //! Everything is `lmsplit::lmd::study` API; this file only reads flags and prints.
 
@@ -37,6 +42,7 @@ use clap::Parser;
 use lmsplit::corpus::Format;
 use lmsplit::lmd::encoder::Pooling;
 use lmsplit::lmd::shard::Shard;
+use lmsplit::lmd::similarity::SimilarityParams;
 use lmsplit::lmd::study::{extract_lmd_shard, parse_ridge, run_lmd_study, LmdStudySpec};
 use lmsplit::lmd::LmdError;
 use lmsplit::report::Progress;
@@ -103,6 +109,18 @@ struct Args {
     /// Output folder.
     #[arg(long, default_value = "out/lmd_table")]
     out: PathBuf,
+    /// Leave out the similarity measures and their accumulators.
+    #[arg(long)]
+    no_similarity: bool,
+    /// SVCCA: top principal directions kept per model.
+    #[arg(long, default_value_t = 20)]
+    svcca_dims: usize,
+    /// Mutual k-NN: neighbours per sequence.
+    #[arg(long, default_value_t = 10)]
+    knn_k: usize,
+    /// Mutual k-NN: test sequences sampled (by --seed).
+    #[arg(long, default_value_t = 512)]
+    knn_sample: usize,
 }
 
 fn main() -> ExitCode {
@@ -143,6 +161,13 @@ fn spec_of(args: &Args) -> Result<LmdStudySpec, LmdError> {
     spec.chunk = args.chunk;
     spec.shards = args.shards;
     spec.merge_only = args.merge_only;
+    spec.similarity = (!args.no_similarity).then(|| SimilarityParams {
+        svcca_dims: args.svcca_dims,
+        knn_k: args.knn_k,
+        knn_sample: args.knn_sample,
+        seed: args.seed,
+        ..SimilarityParams::default()
+    });
     Ok(spec)
 }
 

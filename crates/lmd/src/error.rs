@@ -21,6 +21,16 @@ pub enum LmdError {
     /// An error from candle.
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    /// A similarity measure that cannot be computed on its input (too few sequences, a model
+    /// with zero variance, a k larger than the sample, moments without the measure's
+    /// accumulators): one sentence naming the measure.
+    #[error("{measure}: {reason}")]
+    Measure {
+        /// The measure (e.g. "debiased linear CKA", "mutual k-NN").
+        measure: String,
+        /// Why it cannot be computed.
+        reason: String,
+    },
     /// An argument outside its valid range (the message says which and why).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -248,6 +258,14 @@ impl LmdError {
             field: field.into(),
             value: value.to_string(),
             why: why.into(),
+        }
+    }
+
+    /// [`LmdError::Measure`]: `measure` cannot be computed because `reason`.
+    pub fn measure(measure: impl Into<String>, reason: impl Into<String>) -> Self {
+        LmdError::Measure {
+            measure: measure.into(),
+            reason: reason.into(),
         }
     }
 

@@ -17,6 +17,7 @@ mod dense;
 pub mod fit;
 pub mod moments;
 pub mod pair_matrix;
+pub mod similarity;
 pub mod synthetic;
 pub mod tables;
 

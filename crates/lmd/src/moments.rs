@@ -18,6 +18,7 @@ use faer::{Accum, Mat, MatRef};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::error::{LmdError, Result};
+use crate::similarity::stream::{NormMoments, Streams};
 
 /// The key of the JSON metadata inside a saved moments file's safetensors header.
 const META_KEY: &str = "lmd.moments";
@@ -82,6 +83,8 @@ pub struct Moments {
     gram: Mat<f64>,
     /// How [`Moments::update_stacked_f64_in_place`] forms products.
     accumulation: Accumulation,
+    /// The similarity measures' accumulators ([`Moments::track_similarity`]), if tracked.
+    streams: Option<Box<Streams>>,
 }
 
 impl Moments {
@@ -122,7 +125,61 @@ impl Moments {
             sum: vec![0.0; d],
             gram: Mat::zeros(d, d),
             accumulation: Accumulation::F64,
+            streams: None,
         })
+    }
+
+    /// Accumulates, in the same pass, what [`crate::similarity`] needs beside the moments: the
+    /// per-row norm moments (Q, M × M; V, M × D) and the joint and norm moments of the same rows
+    /// with the pairing of sequences broken inside each update by a seeded derangement (the
+    /// null; see [`crate::similarity::stream`]). `first_row` is the global index of the first
+    /// row these moments will hold (0 for a whole split, a shard's first row for a shard), so
+    /// that merged shards equal one pass cut into the same chunks. Memory: a second D × D Gram
+    /// plus 2 (M² + M·D + D) f64. Only on empty moments.
+    pub fn track_similarity(&mut self, seed: u64, first_row: u64) -> Result<()> {
+        if self.n > 0 {
+            return Err(LmdError::InvalidArgument(format!(
+                "similarity accumulators must be tracked from the first row ({} rows already)",
+                self.n
+            )));
+        }
+        let streams = Streams::new(self.names.clone(), self.widths.clone(), seed, first_row)?;
+        self.streams = Some(Box::new(streams));
+        Ok(())
+    }
+
+    /// Whether the similarity accumulators are tracked, and with which (seed, first row).
+    pub fn similarity_tracking(&self) -> Option<(u64, u64)> {
+        self.streams.as_ref().map(|s| (s.seed, s.first_row))
+    }
+
+    /// The joint moments of the rows with the pairing of sequences broken (the null of every
+    /// similarity measure), when tracked.
+    pub fn null(&self) -> Option<&Moments> {
+        self.streams.as_ref().map(|s| &s.null)
+    }
+
+    /// The similarity accumulators, when tracked.
+    pub(crate) fn streams(&self) -> Option<&Streams> {
+        self.streams.as_deref()
+    }
+
+    /// Σ (z − c) (the shifted sum).
+    pub(crate) fn sum_ref(&self) -> &[f64] {
+        &self.sum
+    }
+
+    /// Σ (z − c)(z − c)ᵀ, lower triangle valid.
+    pub(crate) fn gram_ref(&self) -> &Mat<f64> {
+        &self.gram
+    }
+
+    /// Feeds one chunk of raw rows (row-major, finite) to the similarity accumulators.
+    fn feed_streams(&mut self, raw: &[f64], n_before: u64) -> Result<()> {
+        let (Some(st), Some(shift)) = (self.streams.as_mut(), self.shift.as_deref()) else {
+            return Ok(());
+        };
+        st.update(raw, shift, &self.offsets, n_before)
     }
 
     /// Moments of `n` samples with the given mean and population covariance (D × D, symmetric,
@@ -381,8 +438,7 @@ impl Moments {
                     *dst = x as f64;
                 }
             }
-        });
-        Ok(())
+        })
     }
 
     /// Adds a batch given as one row-major [n, D] slice (the models' blocks side by side).
@@ -394,8 +450,7 @@ impl Moments {
             for (dst, &x) in out.iter_mut().zip(&rows[row * d..(row + 1) * d]) {
                 *dst = x as f64;
             }
-        });
-        Ok(())
+        })
     }
 
     /// Adds a batch given as one row-major [n, D] slice of f64 values (the models' blocks side
@@ -406,8 +461,7 @@ impl Moments {
         let (n, d) = self.check_stacked_f64(rows)?;
         self.accumulate(n, |row, out| {
             out.copy_from_slice(&rows[row * d..(row + 1) * d])
-        });
-        Ok(())
+        })
     }
 
     /// [`Moments::update_stacked_f64`] without a copy: the row-major [n, D] batch is shifted in
@@ -428,6 +482,9 @@ impl Moments {
             mean.iter_mut().for_each(|m| *m /= n as f64);
             self.shift = Some(mean);
         }
+        // The similarity accumulators read the rows before they are shifted in place.
+        let n_before = self.n;
+        self.feed_streams(rows, n_before)?;
         let shift = self.shift.as_deref().unwrap_or_default();
         for row in rows.chunks_exact_mut(d) {
             for ((x, c), s) in row.iter_mut().zip(shift).zip(self.sum.iter_mut()) {
@@ -498,7 +555,12 @@ impl Moments {
         for (acc, v) in self.sum.iter_mut().zip(&s) {
             *acc += v;
         }
+        let n_before = self.n;
         self.n += n as u64;
+        if self.streams.is_some() {
+            let raw = x.flatten_all()?.to_vec1::<f64>()?;
+            self.feed_streams(&raw, n_before)?;
+        }
         Ok(())
     }
 
@@ -560,10 +622,11 @@ impl Moments {
     }
 
     /// Shifts and stages `n` rows (filled by `row_into`) in chunks and adds their Gram.
-    fn accumulate(&mut self, n: usize, row_into: impl Fn(usize, &mut [f64])) {
+    fn accumulate(&mut self, n: usize, row_into: impl Fn(usize, &mut [f64])) -> Result<()> {
         if n == 0 {
-            return;
+            return Ok(());
         }
+        let n_before = self.n;
         let d = self.dim();
         if self.shift.is_none() {
             let mut mean = vec![0.0; d];
@@ -597,6 +660,14 @@ impl Moments {
             start += len;
         }
         self.n += n as u64;
+        if self.streams.is_some() {
+            let mut raw = vec![0.0; n * d];
+            for (r, row) in raw.chunks_exact_mut(d).enumerate() {
+                row_into(r, row);
+            }
+            self.feed_streams(&raw, n_before)?;
+        }
+        Ok(())
     }
 
     /// Adds another shard of the same models (names and widths must match). The result equals
@@ -609,12 +680,58 @@ impl Moments {
                 got: other.dim(),
             });
         }
+        match (self.similarity_tracking(), other.similarity_tracking()) {
+            (Some((a, _)), Some((b, _))) if a != b => {
+                return Err(LmdError::InvalidArgument(format!(
+                    "merge of moments whose nulls were drawn with seeds {b} and {a}"
+                )))
+            }
+            (Some(_), None) if other.n > 0 => {
+                return Err(LmdError::InvalidArgument(
+                    "merge of moments without similarity accumulators into moments with them"
+                        .into(),
+                ))
+            }
+            (None, Some(_)) if self.n > 0 => {
+                return Err(LmdError::InvalidArgument(
+                    "merge of moments with similarity accumulators into moments without them"
+                        .into(),
+                ))
+            }
+            _ => {}
+        }
         if other.n == 0 {
             return Ok(());
         }
         let Some(shift) = self.shift.clone() else {
+            let keep = self.streams.as_ref().map(|s| s.first_row);
             *self = other.clone();
+            if let (Some(first), Some(st)) = (keep, self.streams.as_mut()) {
+                st.first_row = st.first_row.min(first);
+            }
             return Ok(());
+        };
+        // The other shard's similarity sums, about our shifts, before its Gram is folded in.
+        let streams = match (&self.streams, &other.streams) {
+            (Some(mine), Some(theirs)) => {
+                let about = |own: &Moments, theirs_m: &Moments, norms: &NormMoments| {
+                    let delta: Vec<f64> = theirs_m
+                        .shift()
+                        .iter()
+                        .zip(own.shift())
+                        .map(|(b, a)| b - a)
+                        .collect();
+                    norms.reexpressed(theirs_m, &delta)
+                };
+                let norms = about(self, other, &theirs.norms);
+                let null_norms = if mine.null.n > 0 {
+                    about(&mine.null, &theirs.null, &theirs.null_norms)
+                } else {
+                    theirs.null_norms.clone()
+                };
+                Some((norms, null_norms, theirs.null.clone(), theirs.first_row))
+            }
+            _ => None,
         };
         // Re-express the other shard about our shift: z − a = (z − b) + δ with δ = b − a.
         let delta: Vec<f64> = other
@@ -637,6 +754,13 @@ impl Moments {
             *s += so + nb * dl;
         }
         self.n += other.n;
+        if let (Some(st), Some((norms, null_norms, null, first))) = (self.streams.as_mut(), streams)
+        {
+            st.norms.add(&norms);
+            st.null.merge(&null)?;
+            st.null_norms.add(&null_norms);
+            st.first_row = st.first_row.min(first);
+        }
         Ok(())
     }
 
@@ -658,22 +782,58 @@ impl Moments {
                 "metadata key {META_KEY} is reserved"
             )));
         }
-        let d = self.dim();
+        let (d, m) = (self.dim(), self.names.len());
         let gram = le_bytes((0..d * d).map(|k| self.gram_at(k / d, k % d)));
         let shift = le_bytes(self.shift());
         let sum = le_bytes(self.sum.iter().copied());
-        let meta = serde_json::json!({
+        let mut meta = serde_json::json!({
             "format": FORMAT,
             "names": self.names,
             "widths": self.widths,
             "n": self.n,
             "has_shift": self.shift.is_some(),
         });
-        let tensors = [
+        // The similarity accumulators, when tracked: optional tensors `sim.q`, `sim.v` and the
+        // null's `null.{gram,shift,sum,q,v}`.
+        let mut sim_bytes: Vec<(&str, Vec<u8>, Vec<usize>)> = Vec::new();
+        if let Some(st) = &self.streams {
+            meta["similarity"] = serde_json::json!({
+                "seed": st.seed,
+                "first_row": st.first_row,
+                "null_n": st.null.n,
+                "null_has_shift": st.null.shift.is_some(),
+            });
+            let nm = &st.null;
+            sim_bytes = vec![
+                ("sim.q", le_bytes(st.norms.q.iter().copied()), vec![m, m]),
+                ("sim.v", le_bytes(st.norms.v.iter().copied()), vec![m, d]),
+                (
+                    "null.gram",
+                    le_bytes((0..d * d).map(|k| nm.gram_at(k / d, k % d))),
+                    vec![d, d],
+                ),
+                ("null.shift", le_bytes(nm.shift()), vec![d]),
+                ("null.sum", le_bytes(nm.sum.iter().copied()), vec![d]),
+                (
+                    "null.q",
+                    le_bytes(st.null_norms.q.iter().copied()),
+                    vec![m, m],
+                ),
+                (
+                    "null.v",
+                    le_bytes(st.null_norms.v.iter().copied()),
+                    vec![m, d],
+                ),
+            ];
+        }
+        let mut tensors = vec![
             ("gram", f64_view(&gram, vec![d, d])?),
             ("shift", f64_view(&shift, vec![d])?),
             ("sum", f64_view(&sum, vec![d])?),
         ];
+        for (name, bytes, shape) in &sim_bytes {
+            tensors.push((*name, f64_view(bytes, shape.clone())?));
+        }
         let mut info = extra.clone();
         info.insert(META_KEY.to_string(), meta.to_string());
         let bytes =
@@ -774,6 +934,45 @@ impl Moments {
         m.gram = Mat::from_fn(d, d, |r, c| if r >= c { gram[r * d + c] } else { 0.0 });
         m.shift = has_shift.then_some(shift);
         m.n = n;
+        if let Some(sim) = meta.get("similarity") {
+            let k = m.names.len();
+            let field = |f: &str| {
+                sim[f]
+                    .as_u64()
+                    .ok_or_else(|| bad(format!("similarity.{f} missing")))
+            };
+            let (seed, first_row, null_n) = (field("seed")?, field("first_row")?, field("null_n")?);
+            let null_has_shift = sim["null_has_shift"].as_bool().unwrap_or(true);
+            let mut st = Streams::new(m.names.clone(), m.widths.clone(), seed, first_row)?;
+            let finite = |v: Vec<f64>, name: &str| -> Result<Vec<f64>> {
+                match v.iter().all(|x| x.is_finite()) {
+                    true => Ok(v),
+                    false => Err(bad(format!("{name}: non-finite values"))),
+                }
+            };
+            st.norms = NormMoments::from_parts(
+                k,
+                d,
+                finite(read("sim.q", &[k, k])?, "sim.q")?,
+                finite(read("sim.v", &[k, d])?, "sim.v")?,
+            );
+            st.null_norms = NormMoments::from_parts(
+                k,
+                d,
+                finite(read("null.q", &[k, k])?, "null.q")?,
+                finite(read("null.v", &[k, d])?, "null.v")?,
+            );
+            let ng = finite(read("null.gram", &[d, d])?, "null.gram")?;
+            st.null.gram = Mat::from_fn(d, d, |r, c| if r >= c { ng[r * d + c] } else { 0.0 });
+            st.null.sum = finite(read("null.sum", &[d])?, "null.sum")?;
+            let nshift = finite(read("null.shift", &[d])?, "null.shift")?;
+            st.null.shift = null_has_shift.then_some(nshift);
+            st.null.n = null_n;
+            if null_n != n {
+                return Err(bad(format!("{n} rows but a null of {null_n}")));
+            }
+            m.streams = Some(Box::new(st));
+        }
         Ok((m, extra))
     }
 }

@@ -116,6 +116,10 @@ pub struct ExtractKey {
     /// `token_budget` and `max_batch`, which the key does not hold: other ones pad the pieces
     /// to other lengths and move the sums by rounding, about 1e-7); 0 for an embedding file.
     pub chunk: usize,
+    /// The seed of the similarity accumulators' null ([`Moments::track_similarity`]) when the
+    /// moments track them; absent in files written before they existed.
+    #[serde(default)]
+    pub similarity: Option<u64>,
 }
 
 /// The header metadata key a key is stored under.
@@ -138,7 +142,15 @@ impl ExtractKey {
             rows: texts.len(),
             shard,
             chunk,
+            similarity: None,
         }
+    }
+
+    /// The same key for moments that track the similarity accumulators with `seed` (`None`:
+    /// they do not).
+    pub fn with_similarity(mut self, seed: Option<u64>) -> Self {
+        self.similarity = seed;
+        self
     }
 
     /// The fields in which `other` differs from this key (empty when equal).
@@ -179,6 +191,9 @@ impl ExtractKey {
         if self.chunk != other.chunk {
             d.push("chunk");
         }
+        if self.similarity != other.similarity {
+            d.push("similarity accumulators");
+        }
         d
     }
 
@@ -207,6 +222,9 @@ pub struct StreamSettings {
     pub max_rows: Option<usize>,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Track the similarity accumulators with this seed ([`Moments::track_similarity`], the
+    /// shard's first row its first global row); `None`: the moments alone.
+    pub similarity_seed: Option<u64>,
 }
 
 impl Default for StreamSettings {
@@ -217,6 +235,7 @@ impl Default for StreamSettings {
             checkpoint_every: Duration::from_secs(120),
             max_rows: None,
             progress: true,
+            similarity_seed: None,
         }
     }
 }
@@ -274,10 +293,15 @@ pub fn shard_moments(
         .iter()
         .map(|e| ModelKey::of(*e))
         .collect::<Result<Vec<_>>>()?;
-    let key = ExtractKey::new(&models, texts, opts, shard, chunk);
+    let key = ExtractKey::new(&models, texts, opts, shard, chunk)
+        .with_similarity(settings.similarity_seed);
     let names: Vec<String> = encoders.iter().map(|e| e.name().to_string()).collect();
     let widths: Vec<usize> = encoders.iter().map(|e| e.width()).collect();
-    let fresh = Moments::new(names, widths)?;
+    let mut fresh = Moments::new(names, widths)?;
+    if let Some(seed) = settings.similarity_seed {
+        let first = shard.range(split_texts.len()).start as u64;
+        fresh.track_similarity(seed, first)?;
+    }
     create_parent(path)?;
     // One writer per shard file: held until this function returns.
     let _lock = lock_shard(path, shard)?;

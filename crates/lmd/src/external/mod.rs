@@ -370,7 +370,7 @@ impl SplitFiles {
             Accumulation::F64 => (CHUNK_BYTES / (8 * d.max(1))).max(1),
             Accumulation::F32Products => F32_PRODUCT_ROWS,
         };
-        let mut m = self.accumulate(chunk, accumulation)?;
+        let mut m = self.accumulate(chunk, accumulation, None)?;
         m.set_accumulation(Accumulation::F64);
         Ok(m)
     }
@@ -379,11 +379,58 @@ impl SplitFiles {
     /// the first chunk's mean is the accumulation's shift). Memory: the D × D moments plus
     /// `chunk · D` f64 values and one chunk of one model's raw bytes.
     pub fn to_moments_chunked(&self, chunk: usize) -> Result<Moments> {
-        self.accumulate(chunk, Accumulation::F64)
+        self.accumulate(chunk, Accumulation::F64, None)
     }
 
-    fn accumulate(&self, chunk: usize, accumulation: Accumulation) -> Result<Moments> {
+    /// [`SplitFiles::to_moments_with`] with the similarity accumulators tracked in the same
+    /// pass ([`Moments::track_similarity`] with `seed`; each chunk's null a derangement of its
+    /// rows).
+    pub fn to_moments_with_similarity(
+        &self,
+        accumulation: Accumulation,
+        seed: u64,
+    ) -> Result<Moments> {
+        let d: usize = self.widths().iter().sum();
+        let chunk = match accumulation {
+            Accumulation::F64 => (CHUNK_BYTES / (8 * d.max(1))).max(1),
+            Accumulation::F32Products => F32_PRODUCT_ROWS,
+        };
+        let mut m = self.accumulate(chunk, accumulation, Some(seed))?;
+        m.set_accumulation(Accumulation::F64);
+        Ok(m)
+    }
+
+    /// The rows `indices` (ascending, each < [`SplitFiles::rows`]) of every model: the mutual
+    /// k-NN sample ([`crate::similarity::sample_indices`]). Reads `indices.len()` rows per model.
+    pub fn sample(&self, indices: &[usize]) -> Result<crate::similarity::KnnSample> {
+        let widths = self.widths();
+        let mut blocks: Vec<Vec<f64>> = widths
+            .iter()
+            .map(|w| vec![0.0; indices.len() * w])
+            .collect();
+        for (((_, s), block), &w) in self.models.iter().zip(&mut blocks).zip(&widths) {
+            let mut reader = s.open()?;
+            for (k, &row) in indices.iter().enumerate() {
+                s.read_rows(&mut reader, row, 1, &mut block[k * w..(k + 1) * w], w, 0)?;
+            }
+        }
+        Ok(crate::similarity::KnnSample::new(
+            self.names(),
+            widths,
+            blocks,
+        )?)
+    }
+
+    fn accumulate(
+        &self,
+        chunk: usize,
+        accumulation: Accumulation,
+        similarity_seed: Option<u64>,
+    ) -> Result<Moments> {
         let mut m = Moments::new(self.names(), self.widths())?;
+        if let Some(seed) = similarity_seed {
+            m.track_similarity(seed, 0)?;
+        }
         m.set_accumulation(accumulation);
         let (n, d) = (self.rows(), m.dim());
         let chunk = chunk.clamp(1, n.max(1));

@@ -74,6 +74,8 @@ use crate::moments::Moments;
 use crate::shard::{
     merge_shards, shard_moments, ExtractKey, ModelKey, Shard, ShardStatus, StreamSettings,
 };
+use crate::similarity::{sample_indices, similarity, write_similarity, KnnSample};
+use crate::store::EmbeddingStore;
 use crate::tables::write_analysis;
 use crate::{LmdError, Result};
 
@@ -112,6 +114,10 @@ pub struct LmdTOutcome {
     pub group_rho: f64,
     /// The pairwise R², pairwise ρ, CKA and group tables and heatmaps under `<out>/T<t>/`.
     pub files: Vec<PathBuf>,
+    /// The similarity table (measure × pair, with the null), its agreement table and one
+    /// heatmap per measure under `<out>/T<t>/` (empty when the spec has no similarity).
+    #[serde(default)]
+    pub similarity: Vec<PathBuf>,
 }
 
 /// What [`run_lmd_study`] computed and wrote.
@@ -226,6 +232,10 @@ pub fn extract_lmd_shard(
         let (opts, splits) = sample(&ctx, t)?;
         for (split, texts) in &splits {
             files.push(compute_shard(&ctx, split, texts, &opts, shard)?.0);
+        }
+        // The first shard's process also embeds the mutual k-NN sample into the store.
+        if shard.index == 0 {
+            knn_sample(&ctx, &splits[1].1, &opts)?;
         }
     }
     Ok(files)
@@ -402,6 +412,25 @@ fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
     let a = analyze(&m_train, &m_test, ctx.ridge)?;
     let dir = ctx.out.join(format!("T{t}"));
     let files = write_analysis(&dir, &a)?;
+    let similarity_files = match &ctx.spec.similarity {
+        None => Vec::new(),
+        Some(params) => {
+            let params = crate::similarity::SimilarityParams {
+                ridge: ctx.ridge,
+                ..params.clone()
+            };
+            let sample = knn_sample(ctx, &test, &opts)?;
+            let s = similarity(&m_train, &m_test, sample.as_ref(), &params)?;
+            ctx.progress.say(|| {
+                format!(
+                    "T = {t}: similarity of {} measures (each beside its null) in {}",
+                    s.results.len(),
+                    dir.display()
+                )
+            });
+            write_similarity(&dir, &s)?
+        }
+    };
     ctx.progress.say(|| {
         format!(
             "T = {t}: group rho = {:.4}; tables and heatmaps in {}",
@@ -416,8 +445,51 @@ fn study_t(ctx: &Context<'_>, t: usize) -> Result<(Analysis, LmdTOutcome)> {
         group_r2: a.group.r2.clone(),
         group_rho: a.group.rho(),
         files,
+        similarity: similarity_files,
     };
     Ok((a, outcome))
+}
+
+/// The mutual k-NN sample of the test split: `knn_sample` sequences drawn by the similarity
+/// seed, each model's embeddings read from the store under `<out>/embeddings/` (split
+/// `knn-sample`) or embedded and stored there. A merge-only study embeds nothing: without the
+/// stored sample (written by shard 0's process) it says so and leaves mutual k-NN out (`None`).
+fn knn_sample(
+    ctx: &Context<'_>,
+    test: &[String],
+    opts: &ExtractOptions,
+) -> Result<Option<KnnSample>> {
+    let Some(params) = &ctx.spec.similarity else {
+        return Ok(None);
+    };
+    let texts: Vec<String> = sample_indices(test.len(), params.knn_sample, params.seed)
+        .into_iter()
+        .map(|i| test[i].clone())
+        .collect();
+    let store = EmbeddingStore::new(ctx.out.join("embeddings"));
+    let mut blocks = Vec::with_capacity(ctx.encoders.len());
+    for enc in ctx.encoders() {
+        let e = if ctx.spec.merge_only {
+            match store.load(enc, "knn-sample", &texts, opts)? {
+                Some(e) => e,
+                None => {
+                    ctx.progress.say(|| {
+                        format!(
+                            "mutual k-NN left out: no stored sample of {} (run shard 0)",
+                            enc.name()
+                        )
+                    });
+                    return Ok(None);
+                }
+            }
+        } else {
+            store.get_or_embed(enc, "knn-sample", &texts, opts)?.0
+        };
+        blocks.push(e.data.iter().map(|&x| x as f64).collect());
+    }
+    let names = ctx.encoders.iter().map(|e| e.name().to_string()).collect();
+    let widths = ctx.encoders.iter().map(|e| e.width()).collect();
+    Ok(Some(KnnSample::new(names, widths, blocks)?))
 }
 
 /// One shard of one split streamed into its moments file (reused when finished, resumed when
@@ -433,6 +505,7 @@ fn compute_shard(
     let settings = StreamSettings {
         chunk: ctx.spec.chunk,
         progress: ctx.progress.bars(),
+        similarity_seed: ctx.spec.similarity.as_ref().map(|p| p.seed),
         ..StreamSettings::default()
     };
     let start = Instant::now();
@@ -475,7 +548,8 @@ fn split_moments(
             .iter()
             .map(|&s| {
                 let rows = &texts[s.range(texts.len())];
-                let key = ExtractKey::new(&models, rows, opts, s, ctx.spec.chunk);
+                let key = ExtractKey::new(&models, rows, opts, s, ctx.spec.chunk)
+                    .with_similarity(ctx.spec.similarity.as_ref().map(|p| p.seed));
                 (ctx.shard_path(opts.t, split, s), key)
             })
             .collect();

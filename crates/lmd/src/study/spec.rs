@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::encoder::Pooling;
 use crate::fit::Ridge;
+use crate::similarity::SimilarityParams;
 use crate::{LmdError, Result};
 
 /// What one LMD study runs: the models, the corpus the sequences come from, the sequence
@@ -63,6 +64,15 @@ pub struct LmdStudySpec {
     /// on other machines); nothing is embedded, models are read on the CPU for their keys.
     #[serde(default)]
     pub merge_only: bool,
+    /// The similarity measures beside R² ([`crate::similarity`]: debiased CKA, CCA, SVCCA,
+    /// Procrustes, mutual k-NN, each with its null), accumulated in the same pass; `None`:
+    /// the moments alone (half the moments' memory).
+    #[serde(default = "default_similarity")]
+    pub similarity: Option<SimilarityParams>,
+}
+
+fn default_similarity() -> Option<SimilarityParams> {
+    Some(SimilarityParams::default())
 }
 
 /// How the sequences of an LMD study are made.
@@ -198,6 +208,7 @@ impl LmdStudySpec {
             sampler: LmdSampler::Sampled,
             test_corpus: None,
             merge_only: false,
+            similarity: default_similarity(),
         }
     }
 
@@ -249,6 +260,9 @@ impl LmdStudySpec {
             return Err(LmdError::bad_setting("shards", self.shards, why));
         }
         check_ridge(self.ridge, &ridge_text(&self.ridge))?;
+        if let Some(p) = &self.similarity {
+            p.check()?;
+        }
         Ok(())
     }
 }
