@@ -29,8 +29,8 @@ use std::time::Instant;
 use clap::Parser;
 use lmsplit::lmd::analysis::{analyze_with, Analysis, Arithmetic};
 use lmsplit::lmd::external::{open_split, read_train_test, ReadOptions, TrainTest};
-use lmsplit::lmd::similarity::{sample_indices, similarity, write_similarity, SimilarityParams};
 use lmsplit::lmd::fit::Ridge;
+use lmsplit::lmd::similarity::{sample_indices, similarity, write_similarity, SimilarityParams};
 use lmsplit::lmd::tables;
 use serde_json::{json, Value};
 
@@ -158,12 +158,15 @@ fn run(args: Args) -> Result<(), Box<dyn Error>> {
     };
     let t0 = Instant::now();
     let with_similarity = args.out.is_some() && !args.moments_only && !args.no_similarity;
-    let (TrainTest {
-        names,
-        widths,
-        train: m_train,
-        test: m_test,
-    }, sample) = if with_similarity {
+    let (
+        TrainTest {
+            names,
+            widths,
+            train: m_train,
+            test: m_test,
+        },
+        sample,
+    ) = if with_similarity {
         let (train, test) = (
             open_split(&args.embeddings, "train", &opts)?,
             open_split(&args.embeddings, "test", &opts)?,

@@ -136,12 +136,19 @@ fn similarity_table_over_the_offline_models() {
         need("data/bert-base-uncased/vocab.txt"),
     );
     // CCA needs more test sequences than MiniLM's 384 dimensions.
-    (spec.ts, spec.n_train, spec.n_test) =
-        (vec![16], env("LMD_SIM_TRAIN", 1200), env("LMD_SIM_TEST", 600));
+    (spec.ts, spec.n_train, spec.n_test) = (
+        vec![16],
+        env("LMD_SIM_TRAIN", 1200),
+        env("LMD_SIM_TEST", 600),
+    );
     let out = std::env::var("LMD_SIM_OUT").unwrap_or_else(|_| "/tmp/lmd_similarity_offline".into());
     let t = Instant::now();
     let o = run_lmd_study(&spec, out.as_ref(), &report::Progress::silent()).unwrap();
-    println!("study in {:.1} s: {:?}", t.elapsed().as_secs_f64(), o.per_t[0].similarity);
+    println!(
+        "study in {:.1} s: {:?}",
+        t.elapsed().as_secs_f64(),
+        o.per_t[0].similarity
+    );
     let md = std::path::Path::new(&out).join("T16/similarity.md");
     println!("{}", std::fs::read_to_string(md).unwrap());
 }
