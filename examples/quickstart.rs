@@ -85,6 +85,7 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
     let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(64))?;
     let opts = RunOptions {
         need_model: true,
+        progress: lmsplit::experiment::Progress::stdout(),
         ..RunOptions::default()
     };
     let run = ws.ensure_run(&spec, &args.out.join(spec.label()), &scoring, &opts)?;

@@ -187,6 +187,7 @@ fn run(args: Args) -> Result<(), ExperimentError> {
     let scoring = ws.scoring_set(spec.style, &ScoringSpec::new(args.seq_len))?;
     let opts = RunOptions {
         device: common::device(args.device.as_deref())?,
+        progress: lmsplit::experiment::Progress::stdout(),
         ..RunOptions::default()
     };
     let run = ws.ensure_run(&spec, &args.out, &scoring, &opts)?;

@@ -9,8 +9,10 @@ use corpus::{
 };
 use towers::Style;
 
-use crate::error::{io_at, save_atomic, write_bytes_atomic};
-use crate::lock::{FolderLock, DATA_LOCK};
+use crate::disk::{save_atomic, write_bytes_atomic};
+use crate::error::io_at;
+use crate::manifest::DATA_LOCK;
+use files::FolderLock;
 use crate::spec::{Corpus, CorpusSpec};
 use crate::{ExperimentError, Result};
 
@@ -46,7 +48,7 @@ impl TrainedFrom {
         if !note.is_file() {
             return Ok(());
         }
-        let saved: TrainedFrom = crate::error::read_json(note)?;
+        let saved: TrainedFrom = crate::disk::read_json(note)?;
         if saved == *self {
             return Ok(());
         }
@@ -101,7 +103,7 @@ impl CorpusData {
     ///
     /// Safe when N processes of one study load the same `data_dir` together: the files are
     /// created once, under the folder's creation lock (`data/create.lock`, see
-    /// [`crate::lock`]); the others wait for it and read what the first wrote, each file
+    /// [`crate::disk::acquire_waiting`]); the others wait for it and read what the first wrote, each file
     /// complete (written through a temporary file and a rename).
     pub fn load(spec: &CorpusSpec, data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_at(data_dir))?;
@@ -159,7 +161,7 @@ impl CorpusData {
                             spec.train_vocab,
                             true,
                         )?;
-                        crate::error::write_json_atomic(&origin_path, &origin)?;
+                        crate::disk::write_json_atomic(&origin_path, &origin)?;
                         save_atomic(&saved, |tmp| Ok(t.save(tmp)?))?;
                     }
                 }
@@ -222,7 +224,7 @@ impl CorpusData {
 /// Takes the creation lock of the study data folder `data_dir`, waiting while another process
 /// creates its files.
 pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
-    crate::lock::acquire_waiting(
+    crate::disk::acquire_waiting(
         &data_dir.join(DATA_LOCK),
         "study data",
         std::time::Duration::from_millis(100),

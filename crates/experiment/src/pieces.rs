@@ -10,7 +10,7 @@ use prefscore::{by_tag, pearson, top_tokens, Bootstrap};
 use report::{Cell, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::RunScores;
+use crate::analysis::{RunScores, TopTokens};
 use crate::orientation::{Orientation, OrientedCells};
 use crate::Result;
 
@@ -94,19 +94,18 @@ fn classed(
 /// The scores of one run by piece class, over the `top_n` most frequent tokens.
 pub fn piece_run(
     run: &RunScores,
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PieceRun> {
+    let (freq, top_n) = (top.freq, top.n);
     run_of(&run.label, &run.scores.values, freq, classes, top_n)
 }
 
 fn run_of(
     label: &str,
     values: &[Option<f64>],
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PieceRun> {
     let top = top_tokens(freq, top_n, &[values]);
     let per = by_tag(
@@ -145,10 +144,10 @@ fn run_of(
 pub fn piece_pair(
     a: &RunScores,
     b: &RunScores,
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PiecePair> {
+    let (freq, top_n) = (top.freq, top.n);
     let (va, vb) = (&a.scores.values, &b.scores.values);
     pair_of((&a.label, va), (&b.label, vb), freq, classes, top_n)
 }
@@ -156,9 +155,8 @@ pub fn piece_pair(
 fn pair_of(
     (la, va): (&str, &[Option<f64>]),
     (lb, vb): (&str, &[Option<f64>]),
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PiecePair> {
     let top = top_tokens(freq, top_n, &[va, vb]);
     let toks = classed(&top, classes, &[va, vb]);
@@ -269,13 +267,13 @@ type PairValue = fn(&PiecePair) -> Option<f64>;
 /// among the `top_n` most frequent tokens (not a WordPiece vocabulary).
 pub fn piece_control(
     runs: &[RunScores],
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<Option<PieceControl>> {
+    let (freq, top_n) = (top.freq, top.n);
     let per_run = runs
         .iter()
-        .map(|r| piece_run(r, freq, classes, top_n))
+        .map(|r| piece_run(r, top, classes))
         .collect::<Result<Vec<_>>>()?;
     if per_run.iter().all(|r| r.continuation == 0) {
         return Ok(None);
@@ -283,7 +281,7 @@ pub fn piece_control(
     let mut pairs = Vec::new();
     for i in 0..runs.len() {
         for j in i + 1..runs.len() {
-            pairs.push(piece_pair(&runs[i], &runs[j], freq, classes, top_n)?);
+            pairs.push(piece_pair(&runs[i], &runs[j], top, classes)?);
         }
     }
     Ok(Some(PieceControl {

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use towers::Style;
 
 use crate::data::CorpusData;
-use crate::error::{read_json, write_json_atomic};
+use crate::disk::{read_json, write_json_atomic};
 use crate::{ExperimentError, Result};
 
 /// File name of a saved scoring set.

@@ -11,13 +11,15 @@ use std::path::Path;
 use heads::PositionLogProbs;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{io_at, read_json, write_json_atomic};
-use crate::lock::WRITER_LOCK;
+use crate::disk::{read_json, write_json_atomic};
+use crate::error::io_at;
+use crate::manifest::WRITER_LOCK;
 use crate::manifest::{
     build_name, device_name, heads_flagged, read_manifest, HeadQuality, Manifest, RunId,
     RunOptions, Snapshot, Stage, MANIFEST_VERSION,
 };
-use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
+use crate::manifest::{MAIN, RETEST, SCORES_FILE};
+use heads::ScoresFile;
 use crate::scoring::ScoringSet;
 use crate::training::{model_at, score, train_heads_in, validation_batches};
 use crate::workspace::Workspace;

@@ -12,7 +12,8 @@ use towers::BatchSource;
 use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
 
 use crate::data::{batcher, CorpusData};
-use crate::error::{io_at, save_atomic};
+use crate::disk::save_atomic;
+use crate::error::io_at;
 use crate::manifest::{HeadQuality, RunOptions, Snapshot, PHASE1_DIR};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
