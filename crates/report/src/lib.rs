@@ -23,5 +23,5 @@ pub use plot::{
     line_plot, matrix_image, register_fonts, scatter, word_grid, HeatmapOptions, HistogramOptions,
     IntervalGroup, IntervalPanel, IntervalPoint, MatrixOptions, PlotOptions, Series, WordPanel,
 };
-pub use progress::Progress;
+pub use progress::{Bar, Progress};
 pub use table::{Cell, Table, DEFAULT_PRECISION};
