@@ -97,8 +97,7 @@ pub fn piece_run(
     top: TopTokens<'_>,
     classes: &[Option<&'static str>],
 ) -> Result<PieceRun> {
-    let (freq, top_n) = (top.freq, top.n);
-    run_of(&run.label, &run.scores.values, freq, classes, top_n)
+    run_of(&run.label, &run.scores.values, top, classes)
 }
 
 fn run_of(
@@ -107,7 +106,7 @@ fn run_of(
     top: TopTokens<'_>,
     classes: &[Option<&'static str>],
 ) -> Result<PieceRun> {
-    let top = top_tokens(freq, top_n, &[values]);
+    let top = top_tokens(top.freq, top.n, &[values]);
     let per = by_tag(
         values,
         classes,
@@ -147,9 +146,8 @@ pub fn piece_pair(
     top: TopTokens<'_>,
     classes: &[Option<&'static str>],
 ) -> Result<PiecePair> {
-    let (freq, top_n) = (top.freq, top.n);
     let (va, vb) = (&a.scores.values, &b.scores.values);
-    pair_of((&a.label, va), (&b.label, vb), freq, classes, top_n)
+    pair_of((&a.label, va), (&b.label, vb), top, classes)
 }
 
 fn pair_of(
@@ -158,7 +156,7 @@ fn pair_of(
     top: TopTokens<'_>,
     classes: &[Option<&'static str>],
 ) -> Result<PiecePair> {
-    let top = top_tokens(freq, top_n, &[va, vb]);
+    let top = top_tokens(top.freq, top.n, &[va, vb]);
     let toks = classed(&top, classes, &[va, vb]);
     let r = |keep: &dyn Fn(&str) -> bool| -> Option<f64> {
         let (x, y): (Vec<f64>, Vec<f64>) = toks
@@ -270,7 +268,7 @@ pub fn piece_control(
     top: TopTokens<'_>,
     classes: &[Option<&'static str>],
 ) -> Result<Option<PieceControl>> {
-    let (freq, top_n) = (top.freq, top.n);
+    let top_n = top.n;
     let per_run = runs
         .iter()
         .map(|r| piece_run(r, top, classes))
@@ -320,11 +318,11 @@ mod tests {
         let b: Vec<Option<f64>> = (0..40)
             .map(|i| Some(if i % 2 == 0 { 1.0 } else { -1.0 } + 0.01 * ((i * 17) % 40) as f64))
             .collect();
-        let ra = run_of("a", &a, &freq, &classes, 40).unwrap();
+        let ra = run_of("a", &a, TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
         assert_eq!((ra.initial, ra.continuation), (19, 20));
         assert_eq!((ra.primary_initial, ra.primary_continuation), (1.0, 0.0));
         assert!(ra.r_continuation < -0.99, "{ra:?}");
-        let p = pair_of(("a", &a), ("b", &b), &freq, &classes, 40).unwrap();
+        let p = pair_of(("a", &a), ("b", &b), TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
         assert!(p.r_all > 0.95, "{p:?}");
         // Within a class the two orders are unrelated: far from the overall agreement.
         assert!(
@@ -343,11 +341,11 @@ mod tests {
             .enumerate()
             .map(|(i, v)| v.map(|x| if i % 2 == 0 { 2.0 * x } else { -x }))
             .collect();
-        let p = pair_of(("a", &a), ("b", &b), &freq, &classes, 40).unwrap();
+        let p = pair_of(("a", &a), ("b", &b), TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
         assert!((p.r_initial.unwrap() - 1.0).abs() < 1e-12, "{p:?}");
         assert!((p.r_continuation.unwrap() + 1.0).abs() < 1e-12, "{p:?}");
         // Only the 10 most frequent tokens (ids 0..10, id 0 unclassed): 4 initial, 5 continuation.
-        let r = run_of("a", &a, &freq, &classes, 10).unwrap();
+        let r = run_of("a", &a, TopTokens { freq: &freq, n: 10 }, &classes).unwrap();
         assert_eq!((r.initial, r.continuation), (4, 5));
     }
 
@@ -365,7 +363,7 @@ mod tests {
             ("c", c.as_slice()),
         ];
         let pairs = [(0, 1), (0, 2), (1, 2)]
-            .map(|(i, j)| pair_of(runs[i], runs[j], &freq, &classes, 40).unwrap())
+            .map(|(i, j)| pair_of(runs[i], runs[j], TopTokens { freq: &freq, n: 40 }, &classes).unwrap())
             .to_vec();
         let pc = PieceControl {
             top_n: 40,

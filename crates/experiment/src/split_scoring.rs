@@ -574,9 +574,9 @@ mod tests {
         runs[1].scoring.fingerprint = "another set".into();
         let freq = freq_of(&runs[0].logprobs.targets);
         let opts = r_only(&CorrOptions::default());
-        let top = TokenSelection::TopFrequent(V);
+        let sel = TokenSelection::TopFrequent(V);
         let kind = ScoreKind::ArithmeticMean;
-        let pair = compare_runs(&runs[0], &runs[1], &freq, top, kind, &opts).unwrap();
+        let pair = compare_runs(&runs[0], &runs[1], &freq, sel, kind, &opts).unwrap();
         let pairs = [pair];
         let windows = split_scoring_pairs(&runs, &pairs, top(&freq), Deal::Windows(8)).unwrap();
         assert!(windows.is_empty());
