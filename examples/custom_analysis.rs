@@ -97,9 +97,15 @@ impl Analysis for ScoreByLength {
         files: &mut Vec<PathBuf>,
     ) -> Result<()> {
         let mut t = Table::new(
-            ["run", "length", "tokens", "mean score", "Pearson r (all lengths)"]
-                .map(String::from)
-                .to_vec(),
+            [
+                "run",
+                "length",
+                "tokens",
+                "mean score",
+                "Pearson r (all lengths)",
+            ]
+            .map(String::from)
+            .to_vec(),
         )
         .with_title("Preference score by token length (characters)");
         for r in &o.0 {
@@ -145,8 +151,13 @@ fn run_folders(study: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 fn main() -> std::result::Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
-    let study = PathBuf::from(args.next().ok_or("usage: custom_analysis <study folder> [out]")?);
-    let out = args.next().map_or_else(|| study.join("custom"), PathBuf::from);
+    let study = PathBuf::from(
+        args.next()
+            .ok_or("usage: custom_analysis <study folder> [out]")?,
+    );
+    let out = args
+        .next()
+        .map_or_else(|| study.join("custom"), PathBuf::from);
     let runs = ScoredRun::load_all(&run_folders(&study)?)?;
     let spec = StudySpec::protocol(Protocol::Smoke, Path::new("unused"))?;
     let mut units = builtin();

@@ -57,8 +57,7 @@ fn a_run_folder_copied_as_its_manifest_and_scores_alone_is_analysed_by_what_need
     study.runs = vec![spec.clone()];
     let said = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = said.clone();
-    let progress =
-        Progress::to(move |m| sink.lock().unwrap().push(m.to_string())).with_bars(false);
+    let progress = Progress::to(move |m| sink.lock().unwrap().push(m.to_string())).with_bars(false);
     let tables = dir.path().join("tables");
     let out = analyze(&study, &loaded, &builtin(), &tables, &progress).unwrap();
     // The runs table needs only the scores and manifests: computed and written.
@@ -69,7 +68,11 @@ fn a_run_folder_copied_as_its_manifest_and_scores_alone_is_analysed_by_what_need
     // Every other built-in is left out for want of the vocabulary, naming the file looked for.
     let names: Vec<String> = builtin().iter().map(|u| u.name().to_string()).collect();
     let left: Vec<&str> = out.left_out.iter().map(|l| l.unit.as_str()).collect();
-    let others: Vec<&str> = names.iter().map(String::as_str).filter(|n| *n != "runs").collect();
+    let others: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != "runs")
+        .collect();
     assert_eq!(left, others);
     for l in &out.left_out {
         assert_eq!(l.input, Input::Vocabulary, "{l:?}");
@@ -89,8 +92,7 @@ fn a_run_folder_copied_as_its_manifest_and_scores_alone_is_analysed_by_what_need
     );
     // study.json maps each unit that ran to its output.
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(tables.join("study.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(tables.join("study.json")).unwrap()).unwrap();
     assert_eq!(json["units"]["runs"][0]["label"], "gpt-s0");
     assert!(json["units"].get("pairs").is_none(), "{json}");
     assert_eq!(json["left_out"].as_array().unwrap().len(), others.len());

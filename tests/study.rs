@@ -5,6 +5,7 @@
 mod common;
 
 use common::{copy_dir, quiet, shared};
+use lmsplit::experiment::analysis::TokenSelection;
 use lmsplit::experiment::emergence::Emergence;
 use lmsplit::experiment::orientation::Orientation;
 use lmsplit::experiment::spec::Vocabulary;
@@ -18,7 +19,6 @@ use lmsplit::experiment::{
     analyze, builtin, run_study, CorpusData, ExperimentError, Manifest, Protocol, ScoredRun,
     ScoringSet, Stage, StudyContext, StudyOutcome, StudySpec,
 };
-use lmsplit::experiment::analysis::TokenSelection;
 use lmsplit::prefscore::ScoreKind;
 use lmsplit::towers::{ElmoMode, Preset, Style};
 
@@ -27,7 +27,11 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
     let out = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
-    assert!(out.complete && out.left_out.is_empty(), "{:?}", out.left_out);
+    assert!(
+        out.complete && out.left_out.is_empty(),
+        "{:?}",
+        out.left_out
+    );
     assert_eq!(out.tables, dir.path());
     let runs = &out.get::<StudyRuns>().unwrap().0;
     let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
@@ -135,17 +139,27 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let printed = String::from_utf8_lossy(&o.stdout);
-    for f in ["score_by_length.md", "fig_score_by_length.png", "table4_spearman.md"] {
-        assert!(custom.join(f).is_file() && printed.contains(f), "{f}: {printed}");
+    for f in [
+        "score_by_length.md",
+        "fig_score_by_length.png",
+        "table4_spearman.md",
+    ] {
+        assert!(
+            custom.join(f).is_file() && printed.contains(f),
+            "{f}: {printed}"
+        );
     }
     let by_length = std::fs::read_to_string(custom.join("score_by_length.md")).unwrap();
-    assert!(["gpt-s0", "gpt-s1", "bert-s0"].iter().all(|l| by_length.contains(l)));
+    assert!(["gpt-s0", "gpt-s1", "bert-s0"]
+        .iter()
+        .all(|l| by_length.contains(l)));
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(custom.join("study.json")).unwrap())
-            .unwrap();
+        serde_json::from_str(&std::fs::read_to_string(custom.join("study.json")).unwrap()).unwrap();
     let runs_of = &json["units"]["score_by_length"];
     assert_eq!(runs_of.as_array().map(Vec::len), Some(3), "{runs_of}");
-    assert!(runs_of[0]["pearson"].as_f64().is_some_and(|r| r.abs() <= 1.0));
+    assert!(runs_of[0]["pearson"]
+        .as_f64()
+        .is_some_and(|r| r.abs() <= 1.0));
     assert_eq!(
         std::fs::read_to_string(custom.join("table4_spearman.md")).unwrap(),
         std::fs::read_to_string(dir.path().join("table4_spearman.md")).unwrap()
@@ -163,7 +177,11 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     let rs = |o: &StudyOutcome| -> Vec<(String, f64)> {
         let sets = &o.get::<RunPairs>().unwrap().0;
         (sets.iter())
-            .flat_map(|s| s.pairs.iter().map(move |p| (format!("{:?}", s.kind), p.pearson.r)))
+            .flat_map(|s| {
+                s.pairs
+                    .iter()
+                    .map(move |p| (format!("{:?}", s.kind), p.pearson.r))
+            })
             .collect()
     };
     assert_eq!(rs(&c), rs(&out));

@@ -19,10 +19,10 @@ use prefscore::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ExperimentError, Result};
 use crate::manifest::heads_flagged;
 use crate::run::ScoredRun;
 use crate::scoring::ScoringSetId;
-use crate::{ExperimentError, Result};
 
 /// Which tokens enter a correlation: a key of the pairs (with the score kind), written in
 /// tables and JSON as its name (`top-5000`, `min-count-5`).
@@ -47,7 +47,10 @@ impl TryFrom<String> for TokenSelection {
     fn try_from(s: String) -> std::result::Result<Self, String> {
         let bad = || format!("{s:?} is no token selection (top-N or min-count-M)");
         if let Some(n) = s.strip_prefix("top-") {
-            return n.parse().map(TokenSelection::TopFrequent).map_err(|_| bad());
+            return n
+                .parse()
+                .map(TokenSelection::TopFrequent)
+                .map_err(|_| bad());
         }
         match s.strip_prefix("min-count-") {
             Some(m) => m.parse().map(TokenSelection::MinCount).map_err(|_| bad()),

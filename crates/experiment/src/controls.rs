@@ -25,7 +25,7 @@ use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// The controls of one run (top-`n` tokens, Pearson unless said).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,11 +296,7 @@ pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
 /// Fig. 3 (`fig3_sorted_scores.png`: every run's scores in the order of the first run's) and
 /// Fig. 8 (`fig8_score_vs_frequency.png`) over the `top_n` most frequent tokens scored in
 /// every run.
-pub fn score_figures(
-    runs: &[RunScores],
-    top: TopTokens<'_>,
-    out: &Path,
-) -> Result<Vec<PathBuf>> {
+pub fn score_figures(runs: &[RunScores], top: TopTokens<'_>, out: &Path) -> Result<Vec<PathBuf>> {
     let (freq, top_n) = (top.freq, top.n);
     let Some(first) = runs.first() else {
         return Ok(Vec::new());

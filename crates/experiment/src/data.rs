@@ -9,12 +9,11 @@ use corpus::{
 };
 use towers::Style;
 
-use crate::disk::{save_atomic, write_bytes_atomic};
+use crate::disk::{save_atomic, write_bytes_atomic, DATA_LOCK};
 use crate::error::io_at;
-use crate::manifest::DATA_LOCK;
-use files::FolderLock;
+use crate::error::{ExperimentError, Result};
 use crate::spec::{Corpus, CorpusSpec};
-use crate::{ExperimentError, Result};
+use files::FolderLock;
 
 /// File beside a trained `tokenizer.json` saying what it was trained for.
 const TRAINED_FROM_FILE: &str = "tokenizer.trained_from.json";
@@ -186,7 +185,7 @@ impl CorpusData {
     /// The corpus of the finished runs `runs`, read again for their analysis (into the data
     /// folder `data_dir`) with the vocabulary the first run's folder carries: the runs must name
     /// one corpus ([`ExperimentError::Mismatch`] otherwise).
-    pub fn for_runs(runs: &[crate::ScoredRun], data_dir: &Path) -> Result<Self> {
+    pub fn for_runs(runs: &[crate::run::ScoredRun], data_dir: &Path) -> Result<Self> {
         let Some(first) = runs.first() else {
             return Err(ExperimentError::too_little("the runs to analyse", 0, 1));
         };

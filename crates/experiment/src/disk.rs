@@ -10,6 +10,13 @@ use files::FolderLock;
 
 use crate::error::{io_at, ExperimentError, Result};
 
+/// File name of a run folder's writer lock (one writer per run folder, a
+/// [`files::FolderLock`]).
+pub const WRITER_LOCK: &str = "writer.lock";
+/// File name of a study data folder's creation lock (processes creating it wait for each
+/// other).
+pub const DATA_LOCK: &str = "create.lock";
+
 /// Reads and parses a JSON file.
 pub(crate) fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
     let bytes = std::fs::read(path).map_err(io_at(path))?;
@@ -75,7 +82,6 @@ pub fn acquire_waiting(path: &Path, what: &str, poll: Duration) -> Result<Folder
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::WRITER_LOCK;
 
     #[test]
     fn atomic_writes_replace_whole_files_and_name_the_target_when_they_fail() {

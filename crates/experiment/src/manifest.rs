@@ -42,12 +42,6 @@ pub const SCORES_FILE: &str = "scores.safetensors";
 pub const MAIN: &str = "main";
 /// The scores file's set of the retest heads (head seed + 1).
 pub const RETEST: &str = "retest";
-/// File name of a run folder's writer lock (one writer per run folder, a
-/// [`files::FolderLock`]).
-pub const WRITER_LOCK: &str = "writer.lock";
-/// File name of a study data folder's creation lock (processes creating it wait for each
-/// other).
-pub const DATA_LOCK: &str = "create.lock";
 /// The manifest layout this crate writes and reads (2: a snapshot's heads are its own job).
 pub const MANIFEST_VERSION: u32 = 2;
 /// A study's data folder (tokenizer, scoring sets), beside its run folders.

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
 use crate::controls::r_only;
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// Most runs the exhaustive search takes (2^(n-1) orientations).
 pub const MAX_RUNS: usize = 20;
@@ -470,7 +470,16 @@ pub(crate) mod tests {
             .collect();
         let expect = seen.iter().map(|s| (s * seen[0]) as i8).collect();
         (
-            orientation(&runs, &pairs, TopTokens { freq: &freq, n: 300 }, replicates).unwrap(),
+            orientation(
+                &runs,
+                &pairs,
+                TopTokens {
+                    freq: &freq,
+                    n: 300,
+                },
+                replicates,
+            )
+            .unwrap(),
             expect,
         )
     }

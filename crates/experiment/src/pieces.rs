@@ -11,8 +11,8 @@ use report::{Cell, Table};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{RunScores, TopTokens};
+use crate::error::Result;
 use crate::orientation::{Orientation, OrientedCells};
-use crate::Result;
 
 /// The class of a word-initial piece.
 pub const WORD_INITIAL: &str = "word-initial";
@@ -322,7 +322,13 @@ mod tests {
         assert_eq!((ra.initial, ra.continuation), (19, 20));
         assert_eq!((ra.primary_initial, ra.primary_continuation), (1.0, 0.0));
         assert!(ra.r_continuation < -0.99, "{ra:?}");
-        let p = pair_of(("a", &a), ("b", &b), TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
+        let p = pair_of(
+            ("a", &a),
+            ("b", &b),
+            TopTokens { freq: &freq, n: 40 },
+            &classes,
+        )
+        .unwrap();
         assert!(p.r_all > 0.95, "{p:?}");
         // Within a class the two orders are unrelated: far from the overall agreement.
         assert!(
@@ -341,7 +347,13 @@ mod tests {
             .enumerate()
             .map(|(i, v)| v.map(|x| if i % 2 == 0 { 2.0 * x } else { -x }))
             .collect();
-        let p = pair_of(("a", &a), ("b", &b), TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
+        let p = pair_of(
+            ("a", &a),
+            ("b", &b),
+            TopTokens { freq: &freq, n: 40 },
+            &classes,
+        )
+        .unwrap();
         assert!((p.r_initial.unwrap() - 1.0).abs() < 1e-12, "{p:?}");
         assert!((p.r_continuation.unwrap() + 1.0).abs() < 1e-12, "{p:?}");
         // Only the 10 most frequent tokens (ids 0..10, id 0 unclassed): 4 initial, 5 continuation.
@@ -363,7 +375,9 @@ mod tests {
             ("c", c.as_slice()),
         ];
         let pairs = [(0, 1), (0, 2), (1, 2)]
-            .map(|(i, j)| pair_of(runs[i], runs[j], TopTokens { freq: &freq, n: 40 }, &classes).unwrap())
+            .map(|(i, j)| {
+                pair_of(runs[i], runs[j], TopTokens { freq: &freq, n: 40 }, &classes).unwrap()
+            })
             .to_vec();
         let pc = PieceControl {
             top_n: 40,

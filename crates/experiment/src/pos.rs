@@ -82,7 +82,12 @@ pub fn pos_tags<T: std::fmt::Display>(
     boot: &prefscore::Bootstrap,
 ) -> Result<Vec<prefscore::TagSummary>> {
     let tokens = prefscore::top_tokens(top.freq, top.n, &[&scores.scores.values]);
-    Ok(prefscore::by_tag(&scores.scores.values, tags, &tokens, boot)?)
+    Ok(prefscore::by_tag(
+        &scores.scores.values,
+        tags,
+        &tokens,
+        boot,
+    )?)
 }
 
 /// Fig. 4's numbers for one run, computed and not written: the arithmetic-mean preference score

@@ -16,22 +16,23 @@ use sha2::{Digest, Sha256};
 use towers::{Schedule, TwoTowerLm};
 
 use crate::data::CorpusData;
+use crate::disk::WRITER_LOCK;
 use crate::disk::{read_json, write_json_atomic};
 use crate::error::io_at;
-use crate::manifest::{MAIN, RETEST, SCORES_FILE, WRITER_LOCK};
+use crate::error::{ExperimentError, Result};
 use crate::manifest::{build_name, device_name, read_manifest, MANIFEST_VERSION};
 pub use crate::manifest::{
     HeadQuality, Manifest, RunId, RunOptions, RunResult, Snapshot, Stage, HEADS_DIR, MANIFEST_FILE,
     PHASE1_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR, TOKENIZER_DIR,
 };
-use heads::ScoresFile;
+use crate::manifest::{MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
 use crate::snapshots::{load_snapshots, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
 use crate::training::{model_at, phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
-use crate::{ExperimentError, Result};
+use heads::ScoresFile;
 
 /// A scored run: its manifest and every head's log-probabilities on the scoring set.
 #[derive(Debug)]

@@ -28,7 +28,7 @@ use towers::Style;
 
 use crate::data::CorpusData;
 use crate::disk::{read_json, write_json_atomic};
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// File name of a saved scoring set.
 pub const SCORING_FILE: &str = "scoring_set.json";

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
 use crate::controls::r_only;
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// Blocks of the scoring text (in document order) that [`Deal::Blocks`] deals to the halves.
 pub const SPLIT_BLOCKS: usize = 64;

@@ -11,8 +11,8 @@ use towers::Style;
 use report::Progress;
 
 use crate::data::CorpusData;
-use crate::error::{io_at, ExperimentError, Result};
 use crate::disk::write_json_atomic;
+use crate::error::{io_at, ExperimentError, Result};
 use crate::manifest::{MANIFEST_FILE, STUDY_DATA_DIR};
 pub use crate::protocol::{Protocol, StudySpec};
 use crate::run::{RunOptions, ScoredRun};
@@ -46,7 +46,14 @@ pub fn run_study(
             out.join(format!("subset-{}", names.join("+")))
         }
     };
-    analyze_with(spec, Some(ws.data()), &runs, &builtin(), &tables, &opts.progress)
+    analyze_with(
+        spec,
+        Some(ws.data()),
+        &runs,
+        &builtin(),
+        &tables,
+        &opts.progress,
+    )
 }
 
 /// The analyses `units` (e.g. [`builtin`], with units of the caller's own pushed on) of

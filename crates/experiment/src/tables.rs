@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Result;
 use crate::run::HeadQuality;
-use crate::Result;
 
 /// One run of a finished study: a row of the runs table.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -363,7 +363,10 @@ mod tests {
         let n = u64::from_le_bytes(want[..8].try_into().unwrap()) as usize;
         let header = std::str::from_utf8(&want[8..8 + n]).unwrap();
         let at = |k: &str| header.find(&format!("\"{k}\"")).unwrap();
-        assert!(at("format") < at("scoring") && at("scoring") < at("version"), "{header}");
+        assert!(
+            at("format") < at("scoring") && at("scoring") < at("version"),
+            "{header}"
+        );
         assert!(at("version") < at("vocab_size") && n % 8 == 0, "{header}");
     }
 

@@ -84,8 +84,7 @@ pub trait Analysis {
 
     /// Its numbers over `ctx.runs`, reading earlier units' outputs from `earlier`; `None`
     /// when the study does not ask for it (e.g. no word groups named). Writes nothing.
-    fn compute(&self, ctx: &StudyContext<'_>, earlier: &Outputs)
-        -> Result<Option<Self::Output>>;
+    fn compute(&self, ctx: &StudyContext<'_>, earlier: &Outputs) -> Result<Option<Self::Output>>;
 
     /// Its tables and figures of `output` into `ctx.out`, every file pushed onto `files`;
     /// `all` holds every unit's output.
@@ -294,10 +293,12 @@ impl Inputs {
             missing.push((Input::Vocabulary, format!("{} is missing", p.display())));
         }
         if data.is_none() {
-            let text = runs.first().and_then(|r| match &r.manifest.spec.corpus.source {
-                crate::spec::Corpus::Text { path, .. } if !path.exists() => Some(path),
-                _ => None,
-            });
+            let text = runs
+                .first()
+                .and_then(|r| match &r.manifest.spec.corpus.source {
+                    crate::spec::Corpus::Text { path, .. } if !path.exists() => Some(path),
+                    _ => None,
+                });
             let why = match (&vocab, text) {
                 (Some(_), _) => "its tokens are counted with the runs' vocabulary".to_string(),
                 (None, Some(p)) => format!("{} is missing", p.display()),
@@ -329,7 +330,9 @@ pub(crate) fn corpus_readable(runs: &[ScoredRun]) -> bool {
     let Some(first) = runs.first() else {
         return false;
     };
-    let vocab = runs.iter().all(|r| r.dir.join(&r.manifest.tokenizer).is_file());
+    let vocab = runs
+        .iter()
+        .all(|r| r.dir.join(&r.manifest.tokenizer).is_file());
     vocab
         && match &first.manifest.spec.corpus.source {
             crate::spec::Corpus::Synthetic { .. } => true,

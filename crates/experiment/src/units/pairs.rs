@@ -82,7 +82,8 @@ impl Analysis for Pairs {
     ) -> Result<()> {
         let labels = ctx.labels();
         for s in &o.0 {
-            let (t, written) = write_pairs(&s.pairs, &labels, kind_name(s.kind), s.selection, ctx.out)?;
+            let (t, written) =
+                write_pairs(&s.pairs, &labels, kind_name(s.kind), s.selection, ctx.out)?;
             ctx.progress.say(|| t.to_markdown());
             files.extend(written);
         }
