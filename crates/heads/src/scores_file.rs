@@ -367,7 +367,10 @@ mod tests {
             at("format") < at("scoring") && at("scoring") < at("version"),
             "{header}"
         );
-        assert!(at("version") < at("vocab_size") && n.is_multiple_of(8), "{header}");
+        assert!(
+            at("version") < at("vocab_size") && n.is_multiple_of(8),
+            "{header}"
+        );
     }
 
     #[test]
