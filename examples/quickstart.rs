@@ -26,9 +26,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use lmsplit::experiment::analysis::RunScores;
-use lmsplit::experiment::pos::{lexicon, TagSource};
-use lmsplit::experiment::tables::{pos_tags, write_pos};
+use lmsplit::experiment::analysis::{RunScores, TopTokens};
+use lmsplit::experiment::pos::{lexicon, pos_tags, TagSource};
+use lmsplit::experiment::tables::write_pos;
 use lmsplit::experiment::{
     word_groups, write_word_groups, CorpusData, CorpusSpec, ExperimentError, RunOptions, RunSpec,
     ScoredRun, ScoringSpec, WordGroupSettings, Workspace,
@@ -85,6 +85,7 @@ fn train(args: &Args) -> Result<(CorpusData, ScoredRun), ExperimentError> {
     let scoring = ws.scoring_set(&spec.style, &ScoringSpec::new(64))?;
     let opts = RunOptions {
         need_model: true,
+        progress: lmsplit::experiment::Progress::stdout(),
         ..RunOptions::default()
     };
     let run = ws.ensure_run(&spec, &args.out.join(spec.label()), &scoring, &opts)?;
@@ -109,9 +110,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ..Bootstrap::default()
     };
     let scores = RunScores::new(&run, ScoreKind::ArithmeticMean)?;
-    let tags = lexicon(&data, &TagSource::Gold, false)?.to_dense(data.padded_vocab());
+    let quiet = lmsplit::experiment::Progress::silent();
+    let tags = lexicon(&data, &TagSource::Gold, &quiet)?.to_dense(data.padded_vocab());
     let title = "Preference score per word class (synthetic corpus, gold tags)";
-    let per_tag = pos_tags(&scores, &data.freq, &tags, TOP_TOKENS, &boot)?;
+    let top = TopTokens {
+        freq: &data.freq,
+        n: TOP_TOKENS,
+    };
+    let per_tag = pos_tags(&scores, top, &tags, &boot)?;
     let pos_files = write_pos(&scores, &per_tag, title, &args.out)?;
     println!("[3] preference by word class: {}", pos_files[1].display());
 

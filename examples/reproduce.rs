@@ -25,7 +25,8 @@ use std::process::ExitCode;
 use clap::{Args as ClapArgs, Parser, Subcommand};
 use lmsplit::experiment::spec::Vocabulary;
 use lmsplit::experiment::{
-    analyze, run_study, ExperimentError, Progress, Protocol, RunOptions, ScoredRun, StudySpec,
+    analyze, builtin, run_study, ExperimentError, Progress, Protocol, RunOptions, ScoredRun,
+    StudySpec,
 };
 use lmsplit::towers::StopToken;
 
@@ -107,6 +108,7 @@ fn run(cli: Cli, stop: StopToken) -> Result<(), ExperimentError> {
             let opts = RunOptions {
                 device: common::device(t.device.as_deref())?,
                 stop,
+                progress: Progress::stdout(),
                 ..RunOptions::default()
             };
             run_study(&spec, &t.common.out, &only, &opts)?
@@ -114,7 +116,7 @@ fn run(cli: Cli, stop: StopToken) -> Result<(), ExperimentError> {
         Verb::Analyze(a) => {
             let spec = StudySpec::protocol(a.common.protocol, &shared())?;
             let runs = ScoredRun::load_all(&a.runs)?;
-            analyze(&spec, &runs, &a.common.out, &Progress::stdout())?
+            analyze(&spec, &runs, &builtin(), &a.common.out, &Progress::stdout())?
         }
     };
     let line = serde_json::to_string(&outcome).map_err(|source| ExperimentError::Json {

@@ -188,6 +188,7 @@ fn run(args: Args, stop: StopToken) -> Result<(), ExperimentError> {
     let opts = RunOptions {
         device: common::device(args.device.as_deref())?,
         stop,
+        progress: lmsplit::experiment::Progress::stdout(),
         ..RunOptions::default()
     };
     let run = ws.ensure_run(&spec, &args.out, &scoring, &opts)?;

@@ -90,9 +90,7 @@ fn stderr_of(out: &Output) -> String {
 }
 
 fn same_scores(a: &Path, b: &Path) {
-    let read = |d: &Path| {
-        lmsplit::experiment::scores_file::ScoresFile::load(&d.join("scores.safetensors")).unwrap()
-    };
+    let read = |d: &Path| lmsplit::heads::ScoresFile::load(&d.join("scores.safetensors")).unwrap();
     assert!(
         read(a) == read(b),
         "{} and {} scored differently",

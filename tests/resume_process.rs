@@ -60,9 +60,7 @@ fn a_killed_two_tower_run_resumes_to_identical_scores() {
         .unwrap();
     assert!(ok.success());
 
-    let read = |d: &Path| {
-        lmsplit::experiment::scores_file::ScoresFile::load(&d.join("scores.safetensors")).unwrap()
-    };
+    let read = |d: &Path| lmsplit::heads::ScoresFile::load(&d.join("scores.safetensors")).unwrap();
     assert_eq!(
         read(&whole),
         read(&killed),

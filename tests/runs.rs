@@ -3,11 +3,17 @@
 
 mod common;
 
-use common::{quiet, run_in, tiny_spec};
-use lmsplit::experiment::scores_file::{ScoresFile, MAIN};
+use std::sync::{Arc, Mutex};
+
+use common::{copy_dir, quiet, run_in, tiny_spec};
+use lmsplit::experiment::manifest::{MAIN, MANIFEST_FILE, SCORES_FILE};
+use lmsplit::experiment::units::pairs::RunPairs;
+use lmsplit::experiment::units::runs::StudyRuns;
 use lmsplit::experiment::{
-    run_status, ExperimentError, Manifest, ScoredRun, ScoringSet, ScoringSpec, Stage, Workspace,
+    analyze, builtin, run_status, ExperimentError, Input, Manifest, Progress, Protocol, ScoredRun,
+    ScoringSet, ScoringSpec, Stage, StudySpec, Workspace,
 };
+use lmsplit::heads::ScoresFile;
 use lmsplit::towers::{Preset, Schedule};
 
 #[test]
@@ -33,6 +39,117 @@ fn a_finished_run_is_reused_with_identical_scores() {
     );
     assert_eq!(first.manifest.device, "cpu");
     assert!(run_status(dir.path()).unwrap().is_none());
+}
+
+#[test]
+fn a_run_folder_copied_as_its_manifest_and_scores_alone_is_analysed_by_what_needs_only_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = tiny_spec(0);
+    let run = run_in(&spec, dir.path(), "gpt-s0").unwrap();
+    // The two files alone, in another folder: what a collaborator is sent.
+    let bare = dir.path().join("sent/gpt-s0");
+    std::fs::create_dir_all(&bare).unwrap();
+    for f in [MANIFEST_FILE, SCORES_FILE] {
+        std::fs::copy(run.dir.join(f), bare.join(f)).unwrap();
+    }
+    let loaded = ScoredRun::load_all(std::slice::from_ref(&bare)).unwrap();
+    let mut study = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
+    study.runs = vec![spec.clone()];
+    let said = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = said.clone();
+    let progress = Progress::to(move |m| sink.lock().unwrap().push(m.to_string())).with_bars(false);
+    let tables = dir.path().join("tables");
+    let out = analyze(&study, &loaded, &builtin(), &tables, &progress).unwrap();
+    // The runs table needs only the scores and manifests: computed and written.
+    let runs = &out.get::<StudyRuns>().expect("the runs unit ran").0;
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].positions, run.result().unwrap().positions);
+    assert!(tables.join("runs.md").is_file());
+    // Every other built-in is left out for want of the vocabulary, naming the file looked for.
+    let names: Vec<String> = builtin().iter().map(|u| u.name().to_string()).collect();
+    let left: Vec<&str> = out.left_out.iter().map(|l| l.unit.as_str()).collect();
+    let others: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| *n != "runs")
+        .collect();
+    assert_eq!(left, others);
+    for l in &out.left_out {
+        assert_eq!(l.input, Input::Vocabulary, "{l:?}");
+        assert!(l.why.contains("tokenizer"), "{l:?}");
+    }
+    assert!(out.get::<RunPairs>().is_none());
+    // ... said in one line.
+    let lines: Vec<String> = (said.lock().unwrap().iter())
+        .filter(|m| m.contains("left out"))
+        .cloned()
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("pairs (needs the vocabulary") && !lines[0].contains('\n'),
+        "{}",
+        lines[0]
+    );
+    // study.json maps each unit that ran to its output.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tables.join("study.json")).unwrap()).unwrap();
+    assert_eq!(json["units"]["runs"][0]["label"], "gpt-s0");
+    assert!(json["units"].get("pairs").is_none(), "{json}");
+    assert_eq!(json["left_out"].as_array().unwrap().len(), others.len());
+    // With its vocabulary beside them, the corpus is read again and only what reads the
+    // model's weights waits (the protocol's word groups of gpt-s0).
+    copy_dir(&run.dir.join("tokenizer"), &bare.join("tokenizer"));
+    let loaded = ScoredRun::load_all(std::slice::from_ref(&bare)).unwrap();
+    let out = analyze(&study, &loaded, &builtin(), &tables, &Progress::silent()).unwrap();
+    let left: Vec<(&str, Input)> = (out.left_out.iter())
+        .map(|l| (l.unit.as_str(), l.input))
+        .collect();
+    assert_eq!(left, [("word_groups", Input::Weights)]);
+    assert!(out.left_out[0].why.contains("weights.safetensors"));
+    assert!(out.get::<RunPairs>().is_some());
+}
+
+/// Every file of a finished run folder has the mode a plain `File::create` gets there (the
+/// umask's), so a collaborator's group can read a shared run folder. Fails today on
+/// `phase1/checkpoint/*.safetensors` (0600): `towers::checkpoint` writes them, and its fix
+/// belongs to the towers change in flight.
+#[cfg(unix)]
+#[test]
+#[ignore = "towers::checkpoint writes its safetensors 0600; fix pending in crates/towers"]
+fn every_file_of_a_run_folder_honours_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let run = run_in(&tiny_spec(0), dir.path(), "run").unwrap();
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let plain = dir.path().join("plain");
+    std::fs::File::create(&plain).unwrap();
+    let want = mode(&plain);
+    let mut seen = 0;
+    let mut stack = vec![run.dir.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.file_name().is_some_and(|n| n != "writer.lock") {
+                assert_eq!(mode(&p), want, "{} has mode {:o}", p.display(), mode(&p));
+                seen += 1;
+            }
+        }
+    }
+    let weights = run.dir.join("phase1/checkpoint/weights.safetensors");
+    assert!(weights.is_file() && seen > 5, "{seen} files");
+}
+
+/// Two identical runs write byte-identical scores files (the metadata in a fixed order).
+#[test]
+fn two_identical_runs_write_byte_identical_scores_files() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let spec = tiny_spec(0);
+    let ra = run_in(&spec, a.path(), "run").unwrap();
+    let rb = run_in(&spec, b.path(), "run").unwrap();
+    let bytes = |d: &std::path::Path| std::fs::read(d.join(SCORES_FILE)).unwrap();
+    assert_eq!(bytes(&ra.dir), bytes(&rb.dir));
 }
 
 #[test]

@@ -5,11 +5,19 @@
 mod common;
 
 use common::{copy_dir, quiet, shared};
+use lmsplit::experiment::analysis::TokenSelection;
+use lmsplit::experiment::emergence::Emergence;
+use lmsplit::experiment::orientation::Orientation;
 use lmsplit::experiment::spec::Vocabulary;
-use lmsplit::experiment::study::StudyContext;
+use lmsplit::experiment::units::controls::RunControls;
+use lmsplit::experiment::units::pairs::RunPairs;
+use lmsplit::experiment::units::pieces::WordPieces;
+use lmsplit::experiment::units::pos::PosByRun;
+use lmsplit::experiment::units::runs::StudyRuns;
+use lmsplit::experiment::units::word_groups::GroupAnalysis;
 use lmsplit::experiment::{
-    analyze, run_study, CorpusData, ExperimentError, Manifest, Protocol, ScoredRun, ScoringSet,
-    Stage, StudySpec,
+    analyze, builtin, run_study, CorpusData, ExperimentError, Manifest, Protocol, ScoredRun,
+    ScoringSet, Stage, StudyContext, StudyOutcome, StudySpec,
 };
 use lmsplit::prefscore::ScoreKind;
 use lmsplit::towers::{ElmoConfig, ElmoMode, Preset, Style};
@@ -19,27 +27,26 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     let dir = tempfile::tempdir().unwrap();
     let spec = StudySpec::protocol(Protocol::Smoke, std::path::Path::new("unused")).unwrap();
     let out = run_study(&spec, dir.path(), &[], &quiet()).unwrap();
-    assert!(out.complete);
+    assert!(
+        out.complete && out.left_out.is_empty(),
+        "{:?}",
+        out.left_out
+    );
     assert_eq!(out.tables, dir.path());
-    let labels: Vec<&str> = out.runs.iter().map(|r| r.label.as_str()).collect();
+    let runs = &out.get::<StudyRuns>().unwrap().0;
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
     assert_eq!(labels, ["gpt-s0", "gpt-s1", "bert-s0"]);
     // Runs of one style share one scoring set; the styles' sets differ.
-    assert_eq!(
-        out.runs[0].scoring_fingerprint,
-        out.runs[1].scoring_fingerprint
-    );
-    assert_ne!(
-        out.runs[0].scoring_fingerprint,
-        out.runs[2].scoring_fingerprint
-    );
+    assert_eq!(runs[0].scoring_fingerprint, runs[1].scoring_fingerprint);
+    assert_ne!(runs[0].scoring_fingerprint, runs[2].scoring_fingerprint);
     // The GPT heads learn the synthetic grammar: better than the unigram model.
-    for r in &out.runs[..2] {
+    for r in &runs[..2] {
         assert!(!r.heads.above_unigram, "{}: {:?}", r.label, r.heads);
         assert!(r.positions > 1000);
     }
     // Each run states its budget, throughput and device, in its manifest and the runs table.
     let runs_md = std::fs::read_to_string(dir.path().join("runs.md")).unwrap();
-    for r in &out.runs {
+    for r in runs {
         assert_eq!(r.phase1_tokens, 120_320, "{}", r.label);
         assert!(r.phase1_tokens_per_s > 0.0, "{}", r.label);
         assert_eq!(r.device, "cpu", "{}", r.label);
@@ -78,8 +85,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     // The runs' folders copied elsewhere and analysed from there (nothing trained) give the
     // study's tables, every one of them byte for byte.
     let elsewhere = tempfile::tempdir().unwrap();
-    let copies: Vec<std::path::PathBuf> = out
-        .runs
+    let copies: Vec<std::path::PathBuf> = runs
         .iter()
         .map(|r| {
             let to = elsewhere.path().join("runs").join(&r.label);
@@ -92,6 +98,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     analyze(
         &spec,
         &loaded,
+        &builtin(),
         &tables,
         &lmsplit::experiment::Progress::silent(),
     )
@@ -122,24 +129,65 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         }
         assert!(compared >= 20, "{compared} tables compared");
     }
+    // A unit of the user's own beside the built-ins (examples/custom_analysis.rs, the facade
+    // only): its table and figure next to theirs, its output in study.json by its name.
+    let custom = elsewhere.path().join("custom");
+    let o = std::process::Command::new(common::example_bin("custom_analysis"))
+        .arg(dir.path())
+        .arg(&custom)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8_lossy(&o.stdout);
+    for f in [
+        "score_by_length.md",
+        "fig_score_by_length.png",
+        "table4_spearman.md",
+    ] {
+        assert!(
+            custom.join(f).is_file() && printed.contains(f),
+            "{f}: {printed}"
+        );
+    }
+    let by_length = std::fs::read_to_string(custom.join("score_by_length.md")).unwrap();
+    assert!(["gpt-s0", "gpt-s1", "bert-s0"]
+        .iter()
+        .all(|l| by_length.contains(l)));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(custom.join("study.json")).unwrap()).unwrap();
+    let runs_of = &json["units"]["score_by_length"];
+    assert_eq!(runs_of.as_array().map(Vec::len), Some(3), "{runs_of}");
+    assert!(runs_of[0]["pearson"]
+        .as_f64()
+        .is_some_and(|r| r.abs() <= 1.0));
+    assert_eq!(
+        std::fs::read_to_string(custom.join("table4_spearman.md")).unwrap(),
+        std::fs::read_to_string(dir.path().join("table4_spearman.md")).unwrap()
+    );
     // Computing writes nothing: the analysis of the copies toward a folder that does not exist
     // leaves it absent, and holds the written study's numbers.
     let data = CorpusData::for_runs(&loaded, &tables.join("data")).unwrap();
     let never = elsewhere.path().join("never");
     let silent = lmsplit::experiment::Progress::silent();
-    let ctx = StudyContext::new(&spec, &data, &loaded, &never, &silent).unwrap();
-    let computed = ctx.compute(true).unwrap();
+    let ctx = StudyContext::new(&spec, Some(&data), &loaded, &never, &silent).unwrap();
+    let c = ctx.compute(&builtin(), true).unwrap();
     assert!(!never.exists(), "compute wrote into {}", never.display());
-    let c = &computed.outcome;
-    assert!(c.outputs.is_empty() && c.pos.len() == 3 && c.runs.len() == 3);
-    let rs = |o: &lmsplit::experiment::StudyOutcome| -> Vec<(String, f64)> {
-        o.pairs
-            .iter()
-            .map(|(k, p)| (k.clone(), p.pearson.r))
+    assert!(c.outputs.is_empty() && c.get::<PosByRun>().unwrap().0.len() == 3);
+    assert_eq!(c.get::<StudyRuns>().unwrap().0.len(), 3);
+    let rs = |o: &StudyOutcome| -> Vec<(String, f64)> {
+        let sets = &o.get::<RunPairs>().unwrap().0;
+        (sets.iter())
+            .flat_map(|s| {
+                s.pairs
+                    .iter()
+                    .map(move |p| (format!("{:?}", s.kind), p.pearson.r))
+            })
             .collect()
     };
-    assert_eq!(rs(c), rs(&out));
-    assert_eq!(c.controls.len(), out.controls.len());
+    assert_eq!(rs(&c), rs(&out));
+    let controls = |o: &StudyOutcome| o.get::<RunControls>().unwrap().0.clone();
+    assert_eq!(controls(&c), controls(&out));
+    let pairs = out.get::<RunPairs>().unwrap();
     // The tables of the smoke study as the 0.1 layer wrote them (tests/fixtures/smoke-tables):
     // every cell the same but the paper column (now a cell only where the paper has that
     // kind of pair); numbers within one unit of their last printed digit (another CPU's
@@ -152,8 +200,8 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         same_table_cells(&std::fs::read_to_string(&p).unwrap(), &now, &p);
     }
     // 3 pairs × 2 score kinds × 2 token selections, each with finite correlations.
-    assert_eq!(out.pairs.len(), 12);
-    for (_, p) in &out.pairs {
+    assert_eq!(pairs.all().count(), 12);
+    for p in pairs.all() {
         assert!(p.pearson.r.is_finite() && p.spearman.r.is_finite());
         assert!(p.reliability_split_half.iter().all(|r| r.is_finite()));
         assert!(p.reliability_head_seed.is_some());
@@ -165,8 +213,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     // The emergence analysis: both GPT runs at the snapshot (1/2) and at the end; its end
     // point is the main table's correlation of the same pair and selection.
     let e = out
-        .emergence
-        .as_ref()
+        .get::<Emergence>()
         .expect("the smoke protocol asks for emergence");
     let fractions: Vec<(&str, f64)> = e
         .points
@@ -183,22 +230,18 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
         ]
     );
     assert_eq!(e.pairs.len(), 2);
-    let main = out
-        .pairs
-        .iter()
-        .find(|(k, p)| k == "arithmetic" && p.selection == "min-count-5" && p.b == "gpt-s1")
+    let min5 = TokenSelection::MinCount(5);
+    let main = (pairs.of(ScoreKind::ArithmeticMean, min5).iter())
+        .find(|p| p.b == "gpt-s1")
         .unwrap();
-    assert_eq!(e.pairs[1].pearson, main.1.pearson.r);
+    assert_eq!(e.pairs[1].pearson, main.pearson.r);
     assert!(e.pairs[0].tokens < e.pairs[1].tokens);
     // The curve is disattenuated as the main tables are: by the head-seed reliabilities
     // (each snapshot has its retest heads), not the split-half ones.
-    let d = main.1.disattenuated.as_ref().unwrap();
+    let d = main.disattenuated.as_ref().unwrap();
     assert_eq!(e.pairs[1].reliability, Some([d.rel_a, d.rel_b]));
     assert_eq!(e.pairs[1].disattenuated, d.value);
-    assert_ne!(
-        e.pairs[1].reliability.unwrap(),
-        main.1.reliability_split_half
-    );
+    assert_ne!(e.pairs[1].reliability.unwrap(), main.reliability_split_half);
     for p in &e.points {
         assert!(p.head_seed.is_some_and(f64::is_finite), "{p:?}");
         // Each point against its own run's end: exactly 1 at the end, and below 1 at the
@@ -216,10 +259,10 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     );
     assert!(e.pairs[0].interval.is_some());
     // ICA word groups of gpt-s0 and the per-run controls.
-    let g = out
-        .word_groups
-        .as_ref()
-        .expect("the smoke protocol asks for word groups");
+    let g = &out
+        .get::<GroupAnalysis>()
+        .expect("the smoke protocol asks for word groups")
+        .summary;
     assert_eq!((g.label.as_str(), g.dim), ("gpt-s0", 16));
     assert!((g.none + g.exactly_one) <= 1.0 + 1e-12 && g.mean >= g.exactly_one);
     // The fit's record: its steps, residual and the paper's share of values in [-1, 1], in a
@@ -247,11 +290,11 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     );
     let fit = std::fs::read_to_string(ica_dir.join("ica_fit.md")).unwrap();
     assert!(fit.contains("0.8") && fit.contains("1.45"), "{fit}");
-    assert_eq!(out.controls.len(), 3);
-    assert!(out.controls.iter().all(|c| c.null_q975.is_finite()));
+    let run_controls = controls(&out);
+    assert_eq!(run_controls.len(), 3);
+    assert!(run_controls.iter().all(|c| c.null_q975.is_finite()));
     // Every run's scores against its predictability: computed, a correlation, in the table.
-    assert!(out
-        .controls
+    assert!(run_controls
         .iter()
         .all(|c| c.pearson_vs_predictability.is_some_and(|r| r.abs() <= 1.0)));
     let controls_md = std::fs::read_to_string(dir.path().join("controls.md")).unwrap();
@@ -312,7 +355,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     assert!(oriented >= measured, "{or}");
     // The word-piece control: present exactly when continuation pieces were scored.
     let pieces_md = dir.path().join("pieces_pairs.md");
-    match &out.pieces {
+    match out.get::<WordPieces>().map(|w| &w.control) {
         Some(p) => {
             assert_eq!((p.runs.len(), p.pairs.len()), (3, 3));
             assert!(p.runs.iter().any(|r| r.continuation > 0));
@@ -320,7 +363,7 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
             // The orientation read within each piece class.
             let po = std::fs::read_to_string(dir.path().join("pieces_orientation.md")).unwrap();
             assert!(po.contains("within word-initial pieces"), "{po}");
-            assert!(out.orientation.is_some());
+            assert!(out.get::<Orientation>().is_some());
         }
         None => assert!(!pieces_md.exists()),
     }
@@ -333,19 +376,15 @@ fn smoke_study_runs_end_to_end_and_is_reused() {
     let mut geometric = spec.clone();
     geometric.emergence.as_mut().unwrap().kind = ScoreKind::GeometricMean;
     let again = run_study(&geometric, dir.path(), &[], &quiet()).unwrap();
-    assert!(again.runs.iter().all(|r| r.reused));
-    let r = |o: &lmsplit::experiment::StudyOutcome| -> Vec<f64> {
-        o.pairs.iter().map(|(_, p)| p.pearson.r).collect()
-    };
-    assert_eq!(r(&again), r(&out));
-    let eg = again.emergence.as_ref().unwrap();
+    assert!(again.get::<StudyRuns>().unwrap().0.iter().all(|r| r.reused));
+    assert_eq!(rs(&again), rs(&out));
+    let eg = again.get::<Emergence>().unwrap();
     assert_eq!(eg.kind, Some(ScoreKind::GeometricMean));
-    let main_geometric = again
-        .pairs
-        .iter()
-        .find(|(k, p)| k == "geometric" && p.selection == "min-count-5" && p.b == "gpt-s1")
+    let again_pairs = again.get::<RunPairs>().unwrap();
+    let main_geometric = (again_pairs.of(ScoreKind::GeometricMean, min5).iter())
+        .find(|p| p.b == "gpt-s1")
         .unwrap();
-    assert_eq!(eg.pairs[1].pearson, main_geometric.1.pearson.r);
+    assert_eq!(eg.pairs[1].pearson, main_geometric.pearson.r);
     assert_ne!(eg.pairs[1].pearson, e.pairs[1].pearson);
     let note = std::fs::read_to_string(dir.path().join("emergence.md")).unwrap();
     assert!(note.contains("scores: mean log probability"), "{note}");
@@ -360,7 +399,7 @@ fn some_runs_write_their_tables_to_a_subset_folder() {
     assert!(!out.complete);
     assert_eq!(out.tables, dir.path().join("subset-bert-s0"));
     assert!(out.tables.join("runs.md").is_file());
-    assert!(out.pairs.is_empty());
+    assert!(out.get::<RunPairs>().unwrap().all().next().is_none());
     assert!(dir.path().join("bert-s0/manifest.json").is_file());
     assert!(!dir.path().join("gpt-s0").exists());
     // A snapshot job names one of the run's snapshots, and needs its run finished.
@@ -433,7 +472,8 @@ fn a_study_given_a_tokenizer_uses_it_in_every_run_and_scoring_set() {
     .unwrap();
     let b = ScoringSet::load_or_build(other_dir.path(), &Style::gpt(), &other, &trained.scoring)
         .unwrap();
-    assert_eq!(out.runs[0].scoring_fingerprint, a.id.short());
+    let runs = &out.get::<StudyRuns>().unwrap().0;
+    assert_eq!(runs[0].scoring_fingerprint, a.id.short());
     assert_ne!(a.id.fingerprint, b.id.fingerprint);
 }
 

@@ -19,18 +19,44 @@ use prefscore::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ExperimentError, Result};
 use crate::manifest::heads_flagged;
 use crate::run::ScoredRun;
 use crate::scoring::ScoringSetId;
-use crate::{ExperimentError, Result};
 
-/// Which tokens enter a correlation.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// Which tokens enter a correlation: a key of the pairs (with the score kind), written in
+/// tables and JSON as its name (`top-5000`, `min-count-5`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum TokenSelection {
     /// The paper's: the `n` most frequent tokens of the training text scored in both runs.
     TopFrequent(usize),
     /// Tokens with at least `m` scored positions in every run compared (default m = 50).
     MinCount(u64),
+}
+
+impl From<TokenSelection> for String {
+    fn from(s: TokenSelection) -> Self {
+        s.to_string()
+    }
+}
+
+impl TryFrom<String> for TokenSelection {
+    type Error = String;
+
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        let bad = || format!("{s:?} is no token selection (top-N or min-count-M)");
+        if let Some(n) = s.strip_prefix("top-") {
+            return n
+                .parse()
+                .map(TokenSelection::TopFrequent)
+                .map_err(|_| bad());
+        }
+        match s.strip_prefix("min-count-") {
+            Some(m) => m.parse().map(TokenSelection::MinCount).map_err(|_| bad()),
+            None => Err(bad()),
+        }
+    }
 }
 
 impl std::fmt::Display for TokenSelection {
@@ -39,6 +65,24 @@ impl std::fmt::Display for TokenSelection {
             TokenSelection::TopFrequent(n) => write!(f, "top-{n}"),
             TokenSelection::MinCount(m) => write!(f, "min-count-{m}"),
         }
+    }
+}
+
+/// The top-N selection of the per-run analyses: the `n` most frequent tokens of the training
+/// text (`freq`), among those a run (or every run compared) scored. One value where a `freq`
+/// and a `top_n` used to travel apart.
+#[derive(Debug, Clone, Copy)]
+pub struct TopTokens<'a> {
+    /// Token frequencies of the training text over the padded vocabulary.
+    pub freq: &'a [u64],
+    /// How many of the most frequent tokens.
+    pub n: usize,
+}
+
+impl TopTokens<'_> {
+    /// As a [`TokenSelection`] (its name in tables and `study.json`).
+    pub fn selection(&self) -> TokenSelection {
+        TokenSelection::TopFrequent(self.n)
     }
 }
 
@@ -200,7 +244,7 @@ pub struct PairComparison {
     /// Second run.
     pub b: String,
     /// The token selection.
-    pub selection: String,
+    pub selection: TokenSelection,
     /// Tokens used.
     pub tokens: usize,
     /// Pearson (Table 2) with its bootstrap interval and permutation p-value.
@@ -327,7 +371,7 @@ pub fn compare_runs(
         models: [a.model.clone(), b.model.clone()],
         a: a.label.clone(),
         b: b.label.clone(),
-        selection: sel.to_string(),
+        selection: sel,
         tokens: tokens.len(),
         pearson,
         spearman,

@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use heads::PositionLogProbs;
 use prefscore::{
     correlate, correlate_with_frequency, sorted_profile, split_null, top_tokens, CorrOptions,
-    Method, ScoreKind,
+    Method, ScoreKind, SplitNull,
 };
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{pair_cells, PairComparison, RunScores};
-use crate::{ExperimentError, Result};
+use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
+use crate::error::{ExperimentError, Result};
 
 /// The controls of one run (top-`n` tokens, Pearson unless said).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,20 +51,30 @@ pub struct RunControl {
     pub null_p: Option<f64>,
 }
 
-/// Computes the controls of `runs` over their `top_n` most frequent tokens, `replicates` split-null
-/// replicates each; `preds` are the runs' [`scored_predictability`] in the same order and `pairs`
-/// the study's pair comparisons of the same score kind (for the same-style mean r).
-#[allow(clippy::too_many_arguments)]
+/// The settings of [`run_controls`].
+#[derive(Debug, Clone, Copy)]
+pub struct ControlSettings<'a> {
+    /// The tokens of each run's correlations.
+    pub top: TopTokens<'a>,
+    /// The score kind of the runs' scores (and of the split null's).
+    pub kind: ScoreKind,
+    /// Split-null replicates per run.
+    pub replicates: usize,
+    /// Bootstrap and permutations of the frequency correlations.
+    pub opts: &'a CorrOptions,
+}
+
+/// Computes the controls of `runs` over their `set.top` most frequent tokens, `set.replicates`
+/// split-null replicates each; `preds` are the runs' [`scored_predictability`] in the same
+/// order and `pairs` the study's pair comparisons of the same score kind (for the same-style
+/// mean r).
 pub fn run_controls(
     runs: &[RunScores],
     preds: &[Vec<Option<f64>>],
     pairs: &[PairComparison],
-    freq: &[u64],
-    top_n: usize,
-    kind: ScoreKind,
-    replicates: usize,
-    opts: &CorrOptions,
+    set: &ControlSettings<'_>,
 ) -> Result<Vec<RunControl>> {
+    let (freq, top_n, kind, opts) = (set.top.freq, set.top.n, set.kind, set.opts);
     check_preds(preds, runs.len())?;
     let mut out = Vec::new();
     for (i, r) in runs.iter().enumerate() {
@@ -74,18 +84,15 @@ pub fn run_controls(
         let lp = &r.logprobs;
         let pred = correlate(v, &preds[i], freq, top_n, Method::Pearson, &r_only(opts))?;
         let primary = &lp.logp[r.scores.towers[0]];
-        let nd = split_null(
-            &lp.targets,
-            primary,
-            lp.vocab_size,
-            freq,
+        let null = SplitNull {
             top_n,
             kind,
-            Method::Pearson,
-            replicates,
+            method: Method::Pearson,
+            replicates: set.replicates,
             // The run's own stream: the same whichever runs a study selects, in whatever order.
-            corpus::fnv1a(r.label.as_bytes()),
-        )?;
+            seed: corpus::fnv1a(r.label.as_bytes()),
+        };
+        let nd = split_null(&lp.targets, primary, lp.vocab_size, freq, &null)?;
         let same: Vec<f64> = pairs
             .iter()
             .filter(|p| (p.a == r.label || p.b == r.label) && p.models[0] == p.models[1])
@@ -184,9 +191,9 @@ pub fn predictability_pairs(
     labels: &[String],
     preds: &[Vec<Option<f64>>],
     pairs: &[PairComparison],
-    freq: &[u64],
-    top_n: usize,
+    top: TopTokens<'_>,
 ) -> Result<Vec<PredictabilityPair>> {
+    let (freq, top_n) = (top.freq, top.n);
     check_preds(preds, labels.len())?;
     let mut out = Vec::new();
     for (i, j, p) in pair_cells(labels, pairs) {
@@ -289,12 +296,8 @@ pub fn controls_table(c: &[RunControl], replicates: usize) -> Table {
 /// Fig. 3 (`fig3_sorted_scores.png`: every run's scores in the order of the first run's) and
 /// Fig. 8 (`fig8_score_vs_frequency.png`) over the `top_n` most frequent tokens scored in
 /// every run.
-pub fn score_figures(
-    runs: &[RunScores],
-    freq: &[u64],
-    top_n: usize,
-    out: &Path,
-) -> Result<Vec<PathBuf>> {
+pub fn score_figures(runs: &[RunScores], top: TopTokens<'_>, out: &Path) -> Result<Vec<PathBuf>> {
+    let (freq, top_n) = (top.freq, top.n);
     let Some(first) = runs.first() else {
         return Ok(Vec::new());
     };
@@ -371,17 +374,7 @@ mod tests {
                 .map(|r| scored_predictability(r).unwrap())
                 .collect();
             let opts = CorrOptions::default();
-            run_controls(
-                runs,
-                &preds,
-                &[],
-                &freq,
-                40,
-                ScoreKind::ArithmeticMean,
-                20,
-                &opts,
-            )
-            .unwrap()
+            run_controls(runs, &preds, &[], &settings(&freq, &opts)).unwrap()
         };
         let both = controls(&[a.clone(), b.clone()]);
         let alone = controls(std::slice::from_ref(&b));
@@ -393,8 +386,17 @@ mod tests {
         // Predictability vectors that are not one per run are refused, not indexed past.
         let one = vec![scored_predictability(&a).unwrap()];
         let opts = CorrOptions::default();
-        let kind = ScoreKind::ArithmeticMean;
-        assert!(run_controls(&[a, b], &one, &[], &freq, 40, kind, 20, &opts).is_err());
+        assert!(run_controls(&[a, b], &one, &[], &settings(&freq, &opts)).is_err());
+    }
+
+    /// The test's controls: the top 40 tokens, 20 replicates.
+    fn settings<'a>(freq: &'a [u64], opts: &'a CorrOptions) -> ControlSettings<'a> {
+        ControlSettings {
+            top: TopTokens { freq, n: 40 },
+            kind: ScoreKind::ArithmeticMean,
+            replicates: 20,
+            opts,
+        }
     }
 
     #[test]

@@ -9,10 +9,11 @@ use corpus::{
 };
 use towers::Style;
 
-use crate::error::{io_at, save_atomic, write_bytes_atomic};
-use crate::lock::{FolderLock, DATA_LOCK};
+use crate::disk::{save_atomic, write_bytes_atomic, DATA_LOCK};
+use crate::error::io_at;
+use crate::error::{ExperimentError, Result};
 use crate::spec::{Corpus, CorpusSpec};
-use crate::{ExperimentError, Result};
+use files::FolderLock;
 
 /// File beside a trained `tokenizer.json` saying what it was trained for.
 const TRAINED_FROM_FILE: &str = "tokenizer.trained_from.json";
@@ -46,7 +47,7 @@ impl TrainedFrom {
         if !note.is_file() {
             return Ok(());
         }
-        let saved: TrainedFrom = crate::error::read_json(note)?;
+        let saved: TrainedFrom = crate::disk::read_json(note)?;
         if saved == *self {
             return Ok(());
         }
@@ -101,7 +102,7 @@ impl CorpusData {
     ///
     /// Safe when N processes of one study load the same `data_dir` together: the files are
     /// created once, under the folder's creation lock (`data/create.lock`, see
-    /// [`crate::lock`]); the others wait for it and read what the first wrote, each file
+    /// [`crate::disk::acquire_waiting`]); the others wait for it and read what the first wrote, each file
     /// complete (written through a temporary file and a rename).
     pub fn load(spec: &CorpusSpec, data_dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(io_at(data_dir))?;
@@ -159,7 +160,7 @@ impl CorpusData {
                             spec.train_vocab,
                             true,
                         )?;
-                        crate::error::write_json_atomic(&origin_path, &origin)?;
+                        crate::disk::write_json_atomic(&origin_path, &origin)?;
                         save_atomic(&saved, |tmp| Ok(t.save(tmp)?))?;
                     }
                 }
@@ -184,7 +185,7 @@ impl CorpusData {
     /// The corpus of the finished runs `runs`, read again for their analysis (into the data
     /// folder `data_dir`) with the vocabulary the first run's folder carries: the runs must name
     /// one corpus ([`ExperimentError::Mismatch`] otherwise).
-    pub fn for_runs(runs: &[crate::ScoredRun], data_dir: &Path) -> Result<Self> {
+    pub fn for_runs(runs: &[crate::run::ScoredRun], data_dir: &Path) -> Result<Self> {
         let Some(first) = runs.first() else {
             return Err(ExperimentError::too_little("the runs to analyse", 0, 1));
         };
@@ -222,7 +223,7 @@ impl CorpusData {
 /// Takes the creation lock of the study data folder `data_dir`, waiting while another process
 /// creates its files (seconds: the wait is not interruptible, the writer's own work is).
 pub(crate) fn lock_data(data_dir: &Path) -> Result<FolderLock> {
-    crate::lock::acquire_waiting(
+    crate::disk::acquire_waiting(
         &data_dir.join(DATA_LOCK),
         "study data",
         std::time::Duration::from_millis(100),

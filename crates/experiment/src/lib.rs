@@ -6,18 +6,20 @@
 //!
 //! - **a run is a job** ([`run`], [`manifest`]): one folder with `manifest.json` (spec, stage,
 //!   fingerprints, weights hash, device, build), the checkpoints, and `scores.safetensors`
-//!   ([`scores_file`]: every head's log p(target) on the fixed [`scoring::ScoringSet`]).
+//!   (`heads::ScoresFile`: every head's log p(target) on the fixed [`scoring::ScoringSet`]).
 //!   [`Workspace::ensure_run`] trains phase 1 (joint head, weight snapshots), retrains one head
 //!   per frozen tower (phases 2/3, [`training`]) and scores every head, resuming from
-//!   checkpoints and reusing finished runs, one writer per folder ([`lock`]);
+//!   checkpoints and reusing finished runs, one writer per folder ([`disk`]);
 //! - **scoring a snapshot is a job** ([`snapshots`]): [`Workspace::ensure_snapshot`] trains and
 //!   scores the heads of one phase-1 snapshot of a finished run in its own folder;
-//! - **analyses are pure functions of scored runs** loaded by [`ScoredRun::load`] from any
-//!   folder ([`analysis`], [`controls`], [`split_scoring`], [`orientation`], [`pieces`],
-//!   [`emergence`], [`groups`]), and their tables and figures ([`tables`], `report`);
+//! - **an analysis is a value** ([`units::Analysis`]: a name, a typed output, a pure
+//!   `compute` over runs loaded by [`ScoredRun::load`] from any folder, a `write` of its tables
+//!   and figures, and the inputs it needs); the built-ins ([`units::builtin`], one module each
+//!   in [`units`]) compose the computations of [`analysis`], [`controls`], [`split_scoring`],
+//!   [`orientation`], [`pieces`], [`emergence`], [`groups`] and the tables of [`tables`];
 //! - **a study** ([`protocol`] says what one is): [`study::run_study`] runs the run stage, then
-//!   [`study::analyze`] each analysis unit of [`units`] over the scored runs; progress goes
-//!   through the caller's [`Progress`].
+//!   [`study::analyze`] runs a list of analyses over the scored runs (`study.json`: each one's
+//!   output by name); progress goes through the caller's [`Progress`], silent by default.
 //!
 //! Corpus to tables, in order: `corpus` text and tokenizer → `towers::Trainer` (phase 1) →
 //! `heads::retrain` (phases 2/3) → `heads::evaluate` on the scoring set → `prefscore` scores →
@@ -28,19 +30,17 @@
 pub mod analysis;
 pub mod controls;
 pub mod data;
+pub mod disk;
 pub mod emergence;
 pub mod error;
 pub mod groups;
-pub mod lock;
 pub mod manifest;
 pub mod orientation;
 pub mod pieces;
 pub mod pos;
 pub mod pos_by_run;
-pub mod progress;
 pub mod protocol;
 pub mod run;
-pub mod scores_file;
 pub mod scoring;
 pub mod snapshots;
 pub mod spec;
@@ -59,9 +59,10 @@ pub use data::CorpusData;
 pub use error::{ExperimentError, Result};
 pub use groups::{word_groups, write_word_groups, WordGroupOutputs, WordGroupSettings};
 pub use manifest::{read_manifest, HeadQuality, Manifest, RunId, RunOptions, RunResult, Stage};
-pub use progress::Progress;
+pub use report::Progress;
 pub use run::{run_status, shared_embedding, ScoredRun};
 pub use scoring::{ScoringSet, ScoringSetId, ScoringSpec, ScoringText};
 pub use spec::{Corpus, CorpusSpec, HeadSettings, Phase1Settings, RunSpec};
-pub use study::{analyze, run_study, Protocol, StudyOutcome, StudySpec};
+pub use study::{analyze, run_study, Protocol, StudySpec};
+pub use units::{builtin, Analysis, Input, LeftOut, Outputs, StudyContext, StudyOutcome, Unit};
 pub use workspace::Workspace;

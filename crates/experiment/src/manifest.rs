@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! <run>/manifest.json         spec, stage, step, scoring-set fingerprints, weights hash, device, build
-//! <run>/scores.safetensors    every head's log p(target) on the scoring set (crate::scores_file)
+//! <run>/scores.safetensors    every head's log p(target) on the scoring set (heads::ScoresFile)
 //! <run>/tokenizer/<file>      the run's vocabulary, so the folder is read anywhere
 //! <run>/phase1/               phase-1 checkpoint (bit-exact resume), snapshots, metrics
 //! <run>/heads/, heads_retest/ the heads' checkpoints
@@ -19,14 +19,29 @@ use candle_core::Device;
 use serde::{Deserialize, Serialize};
 use towers::TrainSummary;
 
-use crate::error::read_json;
-use crate::progress::Progress;
+use report::Progress;
+
+use crate::disk::read_json;
+use crate::error::{ExperimentError, Result};
 use crate::scoring::ScoringSetId;
 use crate::spec::RunSpec;
-use crate::{ExperimentError, Result};
 
 /// File name of a run's manifest.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// File name of a run's scores (and a snapshot job's): every head's log p(target) on the run's
+/// fixed scoring set in one safetensors file that any machine reads without the run's
+/// checkpoints or corpus; the codec and its layout are [`heads::ScoresFile`], its `scoring`
+/// metadata the run's [`crate::ScoringSetId::fingerprint`].
+///
+/// Size: 12 bytes per scored position plus 4·K per position for each head set, so 28 bytes
+/// per position for a run's two sets of K = 2 towers. The `cpu` protocol's scoring sets hold
+/// 500,979 positions (GPT), 504,545 (BERT, masked) and 518,680 (ELMo): 14.0, 14.1 and 14.5 MB
+/// a run, and as much again for each of its three snapshot jobs.
+pub const SCORES_FILE: &str = "scores.safetensors";
+/// The scores file's set of the main heads (the head seed).
+pub const MAIN: &str = "main";
+/// The scores file's set of the retest heads (head seed + 1).
+pub const RETEST: &str = "retest";
 /// The manifest layout this crate writes (3: the spec patches the style's own configuration,
 /// `spec.tower`, where layout 2 had `spec.elmo_mode`); layout 2 is still read.
 pub const MANIFEST_VERSION: u32 = 3;
@@ -278,12 +293,12 @@ pub struct RunOptions {
 }
 
 impl Default for RunOptions {
-    /// CPU, progress bars and messages on stdout, no model for a finished run, a checkpoint at
-    /// least every 5 minutes of training.
+    /// CPU, silent (no bars, no messages: a command line chooses `Progress::stdout()`), no
+    /// model for a finished run, a checkpoint at least every 5 minutes of training.
     fn default() -> Self {
         Self {
             device: Device::Cpu,
-            progress: Progress::stdout(),
+            progress: Progress::silent(),
             stop: towers::StopToken::new(),
             need_model: false,
             checkpoint_secs: Some(300.0),

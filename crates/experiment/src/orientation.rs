@@ -18,9 +18,9 @@ use rand_chacha::ChaCha8Rng;
 use report::{Cell, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{pair_cells, PairComparison, RunScores};
+use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
 use crate::controls::r_only;
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// Most runs the exhaustive search takes (2^(n-1) orientations).
 pub const MAX_RUNS: usize = 20;
@@ -95,10 +95,10 @@ pub fn best_orientation(n: usize, cells: &[(usize, usize, f64)]) -> Result<(Vec<
 pub fn orientation(
     runs: &[RunScores],
     pairs: &[PairComparison],
-    freq: &[u64],
-    top_n: usize,
+    top: TopTokens<'_>,
     replicates: usize,
 ) -> Result<Orientation> {
+    let (freq, top_n) = (top.freq, top.n);
     let labels: Vec<String> = runs.iter().map(|r| r.label.clone()).collect();
     let cells: Vec<(usize, usize, f64)> = pair_cells(&labels, pairs)
         .map(|(i, j, p)| (i, j, p.pearson.r))
@@ -470,7 +470,16 @@ pub(crate) mod tests {
             .collect();
         let expect = seen.iter().map(|s| (s * seen[0]) as i8).collect();
         (
-            orientation(&runs, &pairs, &freq, 300, replicates).unwrap(),
+            orientation(
+                &runs,
+                &pairs,
+                TopTokens {
+                    freq: &freq,
+                    n: 300,
+                },
+                replicates,
+            )
+            .unwrap(),
             expect,
         )
     }

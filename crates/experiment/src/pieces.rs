@@ -10,9 +10,9 @@ use prefscore::{by_tag, pearson, top_tokens, Bootstrap};
 use report::{Cell, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::RunScores;
+use crate::analysis::{RunScores, TopTokens};
+use crate::error::Result;
 use crate::orientation::{Orientation, OrientedCells};
-use crate::Result;
 
 /// The class of a word-initial piece.
 pub const WORD_INITIAL: &str = "word-initial";
@@ -94,21 +94,19 @@ fn classed(
 /// The scores of one run by piece class, over the `top_n` most frequent tokens.
 pub fn piece_run(
     run: &RunScores,
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PieceRun> {
-    run_of(&run.label, &run.scores.values, freq, classes, top_n)
+    run_of(&run.label, &run.scores.values, top, classes)
 }
 
 fn run_of(
     label: &str,
     values: &[Option<f64>],
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PieceRun> {
-    let top = top_tokens(freq, top_n, &[values]);
+    let top = top_tokens(top.freq, top.n, &[values]);
     let per = by_tag(
         values,
         classes,
@@ -145,22 +143,20 @@ fn run_of(
 pub fn piece_pair(
     a: &RunScores,
     b: &RunScores,
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PiecePair> {
     let (va, vb) = (&a.scores.values, &b.scores.values);
-    pair_of((&a.label, va), (&b.label, vb), freq, classes, top_n)
+    pair_of((&a.label, va), (&b.label, vb), top, classes)
 }
 
 fn pair_of(
     (la, va): (&str, &[Option<f64>]),
     (lb, vb): (&str, &[Option<f64>]),
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<PiecePair> {
-    let top = top_tokens(freq, top_n, &[va, vb]);
+    let top = top_tokens(top.freq, top.n, &[va, vb]);
     let toks = classed(&top, classes, &[va, vb]);
     let r = |keep: &dyn Fn(&str) -> bool| -> Option<f64> {
         let (x, y): (Vec<f64>, Vec<f64>) = toks
@@ -269,13 +265,13 @@ type PairValue = fn(&PiecePair) -> Option<f64>;
 /// among the `top_n` most frequent tokens (not a WordPiece vocabulary).
 pub fn piece_control(
     runs: &[RunScores],
-    freq: &[u64],
+    top: TopTokens<'_>,
     classes: &[Option<&'static str>],
-    top_n: usize,
 ) -> Result<Option<PieceControl>> {
+    let top_n = top.n;
     let per_run = runs
         .iter()
-        .map(|r| piece_run(r, freq, classes, top_n))
+        .map(|r| piece_run(r, top, classes))
         .collect::<Result<Vec<_>>>()?;
     if per_run.iter().all(|r| r.continuation == 0) {
         return Ok(None);
@@ -283,7 +279,7 @@ pub fn piece_control(
     let mut pairs = Vec::new();
     for i in 0..runs.len() {
         for j in i + 1..runs.len() {
-            pairs.push(piece_pair(&runs[i], &runs[j], freq, classes, top_n)?);
+            pairs.push(piece_pair(&runs[i], &runs[j], top, classes)?);
         }
     }
     Ok(Some(PieceControl {
@@ -322,11 +318,17 @@ mod tests {
         let b: Vec<Option<f64>> = (0..40)
             .map(|i| Some(if i % 2 == 0 { 1.0 } else { -1.0 } + 0.01 * ((i * 17) % 40) as f64))
             .collect();
-        let ra = run_of("a", &a, &freq, &classes, 40).unwrap();
+        let ra = run_of("a", &a, TopTokens { freq: &freq, n: 40 }, &classes).unwrap();
         assert_eq!((ra.initial, ra.continuation), (19, 20));
         assert_eq!((ra.primary_initial, ra.primary_continuation), (1.0, 0.0));
         assert!(ra.r_continuation < -0.99, "{ra:?}");
-        let p = pair_of(("a", &a), ("b", &b), &freq, &classes, 40).unwrap();
+        let p = pair_of(
+            ("a", &a),
+            ("b", &b),
+            TopTokens { freq: &freq, n: 40 },
+            &classes,
+        )
+        .unwrap();
         assert!(p.r_all > 0.95, "{p:?}");
         // Within a class the two orders are unrelated: far from the overall agreement.
         assert!(
@@ -345,11 +347,17 @@ mod tests {
             .enumerate()
             .map(|(i, v)| v.map(|x| if i % 2 == 0 { 2.0 * x } else { -x }))
             .collect();
-        let p = pair_of(("a", &a), ("b", &b), &freq, &classes, 40).unwrap();
+        let p = pair_of(
+            ("a", &a),
+            ("b", &b),
+            TopTokens { freq: &freq, n: 40 },
+            &classes,
+        )
+        .unwrap();
         assert!((p.r_initial.unwrap() - 1.0).abs() < 1e-12, "{p:?}");
         assert!((p.r_continuation.unwrap() + 1.0).abs() < 1e-12, "{p:?}");
         // Only the 10 most frequent tokens (ids 0..10, id 0 unclassed): 4 initial, 5 continuation.
-        let r = run_of("a", &a, &freq, &classes, 10).unwrap();
+        let r = run_of("a", &a, TopTokens { freq: &freq, n: 10 }, &classes).unwrap();
         assert_eq!((r.initial, r.continuation), (4, 5));
     }
 
@@ -367,7 +375,9 @@ mod tests {
             ("c", c.as_slice()),
         ];
         let pairs = [(0, 1), (0, 2), (1, 2)]
-            .map(|(i, j)| pair_of(runs[i], runs[j], &freq, &classes, 40).unwrap())
+            .map(|(i, j)| {
+                pair_of(runs[i], runs[j], TopTokens { freq: &freq, n: 40 }, &classes).unwrap()
+            })
             .to_vec();
         let pc = PieceControl {
             top_n: 40,

@@ -3,11 +3,12 @@
 //! each word's tag counted on its first WordPiece, the most frequent tag kept.
 
 use corpus::{PerceptronTagger, PosLexicon, Tokenizer};
-use indicatif::{ProgressBar, ProgressStyle};
+use report::Progress;
 
+use crate::analysis::{RunScores, TopTokens};
 use crate::data::{synthetic_corpus, CorpusData};
+use crate::error::{ExperimentError, Result};
 use crate::spec::Corpus;
-use crate::{ExperimentError, Result};
 
 /// Where a study's tags come from.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,7 +37,7 @@ impl TagSource {
 /// The lexicon of `data`'s words (tags per first WordPiece): the tagger's over the training
 /// documents; the synthetic corpus's gold tags over all its documents (every synthetic word has
 /// one gold tag, so the held-out tenth adds no other).
-pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<PosLexicon> {
+pub fn lexicon(data: &CorpusData, source: &TagSource, progress: &Progress) -> Result<PosLexicon> {
     match source {
         TagSource::Gold => {
             let Corpus::Synthetic { documents, seed } = data.spec.source else {
@@ -58,37 +59,52 @@ pub fn lexicon(data: &CorpusData, source: &TagSource, progress: bool) -> Result<
     }
 }
 
-/// Tags the documents ([`PosLexicon::tag_documents`]), with a bar of documents where `progress`.
+/// Tags the documents ([`PosLexicon::tag_documents`]), with a bar of documents where the
+/// caller's `progress` draws bars.
 fn tag_documents(
     tagger: &PerceptronTagger,
     docs: &[corpus::Document],
     tok: &Tokenizer,
-    progress: bool,
+    progress: &Progress,
 ) -> PosLexicon {
-    let bar = if progress {
-        ProgressBar::new(docs.len() as u64).with_style(
-            ProgressStyle::with_template("tagging {bar:30} {pos}/{len} documents {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        )
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress.bar(docs.len() as u64, "tagging documents");
     let lex = PosLexicon::tag_documents(tagger, docs, |w| tok.first_piece(w), || bar.inc(1));
-    bar.finish_and_clear();
+    bar.finish();
     lex
+}
+
+/// Fig. 4's numbers for one run: the scores of the `top` most frequent training tokens
+/// summarised per tag (`tags`: one tag per token id), with bootstrap intervals `boot`.
+pub fn pos_tags<T: std::fmt::Display>(
+    scores: &RunScores,
+    top: TopTokens<'_>,
+    tags: &[Option<T>],
+    boot: &prefscore::Bootstrap,
+) -> Result<Vec<prefscore::TagSummary>> {
+    let tokens = prefscore::top_tokens(top.freq, top.n, &[&scores.scores.values]);
+    Ok(prefscore::by_tag(
+        &scores.scores.values,
+        tags,
+        &tokens,
+        boot,
+    )?)
 }
 
 /// Fig. 4's numbers for one run, computed and not written: the arithmetic-mean preference score
 /// (eq. 4) of the `top_n` most frequent training tokens, summarised per tag of `tags`, with
 /// bootstrap intervals ([`crate::tables::write_pos`] writes them as a table and figure).
 pub fn preference_by_tag(
-    run: &crate::ScoredRun,
+    run: &crate::run::ScoredRun,
     data: &CorpusData,
     tags: &TagSource,
     top_n: usize,
 ) -> Result<Vec<prefscore::TagSummary>> {
-    let scores = crate::analysis::RunScores::new(run, prefscore::ScoreKind::ArithmeticMean)?;
-    let dense = lexicon(data, tags, false)?.to_dense(data.padded_vocab());
+    let scores = RunScores::new(run, prefscore::ScoreKind::ArithmeticMean)?;
+    let dense = lexicon(data, tags, &Progress::silent())?.to_dense(data.padded_vocab());
     let boot = prefscore::Bootstrap::default();
-    crate::tables::pos_tags(&scores, &data.freq, &dense, top_n, &boot)
+    let top = TopTokens {
+        freq: &data.freq,
+        n: top_n,
+    };
+    pos_tags(&scores, top, &dense, &boot)
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use prefscore::TagSummary;
 
-use crate::Result;
+use crate::error::Result;
 
 /// The tower the paper's Fig. 4 gives a class to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

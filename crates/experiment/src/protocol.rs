@@ -11,11 +11,11 @@ use towers::{ElmoMode, Preset, Style};
 
 use crate::analysis::TokenSelection;
 use crate::emergence::EmergenceSpec;
+use crate::error::{ExperimentError, Result};
 use crate::groups::WordGroupSettings;
 use crate::pos::TagSource;
 use crate::scoring::{ScoringSpec, ScoringText};
 use crate::spec::{CorpusSpec, HeadSettings, Phase1Settings, RunSpec, Vocabulary};
-use crate::{ExperimentError, Result};
 
 /// The reproduction protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,21 +16,23 @@ use sha2::{Digest, Sha256};
 use towers::{Schedule, TwoTowerLm};
 
 use crate::data::CorpusData;
-use crate::error::{io_at, read_json, write_json_atomic};
-use crate::lock::WRITER_LOCK;
+use crate::disk::WRITER_LOCK;
+use crate::disk::{read_json, write_json_atomic};
+use crate::error::io_at;
+use crate::error::{ExperimentError, Result};
 use crate::manifest::{build_name, device_name, read_manifest, MANIFEST_VERSION};
 pub use crate::manifest::{
     HeadQuality, Manifest, RunId, RunOptions, RunResult, Snapshot, Stage, HEADS_DIR, MANIFEST_FILE,
     PHASE1_DIR, RETEST_HEADS_DIR, SNAPSHOT_HEADS_DIR, STUDY_DATA_DIR, TOKENIZER_DIR,
 };
-use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
+use crate::manifest::{MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
 use crate::snapshots::{load_snapshots, SnapshotScores};
 use crate::spec::{spec_diff, RunSpec};
 use crate::training::{model_at, phase1, score};
 pub use crate::training::{train_heads_in, unigram_cross_entropy, validation_batches};
 use crate::workspace::Workspace;
-use crate::{ExperimentError, Result};
+use heads::ScoresFile;
 
 /// A scored run: its manifest and every head's log-probabilities on the scoring set.
 #[derive(Debug)]
@@ -222,7 +224,7 @@ fn open_manifest(
     let copy = dir.join(&tokenizer);
     std::fs::create_dir_all(dir.join(TOKENIZER_DIR)).map_err(io_at(dir))?;
     let bytes = std::fs::read(&data.tokenizer_path).map_err(io_at(&data.tokenizer_path))?;
-    crate::error::write_bytes_atomic(&copy, &bytes)?;
+    crate::disk::write_bytes_atomic(&copy, &bytes)?;
     let m = Manifest {
         version: MANIFEST_VERSION,
         id: RunId::of(spec),
@@ -393,7 +395,7 @@ fn weights_sha256(dir: &Path) -> Result<String> {
 }
 
 /// The final phase-1 weights of the run folder `dir`.
-fn final_weights(dir: &Path) -> PathBuf {
+pub(crate) fn final_weights(dir: &Path) -> PathBuf {
     (dir.join(PHASE1_DIR))
         .join(towers::CHECKPOINT_DIR)
         .join(towers::WEIGHTS_FILE)

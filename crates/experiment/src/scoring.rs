@@ -27,8 +27,8 @@ use sha2::{Digest, Sha256};
 use towers::Style;
 
 use crate::data::CorpusData;
-use crate::error::{read_json, write_json_atomic};
-use crate::{ExperimentError, Result};
+use crate::disk::{read_json, write_json_atomic};
+use crate::error::{ExperimentError, Result};
 
 /// File name of a saved scoring set.
 pub const SCORING_FILE: &str = "scoring_set.json";

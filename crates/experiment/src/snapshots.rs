@@ -11,17 +11,19 @@ use std::path::Path;
 use heads::PositionLogProbs;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{io_at, read_json, write_json_atomic};
-use crate::lock::WRITER_LOCK;
+use crate::disk::WRITER_LOCK;
+use crate::disk::{read_json, write_json_atomic};
+use crate::error::io_at;
+use crate::error::{ExperimentError, Result};
 use crate::manifest::{
     build_name, device_name, heads_flagged, read_manifest, HeadQuality, Manifest, RunId,
     RunOptions, Snapshot, Stage, MANIFEST_VERSION,
 };
-use crate::scores_file::{ScoresFile, MAIN, RETEST, SCORES_FILE};
+use crate::manifest::{MAIN, RETEST, SCORES_FILE};
 use crate::scoring::ScoringSet;
 use crate::training::{model_at, score, train_heads_in, validation_batches};
 use crate::workspace::Workspace;
-use crate::{ExperimentError, Result};
+use heads::ScoresFile;
 
 /// File name of a snapshot job's manifest, in its folder ([`Snapshot::job_dir`]).
 pub const SNAPSHOT_MANIFEST: &str = "snapshot.json";

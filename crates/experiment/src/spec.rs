@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use towers::{ElmoMode, ModelConfig, Preset, Schedule, Style, TowerConfig};
 
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// The text of a study: the embedded generator, or files of one format.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

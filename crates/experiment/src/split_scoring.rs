@@ -40,9 +40,9 @@ use rand_chacha::ChaCha8Rng;
 use report::{Cell, PlotOptions, Series, Table};
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{pair_cells, PairComparison, RunScores};
+use crate::analysis::{pair_cells, PairComparison, RunScores, TopTokens};
 use crate::controls::r_only;
-use crate::{ExperimentError, Result};
+use crate::error::{ExperimentError, Result};
 
 /// Blocks of the scoring text (in document order) that [`Deal::Blocks`] deals to the halves.
 pub const SPLIT_BLOCKS: usize = 64;
@@ -179,10 +179,10 @@ pub struct SplitScoringPair {
 pub fn split_scoring_pairs(
     runs: &[RunScores],
     pairs: &[PairComparison],
-    freq: &[u64],
-    top_n: usize,
+    top: TopTokens<'_>,
     deal: Deal,
 ) -> Result<Vec<SplitScoringPair>> {
+    let (freq, top_n) = (top.freq, top.n);
     let fewest = runs.iter().map(|r| r.logprobs.len()).min();
     let blocks = deal.blocks(fewest.unwrap_or(0));
     if blocks < 2 {
@@ -284,10 +284,10 @@ pub fn split_scoring_figure(
     a: &str,
     b: &str,
     deals: &[(Deal, usize)],
-    freq: &[u64],
-    top_n: usize,
+    top: TopTokens<'_>,
     path: &Path,
 ) -> Result<()> {
+    let (freq, top_n) = (top.freq, top.n);
     let find = |l: &str| {
         runs.iter()
             .find(|r| r.label == l)
@@ -406,6 +406,11 @@ mod tests {
     const V: usize = 60;
     const BATCHES: usize = 128;
 
+    /// All `V` tokens by `freq`.
+    fn top(freq: &[u64]) -> TopTokens<'_> {
+        TopTokens { freq, n: V }
+    }
+
     /// A text that every model reads alike: how hard each context is, the same for every run.
     struct Text {
         /// Positions per batch.
@@ -490,16 +495,16 @@ mod tests {
             &r_only(&CorrOptions::default()),
         )
         .unwrap();
-        let out = split_scoring_pairs(&runs, &[pair], &freq, V, deal).unwrap();
+        let out = split_scoring_pairs(&runs, &[pair], top(&freq), deal).unwrap();
         assert_eq!(out.len(), 1);
         let p = out.into_iter().next().unwrap();
         let dir = tempfile::tempdir().unwrap();
         let fig = dir.path().join("fig.png");
         let deals = [(deal, p.blocks)];
-        split_scoring_figure(&runs, "gpt-s1", "gpt-s2", &deals, &freq, V, &fig).unwrap();
+        split_scoring_figure(&runs, "gpt-s1", "gpt-s2", &deals, top(&freq), &fig).unwrap();
         assert!(std::fs::read(&fig).unwrap().starts_with(b"\x89PNG"));
         assert!(matches!(
-            split_scoring_figure(&runs, "gpt-s1", "bert-s0", &deals, &freq, V, &fig),
+            split_scoring_figure(&runs, "gpt-s1", "bert-s0", &deals, top(&freq), &fig),
             Err(ExperimentError::UnknownRun { .. })
         ));
         p
@@ -569,13 +574,13 @@ mod tests {
         runs[1].scoring.fingerprint = "another set".into();
         let freq = freq_of(&runs[0].logprobs.targets);
         let opts = r_only(&CorrOptions::default());
-        let top = TokenSelection::TopFrequent(V);
+        let sel = TokenSelection::TopFrequent(V);
         let kind = ScoreKind::ArithmeticMean;
-        let pair = compare_runs(&runs[0], &runs[1], &freq, top, kind, &opts).unwrap();
+        let pair = compare_runs(&runs[0], &runs[1], &freq, sel, kind, &opts).unwrap();
         let pairs = [pair];
-        let windows = split_scoring_pairs(&runs, &pairs, &freq, V, Deal::Windows(8)).unwrap();
+        let windows = split_scoring_pairs(&runs, &pairs, top(&freq), Deal::Windows(8)).unwrap();
         assert!(windows.is_empty());
-        let blocks = split_scoring_pairs(&runs, &pairs, &freq, V, Deal::Blocks(64)).unwrap();
+        let blocks = split_scoring_pairs(&runs, &pairs, top(&freq), Deal::Blocks(64)).unwrap();
         assert_eq!(blocks.len(), 1);
     }
 

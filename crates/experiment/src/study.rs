@@ -1,32 +1,32 @@
 //! A two-tower study: several runs (styles × seeds) on one corpus, each scored on its style's
-//! fixed scoring set (the run stage), then the analysis units over the scored runs (`units`:
-//! pairs with the noise ceiling, runs and POS, controls, word pieces, word groups, the agreement
-//! curve) computed from the loaded scores ([`StudyContext::compute`]) and then written as
-//! tables, figures and a JSON summary into one folder ([`StudyContext::write`]).
+//! fixed scoring set (the run stage), then a list of analyses ([`crate::units`]: the built-ins
+//! and any of the caller's own) computed from the loaded scores ([`StudyContext::compute`]) and
+//! then written as tables, figures and a JSON summary into one folder
+//! ([`StudyContext::write`]).
 
 use std::path::Path;
 
 use towers::Style;
 
+use report::Progress;
+
 use crate::data::CorpusData;
-use crate::error::{io_at, write_json_atomic};
+use crate::disk::write_json_atomic;
+use crate::error::{io_at, ExperimentError, Result};
 use crate::manifest::{MANIFEST_FILE, STUDY_DATA_DIR};
-use crate::progress::Progress;
 pub use crate::protocol::{Protocol, StudySpec};
 use crate::run::{RunOptions, ScoredRun};
 use crate::scoring::ScoringSet;
 use crate::snapshots::load_snapshots;
 use crate::spec::RunSpec;
 pub use crate::tables::StudyRun;
-pub use crate::units::{
-    kind_name, Analysis, GroupAnalysis, StudyContext, StudyOutcome, WordGroupSummary,
-};
+pub use crate::units::{builtin, StudyContext, StudyOutcome, Unit};
 use crate::workspace::Workspace;
-use crate::{ExperimentError, Result};
 
 /// Runs (or resumes, or reuses) the jobs of `spec` that `only` names ([`Job`]: all of them
 /// when empty, every run's job and then its snapshots' jobs) under `out/<label>/`, then writes
-/// the tables and figures over the runs they touched (as [`analyze`] does): to `out/` when they
+/// the built-in analyses' tables and figures over the runs they touched (as [`analyze`] does,
+/// [`builtin`]): to `out/` when they
 /// are all the study's runs, else to `out/subset-<label>+<label>.../` (so a study can be run
 /// and read in parts). A job in `only` that is not one of the study's is an error.
 pub fn run_study(
@@ -46,29 +46,46 @@ pub fn run_study(
             out.join(format!("subset-{}", names.join("+")))
         }
     };
-    analyze_with(spec, ws.data(), &runs, &tables, &opts.progress)
+    analyze_with(
+        spec,
+        Some(ws.data()),
+        &runs,
+        &builtin(),
+        &tables,
+        &opts.progress,
+    )
 }
 
-/// Every table and figure of `spec`'s analyses over the finished runs `runs` (loaded with
-/// [`ScoredRun::load`] from any folders), written to `out` with a JSON summary
-/// (`study.json`). The runs' corpus is read again from their manifests (the synthetic corpus
+/// The analyses `units` (e.g. [`builtin`], with units of the caller's own pushed on) of
+/// `spec` over the finished runs `runs` (loaded with [`ScoredRun::load`] from any folders),
+/// their tables and figures written to `out` with a JSON summary (`study.json`: each unit's
+/// output by name). The runs' corpus is read again from their manifests (the synthetic corpus
 /// regenerated, a text corpus read from its path) with the vocabulary each run folder carries,
 /// into `out/data/`; nothing is trained.
+///
+/// A unit whose inputs are missing is left out ([`crate::units::Input`]; e.g. a run folder
+/// copied without its vocabulary or checkpoints): the outcome lists it with the reason, said
+/// in one line through `progress`, and the units that need only the scores run.
 pub fn analyze(
     spec: &StudySpec,
     runs: &[ScoredRun],
+    units: &[Box<dyn Unit + '_>],
     out: &Path,
     progress: &Progress,
 ) -> Result<StudyOutcome> {
-    let data = CorpusData::for_runs(runs, &out.join(STUDY_DATA_DIR))?;
-    analyze_with(spec, &data, runs, out, progress)
+    let data = match crate::units::corpus_readable(runs) {
+        true => Some(CorpusData::for_runs(runs, &out.join(STUDY_DATA_DIR))?),
+        false => None,
+    };
+    analyze_with(spec, data.as_ref(), runs, units, out, progress)
 }
 
-/// [`analyze`] over runs of the corpus `data`.
+/// [`analyze`] over runs of the corpus `data` (`None`: not readable).
 fn analyze_with(
     spec: &StudySpec,
-    data: &CorpusData,
+    data: Option<&CorpusData>,
     runs: &[ScoredRun],
+    units: &[Box<dyn Unit + '_>],
     out: &Path,
     progress: &Progress,
 ) -> Result<StudyOutcome> {
@@ -79,10 +96,10 @@ fn analyze_with(
         .runs
         .iter()
         .all(|r| runs.iter().any(|s| s.label == r.label()));
-    let mut analysis = ctx.compute(complete)?;
-    ctx.write(&mut analysis)?;
-    write_json_atomic(&out.join("study.json"), &analysis.outcome)?;
-    Ok(analysis.outcome)
+    let mut outcome = ctx.compute(units, complete)?;
+    ctx.write(units, &mut outcome)?;
+    write_json_atomic(&out.join("study.json"), &outcome)?;
+    Ok(outcome)
 }
 
 /// No two runs of an analysis share a label (the tables name runs by it).

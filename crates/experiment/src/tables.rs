@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Result;
 use crate::run::HeadQuality;
-use crate::Result;
 
 /// One run of a finished study: a row of the runs table.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -44,20 +44,7 @@ impl StudyRun {
     }
 }
 
-/// Fig. 4's numbers for one run: the scores of the `top_n` most frequent training tokens
-/// summarised per tag (`tags`: one tag per token id), with bootstrap intervals `boot`.
-pub fn pos_tags<T: std::fmt::Display>(
-    scores: &crate::analysis::RunScores,
-    freq: &[u64],
-    tags: &[Option<T>],
-    top_n: usize,
-    boot: &prefscore::Bootstrap,
-) -> Result<Vec<prefscore::TagSummary>> {
-    let top = prefscore::top_tokens(freq, top_n, &[&scores.scores.values]);
-    Ok(prefscore::by_tag(&scores.scores.values, tags, &top, boot)?)
-}
-
-/// Fig. 4 for one run ([`pos_tags`]'s summaries `per_tag` of `scores`) written to `out` as the
+/// Fig. 4 for one run ([`crate::pos::pos_tags`]' summaries `per_tag` of `scores`) written to `out` as the
 /// table `pos_<label>` and the figure `fig4_pos_<label>.png`; returns the files.
 pub fn write_pos(
     scores: &crate::analysis::RunScores,

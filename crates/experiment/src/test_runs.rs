@@ -4,7 +4,7 @@ use heads::PositionLogProbs;
 use prefscore::ScoreKind;
 
 use crate::analysis::RunScores;
-use crate::ScoringSetId;
+use crate::scoring::ScoringSetId;
 
 /// Log-probabilities `logp[k][i]` of tower k for target `targets[i]`, all in one batch at
 /// positions 0, 1, ...

@@ -12,11 +12,12 @@ use towers::BatchSource;
 use towers::{Budget, CorpusSource, EarlyStop, TrainConfig, TrainSummary, Trainer, TwoTowerLm};
 
 use crate::data::{batcher, CorpusData};
-use crate::error::{io_at, save_atomic};
+use crate::disk::save_atomic;
+use crate::error::io_at;
+use crate::error::{ExperimentError, Result};
 use crate::manifest::{HeadQuality, RunOptions, Snapshot, PHASE1_DIR};
 use crate::scoring::ScoringSet;
 use crate::spec::RunSpec;
-use crate::{ExperimentError, Result};
 
 /// Seed of the validation batches: a constant, so every run validates on the same batches.
 const VALID_SEED: u64 = 0x0076_616c_6964;

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use towers::Style;
 
 use crate::data::CorpusData;
+use crate::error::{ExperimentError, Result};
 use crate::scoring::{ScoringSet, ScoringSpec};
 use crate::spec::{CorpusSpec, RunSpec};
-use crate::{ExperimentError, Result};
 
 /// A study's data folder and the corpus (documents, tokenizer, frequencies) loaded from it.
 #[derive(Debug, Clone)]

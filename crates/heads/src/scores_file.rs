@@ -17,7 +17,7 @@
 //! the caller). The file is rewritten whole (atomically) each time a set is added.
 //! Size: 12 bytes per position, plus 4·K bytes per position for each set.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -161,13 +161,14 @@ impl ScoresFile {
                 Ok((name.clone(), view))
             })
             .collect::<Result<Vec<_>>>()?;
-        let meta = HashMap::from([
+        let meta = std::collections::HashMap::from([
             ("format".to_string(), FORMAT.to_string()),
             ("version".to_string(), SCORES_VERSION.to_string()),
             ("vocab_size".to_string(), self.vocab_size.to_string()),
             ("scoring".to_string(), self.scoring.clone()),
         ]);
         let buf = safetensors::serialize(views, Some(meta)).map_err(bad(path))?;
+        let buf = canonical_header(buf).map_err(bad(path))?;
         files::write_atomic(path, &buf)?;
         Ok(())
     }
@@ -262,6 +263,46 @@ fn bad<D: std::fmt::Display>(path: &Path) -> impl Fn(D) -> HeadsError + '_ {
     }
 }
 
+/// `buf` (a serialized safetensors file) with its header's metadata in sorted key order:
+/// safetensors writes the metadata map in hash order, so two identical saves would differ in
+/// their bytes. The tensors' entries and data are kept as they are (their offsets count from
+/// the end of the header, so a header of another length moves nothing).
+fn canonical_header(buf: Vec<u8>) -> std::result::Result<Vec<u8>, safetensors::SafeTensorError> {
+    use safetensors::SafeTensorError as E;
+    let len_bytes: [u8; 8] = buf
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(E::HeaderTooSmall)?;
+    let n = usize::try_from(u64::from_le_bytes(len_bytes)).map_err(|_| E::HeaderTooLarge)?;
+    let header = buf.get(8..8 + n).ok_or(E::InvalidHeaderLength)?;
+    let mut entries: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(header).map_err(E::InvalidHeaderDeserialization)?;
+    let mut json = String::from("{");
+    if let Some(meta) = entries.remove("__metadata__") {
+        let sorted: BTreeMap<String, String> =
+            serde_json::from_value(meta).map_err(E::InvalidHeaderDeserialization)?;
+        let meta = serde_json::to_string(&sorted).map_err(E::InvalidHeaderDeserialization)?;
+        json.push_str(&format!("\"__metadata__\":{meta}"));
+    }
+    for (k, v) in &entries {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        let k = serde_json::to_string(k).map_err(E::InvalidHeaderDeserialization)?;
+        json.push_str(&format!("{k}:{v}"));
+    }
+    json.push('}');
+    // The header padded with spaces to a multiple of 8 bytes, as safetensors writes it.
+    while json.len() % 8 != 0 {
+        json.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + json.len() + buf.len() - 8 - n);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(json.as_bytes());
+    out.extend_from_slice(&buf[8 + n..]);
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,6 +339,37 @@ mod tests {
         assert!(
             e.contains("retest") && e.contains("scores.safetensors"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn two_identical_saves_write_the_same_bytes() {
+        // The metadata map is a HashMap inside safetensors: each save would draw another key
+        // order (each HashMap its own random state) without the sorted header.
+        let dir = tempfile::tempdir().unwrap();
+        let mut f = ScoresFile::new("abc");
+        f.insert("main", &lp(0.0)).unwrap();
+        f.insert("retest", &lp(0.5)).unwrap();
+        let first = dir.path().join("first.safetensors");
+        f.save(&first).unwrap();
+        let want = std::fs::read(&first).unwrap();
+        for i in 0..8 {
+            let p = dir.path().join(format!("again-{i}.safetensors"));
+            f.save(&p).unwrap();
+            assert_eq!(std::fs::read(&p).unwrap(), want, "save {i} differs");
+        }
+        assert_eq!(ScoresFile::load(&first).unwrap(), f);
+        // The header is JSON whose metadata keys come sorted.
+        let n = u64::from_le_bytes(want[..8].try_into().unwrap()) as usize;
+        let header = std::str::from_utf8(&want[8..8 + n]).unwrap();
+        let at = |k: &str| header.find(&format!("\"{k}\"")).unwrap();
+        assert!(
+            at("format") < at("scoring") && at("scoring") < at("version"),
+            "{header}"
+        );
+        assert!(
+            at("version") < at("vocab_size") && n.is_multiple_of(8),
+            "{header}"
         );
     }
 

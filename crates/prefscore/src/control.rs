@@ -108,21 +108,39 @@ impl NullDistribution {
     }
 }
 
-/// `replicates` times: split the single model's positions twice at random (independent seeds
-/// derived from `seed`), score both splits with `kind` (towers ordered by eq. 3), and correlate
-/// the two score vectors over the `top_n` most frequent tokens (`freq`) with `method`.
-#[allow(clippy::too_many_arguments)]
+/// The settings of a [`split_null`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SplitNull {
+    /// The `top_n` most frequent tokens are correlated.
+    pub top_n: usize,
+    /// The score of each split (towers ordered by eq. 3).
+    pub kind: ScoreKind,
+    /// The correlation of the two splits' scores.
+    pub method: Method,
+    /// How many replicates (at least one).
+    pub replicates: usize,
+    /// The seed the replicates' splits are derived from.
+    pub seed: u64,
+}
+
+/// `null.replicates` times: split the single model's positions twice at random (independent
+/// seeds derived from `null.seed`), score both splits with `null.kind` (towers ordered by eq.
+/// 3), and correlate the two score vectors over the `null.top_n` most frequent tokens (`freq`)
+/// with `null.method`.
 pub fn split_null(
     targets: &[u32],
     log_probs: &[f32],
     vocab_size: usize,
     freq: &[u64],
-    top_n: usize,
-    kind: ScoreKind,
-    method: Method,
-    replicates: usize,
-    seed: u64,
+    null: &SplitNull,
 ) -> Result<NullDistribution> {
+    let SplitNull {
+        top_n,
+        kind,
+        method,
+        replicates,
+        seed,
+    } = *null;
     if replicates == 0 {
         return Err(PrefscoreError::invalid(
             "split_null needs at least one replicate",

@@ -35,7 +35,9 @@ mod score;
 mod stats;
 mod summary;
 
-pub use control::{own_positions, random_partition, split_null, split_positions, NullDistribution};
+pub use control::{
+    own_positions, random_partition, split_null, split_positions, NullDistribution, SplitNull,
+};
 pub use corr::{
     correlate, correlate_with_frequency, correlation, pairwise, pearson, ranks, spearman,
     top_tokens, CorrOptions, Correlation, CorrelationMatrix, Method, MAX_STREAM,

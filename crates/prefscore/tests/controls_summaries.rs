@@ -2,7 +2,7 @@
 
 use prefscore::{
     by_tag, correlate, group_summary, own_positions, random_partition, split_null, split_positions,
-    Bootstrap, CorrOptions, Method, ScoreKind, TokenStats,
+    Bootstrap, CorrOptions, Method, ScoreKind, SplitNull, TokenStats,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -74,11 +74,13 @@ fn planted_preference_is_stable_across_seeds_and_above_the_split_null() {
         &a,
         vocab as usize,
         &freq,
-        30,
-        ScoreKind::ArithmeticMean,
-        Method::Pearson,
-        40,
-        9,
+        &SplitNull {
+            top_n: 30,
+            kind: ScoreKind::ArithmeticMean,
+            method: Method::Pearson,
+            replicates: 40,
+            seed: 9,
+        },
     )
     .unwrap();
     assert_eq!(null.correlations.len(), 40);
@@ -92,11 +94,13 @@ fn planted_preference_is_stable_across_seeds_and_above_the_split_null() {
         &a,
         vocab as usize,
         &freq,
-        30,
-        ScoreKind::ArithmeticMean,
-        Method::Pearson,
-        40,
-        9,
+        &SplitNull {
+            top_n: 30,
+            kind: ScoreKind::ArithmeticMean,
+            method: Method::Pearson,
+            replicates: 40,
+            seed: 9,
+        },
     )
     .unwrap();
     assert_eq!(again, null);

@@ -16,8 +16,8 @@ use prefscore::{CorrOptions, Interval, ScoreKind};
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{compare_runs, paired_scores, select_tokens, RunScores, TokenSelection};
+use crate::error::Result;
 use crate::run::{HeadQuality, ScoredRun};
-use crate::Result;
 
 mod trends;
 mod write;

@@ -7,8 +7,8 @@ use report::{IntervalGroup, IntervalPanel, IntervalPoint, PlotOptions};
 
 use super::trends::{class_trends, orientations, signs_at, ClassTrend, Orientations};
 use super::{sorted_fractions, Emergence, EmergencePair, EmergencePoint};
+use crate::error::Result;
 use crate::orientation::label_sign;
-use crate::Result;
 
 /// Writes the emergence table (`emergence.{csv,md,json}`, with the trend of every class of
 /// pairs) and the figures: `fig_emergence_correlation.png` (a panel per class of pairs, the

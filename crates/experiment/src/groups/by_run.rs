@@ -5,7 +5,7 @@ use prefscore::Bootstrap;
 use serde::Serialize;
 
 use super::WordGroup;
-use crate::Result;
+use crate::error::Result;
 
 /// One set of word groups scored on several runs: each group's mean score and rank 1..G on
 /// every run, and the rank correlation of the groups' means between runs (the paper lists the

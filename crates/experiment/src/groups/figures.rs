@@ -7,7 +7,7 @@ use report::{MatrixOptions, PlotOptions};
 
 use super::{IcaGroups, WordGroup};
 use crate::data::CorpusData;
-use crate::Result;
+use crate::error::Result;
 
 /// The `n` members of largest |loading|, largest first (members come by signed loading, so a
 /// strong negative one would otherwise fall behind every positive one).

@@ -13,8 +13,8 @@ use corpus::Tokenizer;
 
 use crate::data::CorpusData;
 use crate::error::io_at;
+use crate::error::{ExperimentError, Result};
 use crate::run::{shared_embedding, ScoredRun};
-use crate::{ExperimentError, Result};
 
 /// What the word-group analysis uses.
 #[derive(Debug, Clone, PartialEq)]
