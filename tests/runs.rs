@@ -110,12 +110,10 @@ fn a_run_folder_copied_as_its_manifest_and_scores_alone_is_analysed_by_what_need
 }
 
 /// Every file of a finished run folder has the mode a plain `File::create` gets there (the
-/// umask's), so a collaborator's group can read a shared run folder. Fails today on
-/// `phase1/checkpoint/*.safetensors` (0600): `towers::checkpoint` writes them, and its fix
-/// belongs to the towers change in flight.
+/// umask's), so a collaborator's group can read a shared run folder (safetensors' own writer
+/// made the checkpoints 0600).
 #[cfg(unix)]
 #[test]
-#[ignore = "towers::checkpoint writes its safetensors 0600; fix pending in crates/towers"]
 fn every_file_of_a_run_folder_honours_the_umask() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();

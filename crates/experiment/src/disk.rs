@@ -61,12 +61,17 @@ fn write_failed(path: &Path, e: files::FilesError) -> ExperimentError {
 }
 
 /// Takes the lock file `path` for `what`, waiting while another process holds it (polling
-/// every `poll`); a stop request while waiting is [`ExperimentError::Interrupted`].
-pub fn acquire_waiting(path: &Path, what: &str, poll: Duration) -> Result<FolderLock> {
+/// every `poll`); a request on `stop` while waiting is [`ExperimentError::Interrupted`].
+pub fn acquire_waiting(
+    path: &Path,
+    what: &str,
+    poll: Duration,
+    stop: &towers::StopToken,
+) -> Result<FolderLock> {
     loop {
         match FolderLock::acquire(path, what) {
             Err(files::FilesError::Locked { .. }) => {
-                if towers::stop_requested() {
+                if stop.requested() {
                     return Err(ExperimentError::Interrupted(format!(
                         "waiting for the lock {}",
                         path.display()
@@ -128,7 +133,10 @@ mod tests {
         );
         let waiter = std::thread::spawn({
             let path = path.clone();
-            move || acquire_waiting(&path, "run", Duration::from_millis(5)).map(|_| ())
+            move || {
+                let stop = towers::StopToken::new();
+                acquire_waiting(&path, "run", Duration::from_millis(5), &stop).map(|_| ())
+            }
         });
         std::thread::sleep(Duration::from_millis(30));
         drop(held);

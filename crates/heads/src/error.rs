@@ -43,7 +43,7 @@ pub enum HeadsError {
         /// What it should have been ("a scores file of version 1 (...)", ...).
         expected: String,
     },
-    /// A stop was requested ([`towers::request_stop`], e.g. SIGTERM) during an evaluation
+    /// A stop was requested (the caller's [`towers::StopToken`], e.g. on SIGTERM) during an evaluation
     /// ([`crate::evaluate`] keeps nothing: scoring is short beside training).
     #[error("stopped on request while scoring the heads, after {done} of {total} batches; run the same command again to score them")]
     Stopped {

@@ -49,7 +49,7 @@ pub enum TowersError {
         /// The underlying error.
         msg: String,
     },
-    /// Training stopped on request ([`crate::request_stop`], e.g. from a SIGTERM handler) at a
+    /// Training stopped on request (the caller's [`crate::StopToken`], e.g. from a SIGTERM handler) at a
     /// step boundary, after writing its checkpoint: the same run started again resumes from it.
     #[error(
         "stopped on request after update {step}{}",

@@ -100,7 +100,7 @@ fn neighbours(block: &[f64], s: usize, d: usize, k: usize, name: &str) -> Result
             .map(|(a, m)| (a - m) * (a - m))
             .sum::<f64>()
             .sqrt();
-        if !(norm > 0.0) {
+        if norm.is_nan() || norm <= 0.0 {
             let why = format!(
                 "sequence {r} of the sample has {name}'s mean embedding (zero variance about it)"
             );

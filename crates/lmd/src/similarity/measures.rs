@@ -166,7 +166,7 @@ pub(crate) fn svcca_basis(cov: &Mat<f64>, k: usize, name: &str) -> Result<Mat<f6
     let mut out = Mat::<f64>::zeros(d, k);
     for c in 0..k {
         let lam = s[d - 1 - c];
-        if !(lam > 1e-12 * top.max(f64::MIN_POSITIVE)) {
+        if lam.is_nan() || lam <= 1e-12 * top.max(f64::MIN_POSITIVE) {
             return Err(LmdError::measure(
                 "SVCCA",
                 format!(

@@ -311,7 +311,7 @@ pub fn streamed_measure(
     let shift = test.shift();
     let zero = |i: usize| {
         let scale: f64 = test.range(i).map(|c| shift[c] * shift[c]).sum();
-        !(own[i].trace > 1e-28 * (1.0 + scale))
+        own[i].trace.is_nan() || own[i].trace <= 1e-28 * (1.0 + scale)
     };
     if let Some(i) = (0..k).find(|&i| zero(i)) {
         return Err(zero_variance(name, &names[i]));
@@ -425,7 +425,7 @@ fn debiased<'a>(test: &Moments, own: Vec<Own>, name: &'a str) -> Result<PairFn<'
             hsic_unbiased(nf, c2, tr, tr, q_paired[i * k + i])
         })
         .collect();
-    if let Some(i) = self_hsic.iter().position(|h| !(*h > 0.0)) {
+    if let Some(i) = self_hsic.iter().position(|h| h.is_nan() || *h <= 0.0) {
         let why = format!(
             "the unbiased HSIC of {} with itself is {:.3e} ≤ 0 at n = {n} (too few sequences)",
             test.names()[i],

@@ -13,6 +13,16 @@ use rand_distr::{Distribution, Normal};
 
 use crate::{Result, TowersError};
 
+/// Writes `tensors` as a safetensors file at `path` with the mode a plain `File::create` gets
+/// (0666 less the umask): safetensors' own writer goes through a 0600 temporary file, which a
+/// collaborator's group could not read on a shared cluster. The callers write into temporary
+/// folders renamed into place, so the file itself needs no atomic rename.
+pub(crate) fn write_safetensors(tensors: &HashMap<String, Tensor>, path: &Path) -> Result<()> {
+    let bytes = safetensors::serialize(tensors, None)
+        .map_err(|e| TowersError::Config(format!("{}: {e}", path.display())))?;
+    std::fs::write(path, bytes).map_err(crate::error::io_err(path))
+}
+
 /// One trainable variable.
 #[derive(Debug, Clone)]
 pub struct Param {
@@ -80,7 +90,7 @@ impl ParamStore {
 
     /// Writes every variable to a safetensors file (not atomic by itself; see `checkpoint`).
     pub fn save(&self, path: &Path) -> Result<()> {
-        candle_core::safetensors::save(&self.snapshot()?, path)?;
+        write_safetensors(&self.snapshot()?, path)?;
         Ok(())
     }
 

@@ -78,7 +78,7 @@ fn write_json(path: &Path, v: &Value) -> Result<()> {
 
 fn write_tensors(path: &Path, t: &HashMap<String, Tensor>) -> Result<()> {
     injected(path)?;
-    candle_core::safetensors::save(t, path).map_err(|e| write_err(path, e))?;
+    crate::layers::params::write_safetensors(t, path).map_err(|e| write_err(path, e))?;
     sync(path)
 }
 
