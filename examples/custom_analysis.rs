@@ -139,13 +139,21 @@ impl Analysis for ScoreByLength {
     }
 }
 
-/// The run folders of a study folder, in name order.
-fn run_folders(study: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// The run folders of a study folder: the protocol's runs in its order (the order
+/// `reproduce train` writes its tables in), then any other run folder in name order.
+fn run_folders(study: &Path, spec: &StudySpec) -> std::io::Result<Vec<PathBuf>> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(study)?
         .map(|e| e.map(|e| e.path()))
         .collect::<std::io::Result<_>>()?;
     dirs.retain(|d| d.join("manifest.json").is_file());
-    dirs.sort();
+    let order: Vec<String> = spec.runs.iter().map(|r| r.label()).collect();
+    dirs.sort_by_key(|d| {
+        let name = d.file_name().map(|n| n.to_string_lossy().into_owned());
+        let rank = name
+            .as_ref()
+            .and_then(|n| order.iter().position(|l| l == n));
+        (rank.unwrap_or(usize::MAX), name)
+    });
     Ok(dirs)
 }
 
@@ -158,8 +166,8 @@ fn main() -> std::result::Result<(), Box<dyn Error>> {
     let out = args
         .next()
         .map_or_else(|| study.join("custom"), PathBuf::from);
-    let runs = ScoredRun::load_all(&run_folders(&study)?)?;
     let spec = StudySpec::protocol(Protocol::Smoke, Path::new("unused"))?;
+    let runs = ScoredRun::load_all(&run_folders(&study, &spec)?)?;
     let mut units = builtin();
     units.push(Box::new(ScoreByLength));
     let outcome = analyze(&spec, &runs, &units, &out, &Progress::silent())?;

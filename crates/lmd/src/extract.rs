@@ -7,7 +7,6 @@
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::encoder::{Encoder, Pooling};
 use crate::error::{LmdError, Result};
@@ -68,18 +67,12 @@ pub fn plan_batches(lengths: &[usize], token_budget: usize, max_batch: usize) ->
     batches
 }
 
-pub(crate) fn progress_bar(len: usize, label: &str, show: bool) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(len as u64);
-    let style =
-        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {pos}/{len} seq {per_sec} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
-    pb.set_style(style);
-    pb.set_prefix(label.to_string());
-    pb
+/// A bar of `len` sequences labelled `label`, drawn (through `report::Progress`, the only
+/// place a library draws) only when `show`.
+pub(crate) fn progress_bar(len: usize, label: &str, show: bool) -> report::Bar {
+    report::Progress::silent()
+        .with_bars(show)
+        .bar(len as u64, label)
 }
 
 /// Embeddings of `texts` by one model: a row-major [n, d] f32 host buffer in input order,
@@ -107,7 +100,7 @@ pub fn embed_texts(enc: &dyn Encoder, texts: &[String], opts: &ExtractOptions) -
         }
         pb.inc(batch.len() as u64);
     }
-    pb.finish_and_clear();
+    pb.finish();
     let seconds = start.elapsed().as_secs_f64();
     Ok(Embedded {
         rows: texts.len(),
@@ -197,7 +190,7 @@ pub fn embed_into_moments(
         moments.update(&views)?;
         pb.inc(part.len() as u64);
     }
-    pb.finish_and_clear();
+    pb.finish();
     Ok(())
 }
 

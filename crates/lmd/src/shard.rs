@@ -338,7 +338,7 @@ pub fn shard_moments(
         }
     }
     m.save_with(path, &key.to_meta())?;
-    pb.finish_and_clear();
+    pb.finish();
     let status = if end < texts.len() {
         ShardStatus::Partial { rows: end as u64 }
     } else if from > 0 {
