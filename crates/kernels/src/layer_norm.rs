@@ -76,7 +76,6 @@ dispatch! {
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn layer_norm_backward_body(
     x: &[f32],
     dy: &[f32],

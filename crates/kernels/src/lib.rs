@@ -64,7 +64,7 @@ pub use exp::exp_inplace;
 pub use gelu::{bias_gelu_rows, gelu_erf_backward, gelu_erf_inplace};
 pub use layer_norm::{layer_norm_backward_rows, layer_norm_rows, residual_layer_norm};
 pub use lstm::{lstm_cell_backward, lstm_cell_forward};
-pub use lstm_seq::LstmSeq;
+pub use lstm_seq::{LstmSaved, LstmSeq};
 pub use softmax::{nll_row, softmax_row};
 
 #[cfg(test)]

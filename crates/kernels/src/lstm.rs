@@ -59,7 +59,6 @@ dispatch! {
 }
 
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn backward_body(
     gates: &[f32],
     c_prev: &[f32],

@@ -13,6 +13,18 @@ use faer::{Accum, MatMut, MatRef};
 use crate::lstm::{lstm_cell_backward, lstm_cell_forward};
 use crate::par;
 
+/// What [`LstmSeq::forward`] wrote and its backward pass reads: the gate pre-activations
+/// `gates` [B, T, 4C], the output `h` and the cell state `c` [B, T, C].
+#[derive(Debug, Clone, Copy)]
+pub struct LstmSaved<'a> {
+    /// Gate pre-activations.
+    pub gates: &'a [f32],
+    /// Output h.
+    pub h: &'a [f32],
+    /// Cell state c.
+    pub c: &'a [f32],
+}
+
 /// The shape of a whole-sequence LSTM layer: `batch` sequences of `steps` steps, cell width
 /// `cell` (C).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,22 +124,20 @@ impl LstmSeq {
         }
     }
 
-    /// The backward pass of [`LstmSeq::forward`], from its `gates`, `h`, `c` and the gradient
-    /// `dh` [B, T, C] of the output h: writes the gradient of the input part `dgx` [B, T, 4C]
+    /// The backward pass of [`LstmSeq::forward`], from what it `saved` and the gradient `dh`
+    /// [B, T, C] of the output h: writes the gradient of the input part `dgx` [B, T, 4C]
     /// (which is also that of the gate pre-activations) and of the recurrent weight `dw_hh`
     /// [4C, C] (overwritten).
-    #[allow(clippy::too_many_arguments)]
     pub fn backward(
         &self,
         w_hh: &[f32],
         mask: &[f32],
-        gates: &[f32],
-        h: &[f32],
-        c: &[f32],
+        saved: LstmSaved<'_>,
         dh: &[f32],
         dgx: &mut [f32],
         dw_hh: &mut [f32],
     ) {
+        let LstmSaved { gates, h, c } = saved;
         self.check(
             gates.len(),
             w_hh.len(),
@@ -282,7 +292,12 @@ mod tests {
             );
         }
         let (mut dgx, mut dw) = (vec![0.; gx.len()], vec![0.; w.len()]);
-        s.backward(&w, &mask, &gates, &h, &c, &f32s(&wh), &mut dgx, &mut dw);
+        let saved = LstmSaved {
+            gates: &gates,
+            h: &h,
+            c: &c,
+        };
+        s.backward(&w, &mask, saved, &f32s(&wh), &mut dgx, &mut dw);
         let check = |name: &str, got: &[f32], base: &[f64], at: &dyn Fn(&[f64]) -> f64| {
             let e = 1e-6;
             let mut nonzero = 0;
@@ -328,7 +343,12 @@ mod tests {
             );
             s.forward(&gx, &w, &mask, &mut gates, &mut h, &mut c);
             let (mut dgx, mut dw) = (vec![0.; gx.len()], vec![0.; w.len()]);
-            s.backward(&w, &mask, &gates, &h, &c, &dh, &mut dgx, &mut dw);
+            let saved = LstmSaved {
+                gates: &gates,
+                h: &h,
+                c: &c,
+            };
+            s.backward(&w, &mask, saved, &dh, &mut dgx, &mut dw);
             (h, dgx, dw)
         };
         let first = run();

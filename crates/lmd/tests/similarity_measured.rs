@@ -52,7 +52,7 @@ fn streamed(planted: &Planted, n: usize, seed: u64) -> (Moments, KnnSample) {
 }
 
 #[test]
-#[ignore]
+#[ignore = "a timing of minutes (docs/lmd.md); run it with cargo test --release -p lmsplit-lmd --test similarity_measured -- --ignored --nocapture analysis_and_similarity_times"]
 fn analysis_and_similarity_times_at_the_paper_size() {
     let (models, dim, rows) = (
         env("LMD_SIM_MODELS", 12),
@@ -100,7 +100,7 @@ fn analysis_and_similarity_times_at_the_paper_size() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "prints the planted models' table of docs/lmd.md; run it with cargo test --release -p lmsplit-lmd --test similarity_measured -- --ignored --nocapture similarity_table_of_planted_models"]
 fn similarity_table_of_planted_models() {
     let planted = Planted::new(PlantedSpec {
         models: 4,
@@ -121,7 +121,7 @@ fn similarity_table_of_planted_models() {
 }
 
 #[test]
-#[ignore]
+#[ignore = "runs the LMD study over ../shared's models for minutes (docs/lmd.md); run it with cargo test --release -p lmsplit-lmd --test similarity_measured -- --ignored --nocapture similarity_table_over_the_offline_models"]
 fn similarity_table_over_the_offline_models() {
     use lmd::study::{run_lmd_study, LmdStudySpec};
     let shared = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"));

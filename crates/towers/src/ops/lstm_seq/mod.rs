@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use candle_core::{CpuStorage, CustomOp3, Device, Layout, Shape, Tensor};
 use kernels::host::{f32_data, not_host_f32, with_host_f32};
-use kernels::LstmSeq;
+use kernels::{LstmSaved, LstmSeq};
 
 use crate::ops::lstm_seq::chains::Chains;
 
@@ -157,7 +157,8 @@ impl CustomOp3 for FusedLstmSeq {
         };
         let (dgx, dw) = with_host_f32(&[w_hh, mask, res, &dh], |s| {
             let (mut dgx, mut dw) = (vec![0f32; gates.len()], vec![0f32; s[0].len()]);
-            seq.backward(s[0], s[1], gates, s[2], c, s[3], &mut dgx, &mut dw);
+            let saved = LstmSaved { gates, h: s[2], c };
+            seq.backward(s[0], s[1], saved, s[3], &mut dgx, &mut dw);
             (dgx, dw)
         })
         .ok_or_else(|| not_host_f32(OP))?;
@@ -397,9 +398,12 @@ impl CustomOp3 for FusedLstmChains {
                 let mut dgx_k = vec![0f32; 4 * n];
                 let w_k = &s[0][k * w_len..(k + 1) * w_len];
                 let dw_k = &mut dw[k * w_len..(k + 1) * w_len];
-                seq.backward(
-                    w_k, &mask_k, &gates[k], &h_k, &c[k], &dh_k, &mut dgx_k, dw_k,
-                );
+                let saved = LstmSaved {
+                    gates: &gates[k],
+                    h: &h_k,
+                    c: &c[k],
+                };
+                seq.backward(w_k, &mask_k, saved, &dh_k, &mut dgx_k, dw_k);
                 put_chain(&mut dgx, &dgx_k, ch, k, 4 * seq.cell);
             }
             (dgx, dw)
